@@ -1,0 +1,1 @@
+"""The fake cluster: in-memory NodePools, NodeClaims, Nodes and Pods with Karpenter's behaviour."""

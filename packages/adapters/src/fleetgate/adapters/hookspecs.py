@@ -1,0 +1,53 @@
+"""The hooks a fleetgate plugin may implement. Each docstring is the hook's contract.
+
+Built-in adapters implement exactly these hooks and register through the same ``fleetgate``
+entry-point group a third-party distribution would use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pluggy
+
+hookspec = pluggy.HookspecMarker("fleetgate")
+
+# --- capacity ledger backends ----------------------------------------------------------------
+
+
+@hookspec
+def fleetgate_ledger_schemes() -> list[str]:
+    """Return the SQLAlchemy URL schemes this plugin serves (e.g. ``["sqlite+aiosqlite"]``).
+
+    Called on every plugin; used to list the choices in an error message. Must not do I/O.
+    """
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def fleetgate_make_ledger(url: str, options: dict[str, Any]) -> Any | None:
+    """Return a ``CapacityLedger`` for ``url`` if this plugin serves its scheme, else ``None``.
+
+    Stops at the first non-None result. ``options`` carries the capacity and claims settings as
+    plain values. Must not connect yet: connecting happens in the ledger's ``start()``.
+    """
+    raise NotImplementedError
+
+
+# --- cluster backends ------------------------------------------------------------------------
+
+
+@hookspec
+def fleetgate_cluster_names() -> list[str]:
+    """Return the cluster backend names this plugin serves (e.g. ``["fake"]``). No I/O."""
+    raise NotImplementedError
+
+
+@hookspec(firstresult=True)
+def fleetgate_make_cluster(name: str, options: dict[str, Any], clock: Any) -> Any | None:
+    """Return a ``ClusterGateway`` for backend ``name`` if this plugin serves it, else ``None``.
+
+    Stops at the first non-None result. ``clock`` is the composition root's ``Clock``: a backend
+    that simulates time must read it instead of the wall clock. Must not connect yet.
+    """
+    raise NotImplementedError

@@ -1,0 +1,23 @@
+"""The ``karpenter`` cluster plugin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fleetgate.adapters.plugins import hookimpl
+
+
+@hookimpl
+def fleetgate_cluster_names() -> list[str]:
+    """This plugin serves the ``karpenter`` cluster."""
+    return ["karpenter"]
+
+
+@hookimpl
+def fleetgate_make_cluster(name: str, options: dict[str, Any], clock: Any) -> Any | None:
+    """Build the Karpenter gateway (connects on ``start()``)."""
+    if name != "karpenter":
+        return None
+    from fleetgate.adapters.karpenter.gateway import KarpenterGateway
+
+    return KarpenterGateway(clock=clock, **options)

@@ -1,0 +1,70 @@
+"""The plugin manager: loads every ``fleetgate`` entry point and picks adapters by configuration."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pluggy
+
+from fleetgate.adapters import hookspecs
+
+ENTRY_POINT_GROUP = "fleetgate"
+hookimpl = pluggy.HookimplMarker("fleetgate")
+
+
+class PluginNotFound(LookupError):
+    """No installed plugin serves the requested database scheme or cluster name."""
+
+
+def plugin_manager(allow: set[str] | None = None) -> pluggy.PluginManager:
+    """Build a manager with the hookspecs and every installed ``fleetgate`` entry point.
+
+    ``allow`` (or ``FLEETGATE_PLUGINS``, comma separated) restricts loading to the named entry
+    points, so a test or an operator can exclude a stray installed plugin.
+    """
+    pm = pluggy.PluginManager(ENTRY_POINT_GROUP)
+    pm.add_hookspecs(hookspecs)
+    env = os.environ.get("FLEETGATE_PLUGINS")
+    if allow is None and env:
+        allow = {name.strip() for name in env.split(",") if name.strip()}
+    if allow is None:
+        pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    else:
+        for name in sorted(allow):
+            pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP, name=name)
+    return pm
+
+
+def scheme_of(url: str) -> str:
+    """Return the scheme of a database URL (``sqlite+aiosqlite:///x.db`` -> ``sqlite+aiosqlite``)."""
+    scheme, sep, _ = url.partition("://")
+    if not sep:
+        scheme, sep, _ = url.partition(":")
+    if not sep or not scheme:
+        raise PluginNotFound(f"database_url: {url!r} is not a URL (expected scheme://...)")
+    return scheme
+
+
+def make_ledger(pm: pluggy.PluginManager, url: str, options: dict[str, Any]) -> Any:
+    """Ask the plugins for the ledger that serves ``url``; fail naming the known schemes."""
+    scheme_of(url)
+    ledger = pm.hook.fleetgate_make_ledger(url=url, options=options)
+    if ledger is None:
+        known = sorted({s for group in pm.hook.fleetgate_ledger_schemes() for s in group})
+        raise PluginNotFound(
+            f"database_url: no installed plugin serves scheme {scheme_of(url)!r}; known: "
+            + ", ".join(known)
+        )
+    return ledger
+
+
+def make_cluster(pm: pluggy.PluginManager, name: str, options: dict[str, Any], clock: Any) -> Any:
+    """Ask the plugins for the cluster backend ``name``; fail naming the known backends."""
+    cluster = pm.hook.fleetgate_make_cluster(name=name, options=options, clock=clock)
+    if cluster is None:
+        known = sorted({n for group in pm.hook.fleetgate_cluster_names() for n in group})
+        raise PluginNotFound(
+            f"cluster: no installed plugin serves {name!r}; known: " + ", ".join(known)
+        )
+    return cluster

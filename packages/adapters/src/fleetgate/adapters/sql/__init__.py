@@ -1,0 +1,1 @@
+"""The SQL capacity ledger: one implementation for SQLite, MariaDB and PostgreSQL."""

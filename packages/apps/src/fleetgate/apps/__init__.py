@@ -1,0 +1,1 @@
+"""fleetgate's applications: composition root, services, API, controller, reconciler, simulator, CLI."""

@@ -1,0 +1,162 @@
+"""The ``fleetgate`` command. Each subcommand parses its arguments here and hands over to the
+module that owns the feature; wiring happens in the composition root, never here.
+
+Exit codes: 0 success, 1 the job ran and found a problem (e.g. a fatal finding), 2 invalid input.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import StrEnum
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(
+    name="fleetgate",
+    help="Guarded capacity admission and maintenance-window node rotation.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Database schema management.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+err = Console(stderr=True)
+
+
+class OutputFormat(StrEnum):
+    """How a report is printed."""
+
+    table = "table"
+    json = "json"
+
+
+def fail_input(message: str) -> typer.Exit:
+    """Print an invalid-input message and return the exit (code 2) to raise."""
+    err.print(f"[red]error:[/red] {message}", highlight=False)
+    return typer.Exit(2)
+
+
+@app.callback()
+def _root(
+    config: Annotated[
+        Path | None,
+        typer.Option("--config", help="YAML configuration file (FLEETGATE_CONFIG).", exists=True,
+                     dir_okay=False),
+    ] = None,
+) -> None:
+    if config is not None:
+        os.environ["FLEETGATE_CONFIG"] = str(config)
+
+
+@app.command("version")
+def version_cmd() -> None:
+    """Print the installed fleetgate version."""
+    try:
+        v = version("fleetgate")
+    except PackageNotFoundError:  # running from a source tree without metadata
+        v = "0+unknown"
+    typer.echo(f"fleetgate {v}")
+
+
+@app.command()
+def check(
+    policy: Annotated[Path, typer.Argument(help="RotationPolicy manifest (YAML).")],
+    expire_after: Annotated[str, typer.Option("--expire-after", help="NodePool expireAfter.")],
+    termination_grace_period: Annotated[
+        str | None,
+        typer.Option("--termination-grace-period", help="NodePool terminationGracePeriod."),
+    ] = None,
+    nodes: Annotated[int, typer.Option("--nodes", min=0, help="NodeClaims in the pool (N).")] = 0,
+    fmt: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
+) -> None:
+    """Derive whether the maintenance windows can rotate the pool before its forced expiry."""
+    from fleetgate.apps.check import run_check
+
+    raise typer.Exit(run_check(policy, expire_after, termination_grace_period, nodes, fmt.value))
+
+
+@app.command()
+def simulate(
+    policy: Annotated[Path, typer.Argument(help="RotationPolicy manifest (YAML).")],
+    fleet: Annotated[Path, typer.Option("--fleet", help="Fleet file (YAML).")],
+    start: Annotated[str, typer.Option("--from", help="Start instant (RFC3339).")],
+    end: Annotated[str, typer.Option("--to", help="End instant (RFC3339).")],
+    env_provisioning: Annotated[
+        str | None, typer.Option("--env-provisioning", help="Actual provisioning time.")
+    ] = None,
+    env_drain: Annotated[str | None, typer.Option("--env-drain", help="Actual drain time.")] = None,
+    fmt: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
+    report: Annotated[Path | None, typer.Option("--report", help="Write an HTML report.")] = None,
+) -> None:
+    """Play a policy out over a fleet in virtual time with the real controller."""
+    from fleetgate.apps.simulate.command import run_simulate
+
+    raise typer.Exit(
+        run_simulate(policy, fleet, start, end, env_provisioning, env_drain, fmt.value, report)
+    )
+
+
+@app.command()
+def api(
+    host: Annotated[str | None, typer.Option("--host")] = None,
+    port: Annotated[int | None, typer.Option("--port", min=0, max=65535)] = None,
+) -> None:
+    """Serve the HTTP API (uvicorn)."""
+    from fleetgate.apps.api.server import run_api
+
+    raise typer.Exit(run_api(host, port))
+
+
+@app.command()
+def controller(
+    once: Annotated[bool, typer.Option("--once", help="Run one pass over every pool.")] = False,
+) -> None:
+    """Run the rotation controller."""
+    from fleetgate.apps.controller.command import run_controller
+
+    raise typer.Exit(run_controller(once))
+
+
+@app.command()
+def reconciler(
+    once: Annotated[bool, typer.Option("--once", help="Run one pass and print its report.")] = False,
+    interval: Annotated[
+        float | None, typer.Option("--interval", min=0.001, help="Seconds between passes.")
+    ] = None,
+) -> None:
+    """Run the capacity reconciler (every 5 minutes by default)."""
+    from fleetgate.apps.reconciler.command import run_reconciler
+
+    raise typer.Exit(run_reconciler(once, interval))
+
+
+@app.command()
+def up(
+    policy: Annotated[Path | None, typer.Option("--policy", help="RotationPolicy manifest.")] = None,
+    nodes: Annotated[int, typer.Option("--nodes", min=1, max=10000)] = 6,
+    speed: Annotated[float, typer.Option("--speed", min=1.0, help="Virtual seconds per second.")] = 600.0,
+    port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
+) -> None:
+    """Run the whole system on SQLite and the fake cluster, with a dashboard."""
+    from fleetgate.apps.up import run_up
+
+    raise typer.Exit(run_up(policy, nodes, speed, port))
+
+
+@db_app.command("upgrade")
+def db_upgrade(
+    revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
+) -> None:
+    """Migrate the configured database to ``revision`` (Alembic)."""
+    from fleetgate.apps.dbcommand import run_upgrade
+
+    raise typer.Exit(run_upgrade(revision))
+
+
+def main() -> None:
+    """Entry point of the ``fleetgate`` console script."""
+    app()

@@ -1,0 +1,47 @@
+"""The composition root: the only place that constructs adapters and wires them to services.
+
+Adapters are reached through the plugin manager (never imported), so a third-party ledger or
+cluster plugin is chosen by configuration alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dependency_injector import containers, providers
+from prometheus_client import CollectorRegistry
+
+from fleetgate.adapters import plugins
+from fleetgate.adapters.clock import SystemClock
+from fleetgate.apps.eventsink import LoggingEventSink
+from fleetgate.apps.settings import Settings, load_settings
+
+
+def _ledger(pm: Any, settings: Settings) -> Any:
+    return plugins.make_ledger(pm, settings.database_url, settings.ledger_options())
+
+
+def _cluster(pm: Any, settings: Settings, clock: Any) -> Any:
+    return plugins.make_cluster(pm, settings.cluster, dict(settings.cluster_options), clock)
+
+
+class Container(containers.DeclarativeContainer):
+    """Providers for everything fleetgate runs with. Override any of them in tests."""
+
+    settings = providers.Singleton(load_settings)
+    plugin_manager = providers.Singleton(plugins.plugin_manager)
+    clock = providers.Singleton(SystemClock)
+    metrics_registry = providers.Singleton(CollectorRegistry)
+    ledger = providers.Singleton(_ledger, pm=plugin_manager, settings=settings)
+    cluster = providers.Singleton(_cluster, pm=plugin_manager, settings=settings, clock=clock)
+    event_sink = providers.Singleton(LoggingEventSink)
+
+
+def build_container(settings: Settings | None = None, **overrides: Any) -> Container:
+    """A container for one process. ``settings`` replaces the environment-derived settings."""
+    container = Container()
+    if settings is not None:
+        container.settings.override(providers.Object(settings))
+    for name, value in overrides.items():
+        getattr(container, name).override(providers.Object(value))
+    return container

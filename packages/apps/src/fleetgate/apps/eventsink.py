@@ -1,0 +1,39 @@
+"""Event sinks the composition root can choose: structured logs, and fan-out to several sinks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import structlog
+
+from fleetgate.domain.events import Event, Level
+from fleetgate.domain.ports import EventSink
+
+_log = structlog.get_logger("fleetgate.events")
+
+
+class LoggingEventSink:
+    """Writes every event as one structured log line at the event's level."""
+
+    async def emit(self, events: Sequence[Event]) -> None:
+        """Log each event; never raises."""
+        for ev in events:
+            method = {Level.INFO: _log.info, Level.WARNING: _log.warning, Level.ERROR: _log.error}
+            method[ev.level](
+                ev.kind, subject=ev.subject, namespace=ev.namespace, at=ev.at.isoformat(), **ev.data
+            )
+
+
+class FanOutEventSink:
+    """Delivers to several sinks in order; one sink's failure does not stop the others."""
+
+    def __init__(self, *sinks: EventSink) -> None:
+        self._sinks = sinks
+
+    async def emit(self, events: Sequence[Event]) -> None:
+        """Deliver to each sink, logging (not raising) a sink's failure."""
+        for sink in self._sinks:
+            try:
+                await sink.emit(events)
+            except Exception:  # a sink must never break the operation that reported the event
+                _log.exception("event sink failed", sink=type(sink).__name__)

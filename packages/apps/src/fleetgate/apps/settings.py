@@ -1,0 +1,142 @@
+"""Configuration: ``FLEETGATE_*`` environment variables over an optional YAML file, validated.
+
+Nested fields use ``__`` in environment variables: ``FLEETGATE_CAPACITY__TARGET_LOAD=0.8``.
+The YAML file is named by ``FLEETGATE_CONFIG`` (or ``--config`` on the CLI); the environment wins.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./.fleetgate/fleetgate.db"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CapacitySettings(_Section):
+    """Overcommit ratios and the demand spreader (capacity spec section 8)."""
+
+    cpu_overcommit: float = Field(3.0, gt=0)
+    memory_overcommit: float = Field(1.0, gt=0)
+    disk_overcommit: float = Field(1.0, gt=0)
+    target_load: float = 0.75
+    demand_per_vcpu: float = Field(0.6, ge=0)
+    demand_decay_seconds: float = Field(600.0, ge=0)
+    ranking_seed: int | None = None
+
+
+class ClaimSettings(_Section):
+    """How a namespace's active claim binds its own placements."""
+
+    enforcement: Literal["advisory", "hard"] = "advisory"
+
+
+class ReconcilerSettings(_Section):
+    """The capacity reconciler loop."""
+
+    interval_seconds: float = Field(300.0, gt=0)
+
+
+class ApiSettings(_Section):
+    """The HTTP API server."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    admin_token: str | None = None
+
+
+class ControllerSettings(_Section):
+    """The rotation controller."""
+
+    namespace: str = "fleetgate-system"
+    policies: list[Path] = Field(default_factory=list)
+    placeholder_image: str = "registry.k8s.io/pause:3.10"
+    priority_class: str = "fleetgate-placeholder"
+    leader_election: bool = True
+
+
+class Settings(BaseSettings):
+    """Everything fleetgate can be configured with. Defaults run the embedded system."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="FLEETGATE_", env_nested_delimiter="__", extra="forbid"
+    )
+
+    database_url: str = DEFAULT_DATABASE_URL
+    database_session_variables: dict[str, str] = Field(default_factory=dict)
+    cluster: str = "fake"
+    cluster_options: dict[str, Any] = Field(default_factory=dict)
+    log_format: Literal["console", "json"] = "console"
+    capacity: CapacitySettings = Field(default_factory=CapacitySettings)
+    claims: ClaimSettings = Field(default_factory=ClaimSettings)
+    reconciler: ReconcilerSettings = Field(default_factory=ReconcilerSettings)
+    api: ApiSettings = Field(default_factory=ApiSettings)
+    controller: ControllerSettings = Field(default_factory=ControllerSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Explicit values, then the environment, then the YAML file."""
+        return (init_settings, env_settings, _YamlSource(settings_cls))
+
+    def ledger_options(self) -> dict[str, Any]:
+        """The plain values a ledger plugin needs."""
+        return {
+            "capacity": self.capacity.model_dump(),
+            "claims": self.claims.model_dump(),
+            "session_variables": dict(self.database_session_variables),
+        }
+
+
+class _YamlSource(PydanticBaseSettingsSource):
+    """Reads the file named by FLEETGATE_CONFIG, if any."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        path = os.environ.get("FLEETGATE_CONFIG")
+        if not path:
+            return {}
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(f"FLEETGATE_CONFIG: cannot read {path}: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"FLEETGATE_CONFIG: {path} must hold a mapping")
+        return data
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the field and the reason."""
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build validated settings, turning pydantic's errors into one message naming each field."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(exc)) from exc
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """``capacity.target_load: Input should be a valid number`` for each error, one per line."""
+    lines = []
+    for err in exc.errors():
+        path = ".".join(str(p) for p in err["loc"]) or "(root)"
+        lines.append(f"{path}: {err['msg']}")
+    return "\n".join(lines)

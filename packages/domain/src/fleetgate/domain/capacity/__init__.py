@@ -1,0 +1,1 @@
+"""Capacity admission: dimensions, guards, denials, ranking, the walk, claims, decay and drift."""

@@ -1,0 +1,1 @@
+"""Maintenance-window node rotation: policy, windows, derivation, selection, gates, the machine."""

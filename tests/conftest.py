@@ -1,0 +1,77 @@
+"""Shared fixtures. The database under test comes from FLEETGATE_TEST_DATABASE_URL.
+
+Unset, tests use a fresh SQLite file. A MariaDB or PostgreSQL URL names a *server*: every test
+session creates its own database there (``fgt_<pid>_<random>``) and drops it afterwards, so runs
+never collide. ``FLEETGATE_TEST_MARIADB_SNAPSHOT=on`` runs MariaDB sessions with
+``innodb_snapshot_isolation=ON`` (the default regime of MariaDB >= 11.6.2).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.backends import create_database, drop_database
+
+
+@dataclass(frozen=True)
+class Backend:
+    """The database a test session runs against."""
+
+    url: str
+    kind: str  # "sqlite" | "mariadb" | "postgres"
+    session_variables: dict[str, str] = field(default_factory=dict)
+
+    def ledger_options(self, **capacity: Any) -> dict[str, Any]:
+        """Plain ledger options as the composition root would pass them."""
+        return {
+            "capacity": capacity,
+            "claims": {"enforcement": "advisory"},
+            "session_variables": dict(self.session_variables),
+        }
+
+
+@pytest.fixture(scope="session")
+def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
+    """The per-session database: a fresh SQLite file, or a fresh database on a server."""
+    server_url = os.environ.get("FLEETGATE_TEST_DATABASE_URL", "")
+    if not server_url or server_url.startswith("sqlite"):
+        path = tmp_path_factory.mktemp("db") / "fleetgate.db"
+        yield Backend(url=f"sqlite+aiosqlite:///{path}", kind="sqlite")
+        return
+    name = f"fgt_{os.getpid()}_{secrets.token_hex(3)}"
+    url = create_database(server_url, name)
+    variables = {}
+    kind = "mariadb" if server_url.startswith("mysql") else "postgres"
+    if kind == "mariadb" and os.environ.get("FLEETGATE_TEST_MARIADB_SNAPSHOT", "").lower() in {
+        "1", "on", "true"
+    }:
+        variables["innodb_snapshot_isolation"] = "ON"
+    try:
+        yield Backend(url=url, kind=kind, session_variables=variables)
+    finally:
+        drop_database(server_url, name)
+
+
+@pytest.fixture
+def tmp_sqlite_url(tmp_path: Path) -> str:
+    """A throwaway SQLite URL for tests that need their own file regardless of the backend."""
+    return f"sqlite+aiosqlite:///{tmp_path / 'own.db'}"
+
+
+@pytest.fixture
+async def anyio_backend() -> AsyncIterator[str]:
+    yield "asyncio"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that touches the database under test, so server sessions can select them."""
+    for item in items:
+        if "backend" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.backend)
