@@ -1,0 +1,187 @@
+"""What the rotation controller sees of a cluster, and what it asks of it: plain values.
+
+A ``ClusterGateway`` (``fleetgate.domain.ports``) turns one NodePool and everything hanging off it
+into a ``PoolObservation``; the machine reads only these values. The Karpenter gateway builds them
+from ``karpenter.sh/v1`` objects, the fake cluster from its in-memory state.
+
+Resource quantities are integers in milli-units, like Kubernetes' ``Quantity.MilliValue()``:
+``cpu: "500m"`` is 500, ``memory: "1Ki"`` is 1_024_000. The machine only adds and compares them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from types import MappingProxyType
+
+Resources = Mapping[str, int]
+"""Resource name -> quantity in milli-units (see the module docstring)."""
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+_NO_RESOURCES: Resources = MappingProxyType({})
+
+
+class ClusterConflict(Exception):
+    """A conditional write lost a race: the object changed since it was read. Requeue and retry."""
+
+
+class ObjectNotFound(LookupError):
+    """The object a write addressed does not exist (any more). Requeue; the next pass sees it."""
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One node-selector requirement (``key``, ``operator``, ``values``) as Kubernetes spells it.
+
+    ``operator`` is one of In, NotIn, Exists, DoesNotExist, Gt, Lt, Gte, Lte.
+    """
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Taint:
+    """A NodePool template taint; the placeholder tolerates each one (``Equal``)."""
+
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+
+@dataclass(frozen=True)
+class NodeClaimView:
+    """One ``karpenter.sh/v1`` NodeClaim of the pool.
+
+    ``expire_after`` None means ``Never``; ``termination_grace_period`` None means unset.
+    ``deleting_at`` is the deletionTimestamp (None while not being deleted). ``ready`` is the
+    Ready condition being exactly True. ``node_name`` is ``status.nodeName`` (None until bound).
+    """
+
+    name: str
+    created_at: datetime
+    expire_after: timedelta | None
+    termination_grace_period: timedelta | None = None
+    ready: bool = False
+    node_name: str | None = None
+    deleting_at: datetime | None = None
+    annotations: Mapping[str, str] = _EMPTY
+    labels: Mapping[str, str] = _EMPTY
+    requirements: tuple[Requirement, ...] = ()
+    allocatable: Resources = _NO_RESOURCES
+
+    @property
+    def deleting(self) -> bool:
+        """True once Kubernetes has set the deletionTimestamp."""
+        return self.deleting_at is not None
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """One Node labelled with the pool. ``unschedulable`` is ``spec.unschedulable``."""
+
+    name: str
+    labels: Mapping[str, str] = _EMPTY
+    annotations: Mapping[str, str] = _EMPTY
+    unschedulable: bool = False
+    ready: bool = False
+    allocatable: Resources = _NO_RESOURCES
+
+
+@dataclass(frozen=True)
+class PodView:
+    """A Pod on one of the pool's nodes, or one of the controller's placeholders.
+
+    ``owner_kind`` is the controlling owner's kind (``DaemonSet`` matters); ``mirror`` marks a
+    static pod's mirror; ``phase`` is Pending/Running/Succeeded/Failed. ``unschedulable_reason``
+    and ``unschedulable_message`` carry a ``PodScheduled=False`` condition, if any.
+    ``node_selector`` and ``required_hostnames`` (one tuple per required node-affinity term: the
+    hostnames its ``kubernetes.io/hostname In`` allows, empty when the term has none) let the
+    domain tell a node-pinned Pod from a movable one.
+    """
+
+    namespace: str
+    name: str
+    node_name: str | None = None
+    phase: str = "Pending"
+    deleting: bool = False
+    labels: Mapping[str, str] = _EMPTY
+    annotations: Mapping[str, str] = _EMPTY
+    requests: Resources = _NO_RESOURCES
+    owner_kind: str | None = None
+    mirror: bool = False
+    node_selector: Mapping[str, str] = _EMPTY
+    required_hostnames: tuple[tuple[str, ...], ...] = ()
+    unschedulable_reason: str | None = None
+    unschedulable_message: str | None = None
+
+
+@dataclass(frozen=True)
+class PoolObservation:
+    """Everything one pass over one NodePool needs, read at (nearly) one instant.
+
+    ``version`` is the NodePool's resourceVersion: the anchor write is conditional on it.
+    ``expire_after`` / ``termination_grace_period`` come from ``spec.template.spec`` (None =
+    Never / unset). ``claims`` are the NodeClaims labelled with the pool, ``nodes`` the Nodes
+    labelled with it, ``pods`` the Pods bound to those nodes, ``placeholders`` the controller's
+    placeholder Pods for this pool (bound or not). ``limits`` is ``spec.limits`` and
+    ``resources`` is ``status.resources``.
+    """
+
+    name: str
+    version: str
+    expire_after: timedelta | None
+    termination_grace_period: timedelta | None = None
+    labels: Mapping[str, str] = _EMPTY
+    annotations: Mapping[str, str] = _EMPTY
+    requirements: tuple[Requirement, ...] = ()
+    taints: tuple[Taint, ...] = ()
+    limits: Resources = _NO_RESOURCES
+    resources: Resources = _NO_RESOURCES
+    claims: tuple[NodeClaimView, ...] = ()
+    nodes: tuple[NodeView, ...] = ()
+    pods: tuple[PodView, ...] = ()
+    placeholders: tuple[PodView, ...] = ()
+
+    def claim(self, name: str) -> NodeClaimView | None:
+        """The pool claim called ``name``, if it exists."""
+        return next((c for c in self.claims if c.name == name), None)
+
+    def node(self, name: str | None) -> NodeView | None:
+        """The pool node called ``name``, if it exists."""
+        if name is None:
+            return None
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def pods_on(self, node: str) -> tuple[PodView, ...]:
+        """The non-placeholder Pods bound to ``node``."""
+        return tuple(p for p in self.pods if p.node_name == node)
+
+
+@dataclass(frozen=True)
+class PlaceholderSpec:
+    """The placeholder Pod to create: a negative-priority ``pause`` Pod sized like the candidate.
+
+    ``required`` becomes required node affinity (the pool label plus the matched requirement
+    keys); ``avoid_hosts`` becomes the weight-100 preferred ``kubernetes.io/hostname NotIn``
+    term; ``preferred`` the weight-1 terms. ``labels`` / ``annotations`` carry the markers
+    (``fleetgate.io/surge-for``, ``karpenter.sh/nodepool``, ``karpenter.sh/do-not-disrupt``).
+    ``tolerations`` are the pool template's taints. ``priority_class`` and ``image`` are filled
+    by the controller from its settings (empty: the gateway's own defaults).
+    """
+
+    namespace: str
+    name: str
+    pool: str
+    surge_for: str
+    requests: Resources = _NO_RESOURCES
+    required: tuple[Requirement, ...] = ()
+    preferred: tuple[Requirement, ...] = ()
+    avoid_hosts: tuple[str, ...] = ()
+    tolerations: tuple[Taint, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    priority_class: str = ""
+    image: str = ""
