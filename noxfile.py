@@ -27,7 +27,10 @@ PYTEST_FLAGS = ["-ra", "--tb=short", "--durations=10", "--strict-config", "--str
 def install(session: nox.Session) -> None:
     """Install the locked workspace (all three distributions and the dev tools)."""
     session.run_install(
-        "uv", "sync", "--locked", "--all-packages",
+        "uv",
+        "sync",
+        "--locked",
+        "--all-packages",
         env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location},
         external=True,
     )
@@ -37,7 +40,12 @@ def tests_impl(session: nox.Session, *selection: str, env: dict[str, str] | None
     """Run pytest over ``selection`` with the strict flags and the given environment."""
     install(session)
     session.run(
-        "python", "-m", "pytest", *PYTEST_FLAGS, *selection, *session.posargs,
+        "python",
+        "-m",
+        "pytest",
+        *PYTEST_FLAGS,
+        *selection,
+        *session.posargs,
         env={"PYTHONWARNINGS": "default", **(env or {})},
     )
 
@@ -53,7 +61,10 @@ def tests(session: nox.Session) -> None:
 def tests_mariadb(session: nox.Session, regime: str) -> None:
     """The backend suites on MariaDB, in the server's default regime and with snapshot isolation."""
     tests_impl(
-        session, "-m", "backend", "tests",
+        session,
+        "-m",
+        "backend",
+        "tests",
         env={
             "FLEETGATE_TEST_DATABASE_URL": MARIADB_URL,
             "FLEETGATE_TEST_MARIADB_SNAPSHOT": "on" if regime == "snapshot" else "",
@@ -66,23 +77,41 @@ def tests_mariadb(session: nox.Session, regime: str) -> None:
 def tests_postgres(session: nox.Session, version: str) -> None:
     """The backend suites on PostgreSQL 15 (this machine's server) and 16 (a pgserver instance)."""
     if version == "15":
-        tests_impl(session, "-m", "backend", "tests", env={"FLEETGATE_TEST_DATABASE_URL": POSTGRES_URL})
+        tests_impl(
+            session, "-m", "backend", "tests", env={"FLEETGATE_TEST_DATABASE_URL": POSTGRES_URL}
+        )
         return
     install(session)
     with tempfile.TemporaryDirectory(prefix="fleetgate-pg16-") as pgdata:
-        url = session.run(
-            "python", "-c",
-            "import sys, pgserver; s = pgserver.get_server(sys.argv[1], cleanup_mode=None);"
-            "print(s.get_uri())",
-            pgdata, silent=True,
-        ).strip().splitlines()[-1]
+        url = (
+            session.run(
+                "python",
+                "-c",
+                "import sys, pgserver; s = pgserver.get_server(sys.argv[1], cleanup_mode=None);"
+                "print(s.get_uri())",
+                pgdata,
+                silent=True,
+            )
+            .strip()
+            .splitlines()[-1]
+        )
         try:
-            tests_impl(session, "-m", "backend", "tests",
-                       env={"FLEETGATE_TEST_DATABASE_URL": _asyncpg_url(url)})
+            tests_impl(
+                session,
+                "-m",
+                "backend",
+                "tests",
+                env={"FLEETGATE_TEST_DATABASE_URL": _asyncpg_url(url)},
+            )
         finally:
-            session.run("python", "-c",
-                        "import sys, pgserver; pgserver.get_server(sys.argv[1]).cleanup()", pgdata,
-                        silent=True, success_codes=[0, 1])
+            session.run(
+                "python",
+                "-c",
+                "import sys, pgserver; pgserver.get_server(sys.argv[1]).cleanup()",
+                pgdata,
+                silent=True,
+                success_codes=[0, 1],
+            )
 
 
 def _asyncpg_url(uri: str) -> str:
@@ -109,16 +138,25 @@ def lint(session: nox.Session) -> None:
 def typecheck(session: nox.Session) -> None:
     """mypy, strict for the domain."""
     install(session)
-    session.run("mypy", "packages/domain/src/fleetgate/domain", "packages/adapters/src/fleetgate/adapters",
-                "packages/apps/src/fleetgate/apps")
+    session.run(
+        "mypy",
+        "packages/domain/src/fleetgate/domain",
+        "packages/adapters/src/fleetgate/adapters",
+        "packages/apps/src/fleetgate/apps",
+    )
 
 
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run the benchmarks and rewrite docs/performance.md."""
     install(session)
-    session.run("python", "-m", "benchmarks", *session.posargs,
-                env={"FLEETGATE_MARIADB_URL": MARIADB_URL, "FLEETGATE_POSTGRES_URL": POSTGRES_URL})
+    session.run(
+        "python",
+        "-m",
+        "benchmarks",
+        *session.posargs,
+        env={"FLEETGATE_MARIADB_URL": MARIADB_URL, "FLEETGATE_POSTGRES_URL": POSTGRES_URL},
+    )
 
 
 @nox.session
@@ -126,14 +164,28 @@ def demo(session: nox.Session) -> None:
     """The main job on the embedded default: check every example policy."""
     install(session)
     for policy in sorted((ROOT / "examples").glob("*policy*.yaml")):
-        session.run("fleetgate", "check", str(policy), "--expire-after", "14d",
-                    "--termination-grace-period", "1h", success_codes=[0, 1])
+        session.run(
+            "fleetgate",
+            "check",
+            str(policy),
+            "--expire-after",
+            "14d",
+            "--termination-grace-period",
+            "1h",
+            success_codes=[0, 1],
+        )
 
 
 @nox.session
 def ci(session: nox.Session) -> None:
     """Everything CI runs: lint, types, and the tests on every backend."""
-    for name in ["lint", "typecheck", "tests", "tests_mariadb(regime='default')",
-                 "tests_mariadb(regime='snapshot')", "tests_postgres(version='15')",
-                 "tests_postgres(version='16')"]:
+    for name in [
+        "lint",
+        "typecheck",
+        "tests",
+        "tests_mariadb(regime='default')",
+        "tests_mariadb(regime='snapshot')",
+        "tests_postgres(version='15')",
+        "tests_postgres(version='16')",
+    ]:
         session.notify(name)

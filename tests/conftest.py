@@ -50,7 +50,9 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
     variables = {}
     kind = "mariadb" if server_url.startswith("mysql") else "postgres"
     if kind == "mariadb" and os.environ.get("FLEETGATE_TEST_MARIADB_SNAPSHOT", "").lower() in {
-        "1", "on", "true"
+        "1",
+        "on",
+        "true",
     }:
         variables["innodb_snapshot_isolation"] = "ON"
     try:

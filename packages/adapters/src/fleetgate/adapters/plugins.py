@@ -37,7 +37,7 @@ def plugin_manager(allow: set[str] | None = None) -> pluggy.PluginManager:
 
 
 def scheme_of(url: str) -> str:
-    """Return the scheme of a database URL (``sqlite+aiosqlite:///x.db`` -> ``sqlite+aiosqlite``)."""
+    """Return a database URL's scheme: ``sqlite+aiosqlite:///x.db`` -> ``sqlite+aiosqlite``."""
     scheme, sep, _ = url.partition("://")
     if not sep:
         scheme, sep, _ = url.partition(":")

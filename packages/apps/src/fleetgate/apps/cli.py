@@ -44,8 +44,12 @@ def fail_input(message: str) -> typer.Exit:
 def _root(
     config: Annotated[
         Path | None,
-        typer.Option("--config", help="YAML configuration file (FLEETGATE_CONFIG).", exists=True,
-                     dir_okay=False),
+        typer.Option(
+            "--config",
+            help="YAML configuration file (FLEETGATE_CONFIG).",
+            exists=True,
+            dir_okay=False,
+        ),
     ] = None,
 ) -> None:
     if config is not None:
@@ -123,7 +127,9 @@ def controller(
 
 @app.command()
 def reconciler(
-    once: Annotated[bool, typer.Option("--once", help="Run one pass and print its report.")] = False,
+    once: Annotated[
+        bool, typer.Option("--once", help="Run one pass and print its report.")
+    ] = False,
     interval: Annotated[
         float | None, typer.Option("--interval", min=0.001, help="Seconds between passes.")
     ] = None,
@@ -136,9 +142,13 @@ def reconciler(
 
 @app.command()
 def up(
-    policy: Annotated[Path | None, typer.Option("--policy", help="RotationPolicy manifest.")] = None,
+    policy: Annotated[
+        Path | None, typer.Option("--policy", help="RotationPolicy manifest.")
+    ] = None,
     nodes: Annotated[int, typer.Option("--nodes", min=1, max=10000)] = 6,
-    speed: Annotated[float, typer.Option("--speed", min=1.0, help="Virtual seconds per second.")] = 600.0,
+    speed: Annotated[
+        float, typer.Option("--speed", min=1.0, help="Virtual seconds per second.")
+    ] = 600.0,
     port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
 ) -> None:
     """Run the whole system on SQLite and the fake cluster, with a dashboard."""

@@ -28,8 +28,10 @@ def configure_logging(fmt: str = "console", level: int = logging.INFO) -> None:
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(foreign_pre_chain=shared, processors=[
-            structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer])
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=shared,
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        )
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]

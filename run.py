@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Bootstrap and run fleetgate from a fresh clone with nothing but Python 3.11+.
+
+    python3 run.py up      # the whole system on SQLite + the fake cluster, with a dashboard
+    python3 run.py test    # the whole test suite (every backend), exactly as CI runs it
+    python3 run.py ARGS    # any other `fleetgate` command, e.g. `python3 run.py check ...`
+
+It installs uv into ./.tools when uv is not on PATH, then lets uv create ./.venv from uv.lock.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+TOOLS = ROOT / ".tools"
+UV_VERSION = "0.9.9"
+
+
+def uv() -> str:
+    """Path to a uv executable, installing one into ./.tools if none is on PATH."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    bindir = TOOLS / ("Scripts" if os.name == "nt" else "bin")
+    local = bindir / "uv"
+    if not local.exists():
+        print("run.py: installing uv into ./.tools (one time)", file=sys.stderr)
+        venv.EnvBuilder(with_pip=True).create(TOOLS)
+        subprocess.run(
+            [str(bindir / "python"), "-m", "pip", "install", "--quiet", f"uv>={UV_VERSION}"],
+            check=True,
+        )
+    return str(local)
+
+
+def main(argv: list[str]) -> int:
+    """Sync the locked environment, then run the test suite or a fleetgate command."""
+    if sys.version_info < (3, 11):  # noqa: UP036 - run.py must explain itself on old Pythons
+        print("run.py: fleetgate needs Python 3.11 or newer", file=sys.stderr)
+        return 2
+    exe = uv()
+    subprocess.run([exe, "sync", "--locked", "--all-packages", "--quiet"], cwd=ROOT, check=True)
+    if argv[:1] == ["test"]:
+        cmd = [exe, "run", "--locked", "nox", "-s", "ci", *argv[1:]]
+    else:
+        cmd = [exe, "run", "--locked", "fleetgate", *(argv or ["--help"])]
+    return subprocess.run(cmd, cwd=ROOT).returncode
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

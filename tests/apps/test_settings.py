@@ -1,0 +1,75 @@
+"""Configuration: defaults, environment, YAML file, and errors that name the field."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetgate.apps.settings import DEFAULT_DATABASE_URL, ConfigError, load_settings
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    for key in list(os.environ):
+        if key.startswith("FLEETGATE_"):
+            monkeypatch.delenv(key)
+
+
+def test_defaults_run_the_embedded_system() -> None:
+    s = load_settings()
+    assert s.database_url == DEFAULT_DATABASE_URL
+    assert s.cluster == "fake"
+    assert (s.capacity.target_load, s.capacity.demand_per_vcpu) == (0.75, 0.6)
+    assert (s.capacity.cpu_overcommit, s.capacity.memory_overcommit) == (3.0, 1.0)
+    assert s.claims.enforcement == "advisory"
+    assert s.reconciler.interval_seconds == 300.0
+
+
+def test_environment_overrides_nested_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLEETGATE_CAPACITY__TARGET_LOAD", "0.5")
+    monkeypatch.setenv("FLEETGATE_CLAIMS__ENFORCEMENT", "hard")
+    s = load_settings()
+    assert s.capacity.target_load == 0.5
+    assert s.claims.enforcement == "hard"
+
+
+def test_yaml_file_is_read_and_environment_wins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "fleetgate.yaml"
+    cfg.write_text("cluster: karpenter\ncapacity:\n  demand_per_vcpu: 0.3\n  target_load: 0.9\n")
+    monkeypatch.setenv("FLEETGATE_CONFIG", str(cfg))
+    monkeypatch.setenv("FLEETGATE_CAPACITY__TARGET_LOAD", "0.6")
+    s = load_settings()
+    assert s.cluster == "karpenter"
+    assert s.capacity.demand_per_vcpu == 0.3
+    assert s.capacity.target_load == 0.6
+
+
+def test_an_invalid_value_names_the_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLEETGATE_CLAIMS__ENFORCEMENT", "strict")
+    with pytest.raises(
+        ConfigError, match=r"claims\.enforcement: Input should be 'advisory' or 'hard'"
+    ):
+        load_settings()
+
+
+def test_an_unknown_yaml_field_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("capacity:\n  targetload: 0.9\n")
+    monkeypatch.setenv("FLEETGATE_CONFIG", str(cfg))
+    with pytest.raises(ConfigError, match=r"capacity\.targetload: Extra inputs are not permitted"):
+        load_settings()
+
+
+def test_a_yaml_file_that_is_not_a_mapping_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("- a\n- b\n")
+    monkeypatch.setenv("FLEETGATE_CONFIG", str(cfg))
+    with pytest.raises(ConfigError, match="must hold a mapping"):
+        load_settings()
