@@ -13,13 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from types import MappingProxyType
 
 Resources = Mapping[str, int]
 """Resource name -> quantity in milli-units (see the module docstring)."""
-
-_EMPTY: Mapping[str, str] = MappingProxyType({})
-_NO_RESOURCES: Resources = MappingProxyType({})
 
 
 class ClusterConflict(Exception):
@@ -67,10 +63,10 @@ class NodeClaimView:
     ready: bool = False
     node_name: str | None = None
     deleting_at: datetime | None = None
-    annotations: Mapping[str, str] = _EMPTY
-    labels: Mapping[str, str] = _EMPTY
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    labels: Mapping[str, str] = field(default_factory=dict)
     requirements: tuple[Requirement, ...] = ()
-    allocatable: Resources = _NO_RESOURCES
+    allocatable: Resources = field(default_factory=dict)
 
     @property
     def deleting(self) -> bool:
@@ -83,11 +79,11 @@ class NodeView:
     """One Node labelled with the pool. ``unschedulable`` is ``spec.unschedulable``."""
 
     name: str
-    labels: Mapping[str, str] = _EMPTY
-    annotations: Mapping[str, str] = _EMPTY
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
     unschedulable: bool = False
     ready: bool = False
-    allocatable: Resources = _NO_RESOURCES
+    allocatable: Resources = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -107,12 +103,12 @@ class PodView:
     node_name: str | None = None
     phase: str = "Pending"
     deleting: bool = False
-    labels: Mapping[str, str] = _EMPTY
-    annotations: Mapping[str, str] = _EMPTY
-    requests: Resources = _NO_RESOURCES
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
+    requests: Resources = field(default_factory=dict)
     owner_kind: str | None = None
     mirror: bool = False
-    node_selector: Mapping[str, str] = _EMPTY
+    node_selector: Mapping[str, str] = field(default_factory=dict)
     required_hostnames: tuple[tuple[str, ...], ...] = ()
     unschedulable_reason: str | None = None
     unschedulable_message: str | None = None
@@ -134,12 +130,12 @@ class PoolObservation:
     version: str
     expire_after: timedelta | None
     termination_grace_period: timedelta | None = None
-    labels: Mapping[str, str] = _EMPTY
-    annotations: Mapping[str, str] = _EMPTY
+    labels: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, str] = field(default_factory=dict)
     requirements: tuple[Requirement, ...] = ()
     taints: tuple[Taint, ...] = ()
-    limits: Resources = _NO_RESOURCES
-    resources: Resources = _NO_RESOURCES
+    limits: Resources = field(default_factory=dict)
+    resources: Resources = field(default_factory=dict)
     claims: tuple[NodeClaimView, ...] = ()
     nodes: tuple[NodeView, ...] = ()
     pods: tuple[PodView, ...] = ()
@@ -176,7 +172,7 @@ class PlaceholderSpec:
     name: str
     pool: str
     surge_for: str
-    requests: Resources = _NO_RESOURCES
+    requests: Resources = field(default_factory=dict)
     required: tuple[Requirement, ...] = ()
     preferred: tuple[Requirement, ...] = ()
     avoid_hosts: tuple[str, ...] = ()

@@ -1,0 +1,163 @@
+"""The fake cluster's mutable records, and their conversion into the domain's observation values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from types import MappingProxyType
+
+from fleetgate.domain.rotation.cluster import (
+    NodeClaimView,
+    NodeView,
+    PodView,
+    Requirement,
+    Resources,
+    Taint,
+)
+
+NODEPOOL_LABEL = "karpenter.sh/nodepool"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+ZONE_LABEL = "topology.kubernetes.io/zone"
+ARCH_LABEL = "kubernetes.io/arch"
+CAPACITY_TYPE_LABEL = "karpenter.sh/capacity-type"
+
+DEFAULT_NODE_ALLOCATABLE: dict[str, int] = {
+    "cpu": 4_000,
+    "memory": 16 * 2**30 * 1_000,
+    "pods": 110_000,
+}
+
+
+@dataclass
+class Pool:
+    """A NodePool: template, limits, annotations, and the fake-Karpenter knobs for its nodes."""
+
+    name: str
+    expire_after: timedelta | None
+    termination_grace_period: timedelta | None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    requirements: tuple[Requirement, ...] = ()
+    taints: tuple[Taint, ...] = ()
+    limits: dict[str, int] = field(default_factory=dict)
+    node_allocatable: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_NODE_ALLOCATABLE))
+    node_labels: dict[str, str] = field(default_factory=dict)
+    provisioning_delay: timedelta = timedelta(minutes=2)
+    drain_time: timedelta = timedelta(minutes=5)
+    version: int = 1
+
+
+@dataclass
+class Claim:
+    """A NodeClaim and, once launched, its Node (the two share a name here, as on AWS)."""
+
+    name: str
+    pool: str
+    created_at: datetime
+    expire_after: timedelta | None
+    termination_grace_period: timedelta | None
+    allocatable: dict[str, int]
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    ready: bool = False
+    deleting_at: datetime | None = None
+    node: Node | None = None
+
+    def view(self) -> NodeClaimView:
+        """The claim as the controller observes it."""
+        return NodeClaimView(
+            name=self.name,
+            created_at=self.created_at,
+            expire_after=self.expire_after,
+            termination_grace_period=self.termination_grace_period,
+            ready=self.ready,
+            node_name=self.node.name if self.node else None,
+            deleting_at=self.deleting_at,
+            annotations=MappingProxyType(dict(self.annotations)),
+            labels=MappingProxyType(dict(self.labels)),
+            requirements=tuple(
+                Requirement(key, "In", (value,))
+                for key, value in sorted(self.labels.items())
+                if key != NODEPOOL_LABEL
+            ),
+            allocatable=MappingProxyType(dict(self.allocatable)),
+        )
+
+
+@dataclass
+class Node:
+    """A Node of a launched claim."""
+
+    name: str
+    pool: str
+    labels: dict[str, str]
+    allocatable: dict[str, int]
+    annotations: dict[str, str] = field(default_factory=dict)
+    unschedulable: bool = False
+    ready: bool = True
+
+    def view(self) -> NodeView:
+        """The node as the controller observes it."""
+        return NodeView(
+            name=self.name,
+            labels=MappingProxyType(dict(self.labels)),
+            annotations=MappingProxyType(dict(self.annotations)),
+            unschedulable=self.unschedulable,
+            ready=self.ready,
+            allocatable=MappingProxyType(dict(self.allocatable)),
+        )
+
+
+@dataclass
+class Pod:
+    """A Pod. ``pool`` is its required NodePool affinity (None: any); ``seq`` orders creation."""
+
+    namespace: str
+    name: str
+    seq: int
+    requests: dict[str, int] = field(default_factory=dict)
+    pool: str | None = None
+    priority: int = 0
+    owner_kind: str | None = None
+    node_name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    avoid_hosts: tuple[str, ...] = ()
+    required: tuple[Requirement, ...] = ()
+    nominated_claim: str | None = None
+    unschedulable_message: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(namespace, name): a Pod's identity."""
+        return (self.namespace, self.name)
+
+    def view(self) -> PodView:
+        """The pod as the controller observes it."""
+        return PodView(
+            namespace=self.namespace,
+            name=self.name,
+            node_name=self.node_name,
+            phase="Running" if self.node_name else "Pending",
+            labels=MappingProxyType(dict(self.labels)),
+            annotations=MappingProxyType(dict(self.annotations)),
+            requests=MappingProxyType(dict(self.requests)),
+            owner_kind=self.owner_kind,
+            unschedulable_reason="Unschedulable" if self.unschedulable_message else None,
+            unschedulable_message=self.unschedulable_message,
+        )
+
+
+def fits(free: Resources, requests: Resources) -> bool:
+    """True when every requested quantity fits into ``free`` (a resource a node lacks is 0)."""
+    return all(want <= free.get(name, 0) for name, want in requests.items() if want > 0)
+
+
+def subtract(total: Resources, *used: Resources) -> dict[str, int]:
+    """``total`` minus the sum of ``used``, per resource of ``total``."""
+    out = dict(total)
+    for item in used:
+        for name, value in item.items():
+            if name in out:
+                out[name] -= value
+    return out
