@@ -12,6 +12,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from fleetgate.domain.events import Event
 from fleetgate.domain.rotation.cluster import PlaceholderSpec, PoolObservation
+from fleetgate.domain.tokens import ApiToken
 
 # --- time and events -------------------------------------------------------------------------
 
@@ -105,4 +106,32 @@ class ClusterGateway(Protocol):
 
         A claim already deleting or gone is not an error.
         """
+        ...
+
+
+# --- API tokens (issue: HTTP API) ------------------------------------------------------------
+
+
+@runtime_checkable
+class TokenStore(Protocol):
+    """Namespace bearer tokens, kept as digests (never the secret). The SQL ledger implements it.
+
+    Token ids are opaque strings. A revoked token stays readable (with ``revoked_at``) so the
+    admin can see what existed; it no longer authenticates.
+    """
+
+    async def create_token(self, namespace: str, token_digest: str, at: datetime) -> ApiToken:
+        """Store a new active token for ``namespace`` with the digest of its secret."""
+        ...
+
+    async def token_by_digest(self, token_digest: str) -> ApiToken | None:
+        """The token whose secret has this digest (active or revoked), or None."""
+        ...
+
+    async def list_tokens(self, namespace: str) -> Sequence[ApiToken]:
+        """Every token of ``namespace``, revoked ones included, oldest first."""
+        ...
+
+    async def revoke_token(self, namespace: str, token_id: str, at: datetime) -> bool:
+        """Revoke an active token of ``namespace``; False if there is none with that id."""
         ...
