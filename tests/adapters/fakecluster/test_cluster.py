@@ -1,0 +1,239 @@
+"""The fake cluster behaves like Karpenter where the rotation controller can tell."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from fleetgate.adapters.clock import VirtualClock
+from fleetgate.adapters.fakecluster.cluster import FakeCluster, NodeChange
+from fleetgate.adapters.fakecluster.faults import ControllerCrash
+from fleetgate.domain.ports import ClusterGateway
+from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound, PlaceholderSpec
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+CPU = {"cpu": 3_000}
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock(T0)
+
+
+@pytest.fixture
+def cluster(clock: VirtualClock) -> FakeCluster:
+    fc = FakeCluster(clock)
+    fc.add_pool(
+        "pool",
+        expire_after="14d",
+        termination_grace_period="1h",
+        provisioning_delay="2m",
+        drain_time="5m",
+    )
+    return fc
+
+
+def placeholder(surge_for: str, requests: dict[str, int] | None = None) -> PlaceholderSpec:
+    return PlaceholderSpec(
+        namespace="ns",
+        name=f"ph-{surge_for}",
+        pool="pool",
+        surge_for=surge_for,
+        requests=requests or CPU,
+        avoid_hosts=(surge_for,),
+    )
+
+
+def test_the_fake_cluster_is_a_cluster_gateway(cluster: FakeCluster) -> None:
+    assert isinstance(cluster, ClusterGateway)
+
+
+async def test_observe_reports_claims_nodes_pods_and_template(cluster: FakeCluster) -> None:
+    name = cluster.add_node("pool", workload=CPU)
+    obs = await cluster.observe("pool")
+    assert obs is not None
+    assert obs.expire_after == timedelta(days=14)
+    assert obs.termination_grace_period == timedelta(hours=1)
+    (claim,) = obs.claims
+    assert (claim.name, claim.ready, claim.node_name) == (name, True, name)
+    assert [p.name for p in obs.pods_on(name)] == [f"{name}-app"]
+    assert obs.resources["cpu"] == 4_000
+    assert await cluster.observe("missing") is None
+
+
+async def test_a_placeholder_that_fits_nowhere_brings_a_new_claim_ready_after_the_delay(
+    cluster: FakeCluster,
+) -> None:
+    old = cluster.add_node("pool", workload=CPU)
+    await cluster.create_placeholder(placeholder(old))
+    obs = await cluster.observe("pool")
+    assert obs is not None
+    new = next(c for c in obs.claims if c.name != old)
+    assert not new.ready and obs.placeholders[0].phase == "Pending"
+    assert cluster.next_event_at() == T0 + timedelta(minutes=2)
+    cluster.advance_to(T0 + timedelta(minutes=2))
+    obs = await cluster.observe("pool")
+    assert obs is not None
+    assert obs.claim(new.name).ready  # type: ignore[union-attr]
+    assert obs.placeholders[0].node_name == new.name and obs.placeholders[0].phase == "Running"
+
+
+async def test_a_placeholder_lands_on_spare_capacity_without_a_new_claim(
+    cluster: FakeCluster,
+) -> None:
+    old = cluster.add_node("pool", workload=CPU)
+    spare = cluster.add_node("pool")
+    await cluster.create_placeholder(placeholder(old))
+    obs = await cluster.observe("pool")
+    assert obs is not None
+    assert len(obs.claims) == 2
+    assert obs.placeholders[0].node_name == spare
+
+
+async def test_a_deleted_claim_drains_moves_its_pods_preempting_the_placeholder_then_goes(
+    cluster: FakeCluster,
+) -> None:
+    old = cluster.add_node("pool", workload=CPU)
+    await cluster.create_placeholder(placeholder(old))
+    cluster.advance_to(T0 + timedelta(minutes=2))
+    await cluster.delete_claim(old)
+    obs = await cluster.observe("pool")
+    assert obs is not None
+    assert obs.claim(old).deleting  # type: ignore[union-attr]
+    assert obs.placeholders == ()  # preempted by the evicted workload
+    new = next(c for c in obs.claims if c.name != old)
+    assert [p.name for p in obs.pods_on(new.name)] == [f"{old}-app"]
+    assert cluster.next_event_at() == T0 + timedelta(minutes=7)
+    cluster.advance_to(T0 + timedelta(minutes=7))
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is None
+    assert any(r.kind == "placeholder-preempted" for r in cluster.history)
+
+
+async def test_a_stuck_drain_ends_only_at_the_claims_tgp(cluster: FakeCluster) -> None:
+    old = cluster.add_node("pool", workload=CPU)
+    cluster.stick_drain(old)
+    await cluster.delete_claim(old)
+    cluster.advance_to(T0 + timedelta(minutes=59))
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is not None  # the 5m drain did not end it
+    cluster.advance_to(T0 + timedelta(hours=1))
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is None
+
+
+async def test_a_claim_reaching_its_expiry_is_force_expired_and_recorded_as_a_breach(
+    cluster: FakeCluster, clock: VirtualClock
+) -> None:
+    old = cluster.add_node("pool", created_at=T0 - timedelta(days=14) + timedelta(hours=1))
+    assert cluster.next_event_at() == T0 + timedelta(hours=1)
+    cluster.advance_to(T0 + timedelta(hours=1))
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old).deleting  # type: ignore[union-attr]
+    assert [b.name for b in cluster.breaches] == [old]
+
+
+async def test_provisioning_that_never_completes_leaves_the_placeholder_pending(
+    cluster: FakeCluster,
+) -> None:
+    old = cluster.add_node("pool", workload=CPU)
+    cluster.fail_provisioning("pool")
+    await cluster.create_placeholder(placeholder(old))
+    assert cluster.next_event_at() == T0 + timedelta(days=14)  # only the old claim's expiry
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.placeholders[0].phase == "Pending"
+
+
+async def test_a_capacity_shortage_marks_the_placeholder_unschedulable(
+    cluster: FakeCluster,
+) -> None:
+    old = cluster.add_node("pool", workload=CPU)
+    cluster.capacity_shortage("pool")
+    await cluster.create_placeholder(placeholder(old))
+    obs = await cluster.observe("pool")
+    assert obs is not None and len(obs.claims) == 1
+    assert obs.placeholders[0].unschedulable_reason == "Unschedulable"
+    assert "capacity" in (obs.placeholders[0].unschedulable_message or "")
+
+
+async def test_pool_limits_block_a_new_claim(clock: VirtualClock) -> None:
+    fc = FakeCluster(clock)
+    fc.add_pool("pool", expire_after=None, limits={"cpu": 4_000})
+    old = fc.add_node("pool", workload=CPU)
+    await fc.create_placeholder(placeholder(old))
+    obs = await fc.observe("pool")
+    assert obs is not None and len(obs.claims) == 1
+    assert "limits.cpu" in (obs.placeholders[0].unschedulable_message or "")
+
+
+async def test_preempting_placeholders_deletes_them(cluster: FakeCluster) -> None:
+    old = cluster.add_node("pool", workload=CPU)
+    await cluster.create_placeholder(placeholder(old))
+    assert cluster.preempt_placeholders("pool") == [f"ph-{old}"]
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.placeholders == ()
+
+
+async def test_the_anchor_write_is_conditional_on_the_version(cluster: FakeCluster) -> None:
+    obs = await cluster.observe("pool")
+    assert obs is not None
+    await cluster.annotate_pool("pool", {"a": "1"}, expect_version=obs.version)
+    with pytest.raises(ClusterConflict):
+        await cluster.annotate_pool("pool", {"b": "2"}, expect_version=obs.version)
+    await cluster.annotate_pool("pool", {"a": None, "c": "3"})
+    after = await cluster.observe("pool")
+    assert after is not None and dict(after.annotations) == {"c": "3"}
+
+
+async def test_writes_to_missing_objects_say_so_and_deletes_are_idempotent(
+    cluster: FakeCluster,
+) -> None:
+    with pytest.raises(ObjectNotFound):
+        await cluster.annotate_claim("nope", {"a": "1"})
+    with pytest.raises(ObjectNotFound):
+        await cluster.set_unschedulable("nope", True)
+    await cluster.delete_claim("nope")
+    await cluster.delete_placeholder("ns", "nope")
+
+
+async def test_node_listeners_hear_ready_cordon_and_removal(cluster: FakeCluster) -> None:
+    heard: list[NodeChange] = []
+    unsubscribe = cluster.subscribe(heard.append)
+    name = cluster.add_node("pool")
+    await cluster.set_unschedulable(name, True)
+    await cluster.set_unschedulable(name, False)
+    await cluster.delete_claim(name)
+    cluster.advance_to(T0 + timedelta(minutes=5))
+    await cluster.observe("pool")
+    assert [(c.kind, c.node) for c in heard] == [
+        ("ready", name),
+        ("cordoned", name),
+        ("uncordoned", name),
+        ("removed", name),
+    ]
+    unsubscribe()
+    cluster.add_node("pool")
+    assert len(heard) == 4
+
+
+async def test_an_injected_crash_fires_after_the_named_write_was_applied(
+    cluster: FakeCluster,
+) -> None:
+    cluster.crash_after(2)
+    await cluster.annotate_pool("pool", {"a": "1"})
+    with pytest.raises(ControllerCrash):
+        await cluster.annotate_pool("pool", {"b": "2"})
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.annotations["b"] == "2"
+    await cluster.annotate_pool("pool", {"c": "3"})  # disarmed after firing
+
+
+async def test_the_plugin_builds_a_fake_cluster_on_the_given_clock(clock: VirtualClock) -> None:
+    from fleetgate.adapters import plugins
+
+    pm = plugins.plugin_manager(allow={"fake"})
+    fc = plugins.make_cluster(pm, "fake", {"drain_time": "7m"}, clock)
+    assert isinstance(fc, FakeCluster) and fc.drain_time == timedelta(minutes=7)
+    assert await fc.list_pools() == []
+    assert await fc.list_policies() is None
