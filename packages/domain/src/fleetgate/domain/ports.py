@@ -10,6 +10,18 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from fleetgate.domain.capacity.model import (
+    Admission,
+    AdmitRequest,
+    ClusterState,
+    MoveRequest,
+    NodeMetrics,
+    NodeSpec,
+    NodeState,
+    Placement,
+    RecordedEvent,
+    Release,
+)
 from fleetgate.domain.events import Event
 from fleetgate.domain.rotation.cluster import PlaceholderSpec, PoolObservation
 from fleetgate.domain.tokens import ApiToken
@@ -36,6 +48,127 @@ class EventSink(Protocol):
 
 
 # --- capacity ledger (issue: capacity admission) ---------------------------------------------
+
+
+@runtime_checkable
+class CapacityLedger(Protocol):
+    """The guarded capacity ledger: nodes, placements, the cluster row and the audit trail.
+
+    Every writing operation is one database transaction that commits whole or not at all, and
+    starts with its guarded (or floored) UPDATE. A refusal for capacity is a result
+    (``Admission.denial``), never an exception. Errors: ``NodeNotFound``, ``NodeExists``,
+    ``NodeBusy``, ``PlacementNotFound``, ``LedgerUnavailable`` (database unreachable or retries
+    of deadlock / serialization / busy errors exhausted: nothing changed), ``ValueError`` for bad
+    input, naming the field. Times are taken from the ledger's clock.
+    """
+
+    async def start(self) -> None:
+        """Connect, and migrate the schema to head unless the options say ``migrate: false``."""
+        ...
+
+    async def close(self) -> None:
+        """Release every connection. Idempotent."""
+        ...
+
+    async def migrate(self, revision: str = "head") -> str:
+        """Bring the schema to ``revision`` (Alembic) and return the revision now current."""
+        ...
+
+    def event_sink(self) -> EventSink:
+        """An EventSink writing to this ledger's append-only events table."""
+        ...
+
+    # nodes -----------------------------------------------------------------------------------
+
+    async def add_node(self, spec: NodeSpec) -> NodeState:
+        """Add a node; its limits are its capacity × the overcommit ratios. Raises NodeExists."""
+        ...
+
+    async def update_node(self, spec: NodeSpec) -> NodeState:
+        """Replace a node's pool, labels and capacity (limits re-derived; counters kept)."""
+        ...
+
+    async def remove_node(self, name: str) -> None:
+        """Remove a node; raises NodeBusy while it holds placements, NodeNotFound if absent."""
+        ...
+
+    async def publish_metrics(self, name: str, metrics: NodeMetrics) -> NodeState:
+        """Record the node's ``cpu_load_1`` and ``cpu_schedulable`` (either may be unknown)."""
+        ...
+
+    async def cordon(self, name: str) -> NodeState:
+        """Mark the node unschedulable: from now on it admits nothing (placements stay)."""
+        ...
+
+    async def uncordon(self, name: str) -> NodeState:
+        """Mark the node schedulable again."""
+        ...
+
+    # placements ------------------------------------------------------------------------------
+
+    async def admit(self, request: AdmitRequest) -> Admission:
+        """Charge the namespace side then the node, and record the placement; or refuse.
+
+        Idempotent by ``(namespace, request_id)``: a repeat returns the first placement with
+        ``replayed`` set and charges nothing. Raises NodeNotFound for an unknown node.
+        """
+        ...
+
+    async def release(self, placement_id: str, *, namespace: str | None = None) -> Release:
+        """Delete the placement and credit its charges (floored); idempotent (``released`` false).
+
+        With ``namespace``, a placement of another namespace is treated as absent.
+        """
+        ...
+
+    async def move(self, request: MoveRequest) -> Admission:
+        """Move a placement to another node under the node guard; raises PlacementNotFound."""
+        ...
+
+    # reads -----------------------------------------------------------------------------------
+
+    async def nodes(self) -> list[NodeState]:
+        """Every node, by name."""
+        ...
+
+    async def node(self, name: str) -> NodeState | None:
+        """One node, or None."""
+        ...
+
+    async def placements(
+        self, namespace: str | None = None, *, node: str | None = None
+    ) -> list[Placement]:
+        """Placements, filtered by namespace and/or node, oldest first."""
+        ...
+
+    async def placement(self, placement_id: str) -> Placement | None:
+        """One placement, or None."""
+        ...
+
+    async def placement_by_request(self, namespace: str, request_id: str) -> Placement | None:
+        """The placement admitted for ``(namespace, request_id)``, or None."""
+        ...
+
+    async def cluster(self) -> ClusterState:
+        """The cluster row: totals, claimed limits, unclaimed usage (incl. advisory overage)."""
+        ...
+
+    async def events(
+        self,
+        *,
+        namespace: str | None = None,
+        subject: str | None = None,
+        kind: str | None = None,
+        after_id: int = 0,
+        limit: int = 100,
+    ) -> list[RecordedEvent]:
+        """Audit events with id > ``after_id``, oldest first, at most ``limit`` (<= 1000)."""
+        ...
+
+    async def record_events(self, events: Sequence[Event]) -> None:
+        """Append events to the audit trail (raises on failure; the event sink does not)."""
+        ...
+
 
 # --- cluster gateway (issue: rotation controller) --------------------------------------------
 
