@@ -1,0 +1,107 @@
+"""Start gates (spec §7.2 step 4): may a NodePool start a rotation right now?
+
+Gates only decide *starts*; an anchored rotation always continues. They are checked in a fixed
+order and the first that blocks is reported, with its public reason code:
+
+1. ``outOfWindow`` — no maintenance window is open;
+2. ``excluded`` — a window is open but a dated exclusion covers now (fleetgate's addition; it sits
+   right after ``outOfWindow`` because it is the same question — is this a time to rotate at all?
+   — and should be reported before operator markers such as ``frozen``);
+3. ``frozen`` — the pool's ``freeze`` annotation parses and now is before it;
+4. ``cooldownAfterSuccess`` — now − ``last-rotation-at`` < cooldownAfter;
+5. ``failurePause`` — now − ``last-failure-at`` < failurePause.
+
+Absent or malformed timestamps never block. Each blocked result also says ``until``: when that
+gate (only that one) clears by itself; None when it never will (no window ever opens).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from fleetgate.domain.rotation.annotations import (
+    FREEZE,
+    LAST_FAILURE_AT,
+    LAST_ROTATION_AT,
+    read_timestamp,
+)
+from fleetgate.domain.rotation.policy import ResolvedPolicy
+from fleetgate.domain.rotation.windows import Schedule
+
+__all__ = [
+    "NO_ELIGIBLE_CLAIM",
+    "Blocked",
+    "GateReason",
+    "PoolMarks",
+    "check_gates",
+    "start_gate",
+]
+
+NO_ELIGIBLE_CLAIM = "noEligibleClaim"
+"""Reason logged when every gate is open but no claim is eligible (spec §7.2 step 5)."""
+
+
+class GateReason(StrEnum):
+    """Public reason codes of a blocked start, in the order they are checked."""
+
+    OUT_OF_WINDOW = "outOfWindow"
+    EXCLUDED = "excluded"
+    FROZEN = "frozen"
+    COOLDOWN_AFTER_SUCCESS = "cooldownAfterSuccess"
+    FAILURE_PAUSE = "failurePause"
+
+
+@dataclass(frozen=True)
+class PoolMarks:
+    """The NodePool annotations the gates read, already parsed (None = absent or malformed)."""
+
+    freeze: datetime | None = None
+    last_rotation_at: datetime | None = None
+    last_failure_at: datetime | None = None
+
+    @classmethod
+    def from_annotations(cls, annotations: Mapping[str, str]) -> PoolMarks:
+        """Read the marks from a NodePool's annotations."""
+        return cls(
+            freeze=read_timestamp(annotations, FREEZE),
+            last_rotation_at=read_timestamp(annotations, LAST_ROTATION_AT),
+            last_failure_at=read_timestamp(annotations, LAST_FAILURE_AT),
+        )
+
+
+@dataclass(frozen=True)
+class Blocked:
+    """A start gate that is closed: which one, and when it opens by itself (if known)."""
+
+    reason: GateReason
+    until: datetime | None
+
+
+def start_gate(now: datetime, policy: ResolvedPolicy, marks: PoolMarks) -> Blocked | None:
+    """The first closed start gate at ``now``, or None when a rotation may start."""
+    return check_gates(now, policy.schedule, marks, policy.cooldown_after, policy.failure_pause)
+
+
+def check_gates(
+    now: datetime,
+    schedule: Schedule,
+    marks: PoolMarks,
+    cooldown_after: timedelta,
+    failure_pause: timedelta,
+) -> Blocked | None:
+    """:func:`start_gate` on explicit values (for callers without a resolved policy)."""
+    if not schedule.in_window(now):
+        return Blocked(GateReason.OUT_OF_WINDOW, schedule.next_transition(now, exclusions=False))
+    exclusion = schedule.exclusion_at(now)
+    if exclusion is not None:
+        return Blocked(GateReason.EXCLUDED, exclusion.end)
+    if marks.freeze is not None and now < marks.freeze:
+        return Blocked(GateReason.FROZEN, marks.freeze)
+    if marks.last_rotation_at is not None and now - marks.last_rotation_at < cooldown_after:
+        return Blocked(GateReason.COOLDOWN_AFTER_SUCCESS, marks.last_rotation_at + cooldown_after)
+    if marks.last_failure_at is not None and now - marks.last_failure_at < failure_pause:
+        return Blocked(GateReason.FAILURE_PAUSE, marks.last_failure_at + failure_pause)
+    return None

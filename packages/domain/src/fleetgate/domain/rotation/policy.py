@@ -1,0 +1,301 @@
+"""The RotationPolicy (spec §2): its fields and defaults, validation, and per-pool resolution.
+
+A policy holds what the operator wrote, already typed (durations as ``timedelta``) but not yet
+judged: explicit ``0m`` or ``-1m`` survive construction so that :meth:`RotationPolicy.validate`
+can reject them by name (reference issue #30). :meth:`RotationPolicy.resolve` then fills in the
+values that depend on the NodePool (its terminationGracePeriod) and on other fields
+(``failurePause = max(10m, cooldownAfter)``), giving everything the derivation, selection and the
+start gates read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from fleetgate.domain.rotation.constants import BUFFER, DRAIN_FALLBACK, FAILURE_PAUSE_FLOOR
+from fleetgate.domain.rotation.derive import Derivation, DeriveInputs, derive
+from fleetgate.domain.rotation.selection import SelectionRules, lead_time_for
+from fleetgate.domain.rotation.selector import LabelSelector
+from fleetgate.domain.rotation.windows import (
+    Exclusion,
+    MaintenanceWindow,
+    Schedule,
+    WindowShape,
+    exclusion_errors,
+    window_errors,
+)
+
+__all__ = [
+    "API_VERSIONS",
+    "DEFAULT_REQUIRED_KEYS",
+    "FLEETGATE_API_VERSION",
+    "KIND",
+    "REFERENCE_API_VERSION",
+    "ForcefulFallback",
+    "MatchNodeRequirements",
+    "PolicyError",
+    "PrePull",
+    "ResolvedPolicy",
+    "RotationPolicy",
+    "Surge",
+]
+
+FLEETGATE_API_VERSION = "fleetgate.io/v1alpha1"
+REFERENCE_API_VERSION = "noderotation.io/v1alpha1"
+API_VERSIONS = (FLEETGATE_API_VERSION, REFERENCE_API_VERSION)
+KIND = "RotationPolicy"
+DEFAULT_REQUIRED_KEYS = (
+    "topology.kubernetes.io/zone",
+    "kubernetes.io/arch",
+    "karpenter.sh/capacity-type",
+)
+_ZERO = timedelta(0)
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be used; ``errors`` lists every problem as ``field.path: reason``."""
+
+    def __init__(self, errors: Sequence[str]) -> None:
+        self.errors = tuple(errors)
+        super().__init__("; ".join(self.errors))
+
+
+@dataclass(frozen=True)
+class MatchNodeRequirements:
+    """Node label keys the surge node must (``required``) or should (``preferred``) share."""
+
+    required: tuple[str, ...] = DEFAULT_REQUIRED_KEYS
+    preferred: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ForcefulFallback:
+    """ADR-0001: rotate without a surge when the deadline is too close for one (opt-in)."""
+
+    enabled: bool = False
+
+
+@dataclass(frozen=True)
+class Surge:
+    """``spec.surge``: how one make-before-break rotation runs."""
+
+    max_unavailable: int = 1
+    ready_timeout: timedelta = timedelta(minutes=15)
+    cooldown_after: timedelta = timedelta(minutes=10)
+    failure_pause: timedelta | None = None
+    """None resolves to max(10m, cooldownAfter)."""
+    retry_backoff: timedelta = timedelta(minutes=30)
+    drain_estimate: timedelta | None = None
+    """None: the derivation uses min(tGP, 10m)."""
+    provisioning_estimate: timedelta | None = None
+    """None: the derivation uses min(readyTimeout, 5m)."""
+    match_node_requirements: MatchNodeRequirements = MatchNodeRequirements()
+    forceful_fallback: ForcefulFallback = ForcefulFallback()
+
+
+@dataclass(frozen=True)
+class PrePull:
+    """``spec.prePull``: reserved; must stay disabled in v1."""
+
+    enabled: bool = False
+
+
+@dataclass(frozen=True)
+class RotationPolicy:
+    """A RotationPolicy as written (typed, defaulted, not yet validated)."""
+
+    name: str = ""
+    node_pool_selector: LabelSelector | None = field(default_factory=LabelSelector)
+    """None only when a manifest omitted it (a validation error)."""
+    age_threshold: timedelta | None = None
+    """An explicit age threshold; None means ``auto``."""
+    min_rotation_chances: int = 2
+    maintenance_windows: tuple[MaintenanceWindow, ...] = ()
+    exclusions: tuple[Exclusion, ...] = ()
+    surge: Surge = Surge()
+    pre_pull: PrePull = PrePull()
+    api_version: str = FLEETGATE_API_VERSION
+
+    def validate(self) -> list[str]:
+        """Every problem with the policy, each as ``spec.field.path: reason`` (empty if valid)."""
+        errors: list[str] = []
+        if self.node_pool_selector is None:
+            errors.append("spec.nodePoolSelector: is required ({} selects every NodePool)")
+        else:
+            errors += self.node_pool_selector.errors("spec.nodePoolSelector")
+        if self.age_threshold is not None and self.age_threshold <= _ZERO:
+            errors.append('spec.ageThreshold: must be greater than 0 (or "auto")')
+        if self.min_rotation_chances < 1:
+            errors.append("spec.minRotationChances: must be at least 1")
+        if not self.maintenance_windows:
+            errors.append("spec.maintenanceWindows: must have at least one entry")
+        for index, window in enumerate(self.maintenance_windows):
+            errors += window_errors(window, f"spec.maintenanceWindows[{index}]")
+        for index, exclusion in enumerate(self.exclusions):
+            errors += exclusion_errors(exclusion, f"spec.exclusions[{index}]")
+        errors += _surge_errors(self.surge)
+        if self.pre_pull.enabled:
+            errors.append("spec.prePull.enabled: must be false in v1alpha1")
+        return errors
+
+    def schedule(self) -> Schedule:
+        """The compiled windows and exclusions; raises :class:`PolicyError` when invalid."""
+        try:
+            return Schedule.compile(self.maintenance_windows, self.exclusions)
+        except ValueError as exc:
+            raise PolicyError(getattr(exc, "errors", (str(exc),))) from exc
+
+    def resolve(self, template_tgp: timedelta | None = None) -> ResolvedPolicy:
+        """Runtime values for one NodePool (spec §2.2); raises :class:`PolicyError` if invalid.
+
+        ``template_tgp`` is the NodePool template's terminationGracePeriod (None when unset).
+        """
+        errors = self.validate()
+        if errors:
+            raise PolicyError(errors)
+        schedule = self.schedule()
+        shape = schedule.shape()
+        surge = self.surge
+        tgp_unset = template_tgp is None
+        tgp = DRAIN_FALLBACK if template_tgp is None else template_tgp
+        failure_pause = surge.failure_pause
+        if failure_pause is None:
+            failure_pause = max(FAILURE_PAUSE_FLOOR, surge.cooldown_after)
+        return ResolvedPolicy(
+            policy=self,
+            schedule=schedule,
+            shape=shape,
+            tgp=tgp,
+            tgp_was_unset=tgp_unset,
+            # Unset tGP: the drain bound is the bare 1h fallback, no buffer (spec §12.1).
+            drain_bound=DRAIN_FALLBACK if template_tgp is None else template_tgp + BUFFER,
+            failure_pause=failure_pause,
+            lead_time_base=self.min_rotation_chances * shape.period + surge.ready_timeout + BUFFER,
+        )
+
+
+def _surge_errors(surge: Surge) -> list[str]:
+    """Every problem in ``spec.surge``."""
+    errors: list[str] = []
+    path = "spec.surge"
+    if surge.max_unavailable != 1:
+        errors.append(f"{path}.maxUnavailable: must be 1 (rotation is serial per NodePool)")
+    positive = {
+        "readyTimeout": surge.ready_timeout,
+        "failurePause": surge.failure_pause,
+        "retryBackoff": surge.retry_backoff,
+        "drainEstimate": surge.drain_estimate,
+        "provisioningEstimate": surge.provisioning_estimate,
+    }
+    for name, value in positive.items():
+        if value is not None and value <= _ZERO:
+            errors.append(f"{path}.{name}: must be greater than 0")
+    if surge.cooldown_after < _ZERO:
+        errors.append(f"{path}.cooldownAfter: must not be negative (0 is allowed)")
+    return errors
+
+
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    """A valid policy resolved for one NodePool: everything the rotation rules read."""
+
+    policy: RotationPolicy
+    schedule: Schedule
+    shape: WindowShape
+    tgp: timedelta
+    """The pool template's terminationGracePeriod, or the 1h fallback."""
+    tgp_was_unset: bool
+    drain_bound: timedelta
+    """How long a drain may run before it counts as stuck: tGP + Buffer, or 1h when unset."""
+    failure_pause: timedelta
+    lead_time_base: timedelta
+    """K·P + readyTimeout + Buffer (tGP is added per claim by :meth:`lead_time_for`)."""
+
+    # --- the policy's own values, for readers that only hold the resolved view ---------------
+
+    @property
+    def k(self) -> int:
+        """minRotationChances."""
+        return self.policy.min_rotation_chances
+
+    @property
+    def override(self) -> timedelta | None:
+        """The explicit ageThreshold, or None for ``auto``."""
+        return self.policy.age_threshold
+
+    @property
+    def ready_timeout(self) -> timedelta:
+        """surge.readyTimeout."""
+        return self.policy.surge.ready_timeout
+
+    @property
+    def cooldown_after(self) -> timedelta:
+        """surge.cooldownAfter."""
+        return self.policy.surge.cooldown_after
+
+    @property
+    def retry_backoff(self) -> timedelta:
+        """surge.retryBackoff (the base of the per-claim backoff)."""
+        return self.policy.surge.retry_backoff
+
+    @property
+    def max_unavailable(self) -> int:
+        """surge.maxUnavailable (always 1 once valid)."""
+        return self.policy.surge.max_unavailable
+
+    @property
+    def forceful_fallback(self) -> bool:
+        """surge.forcefulFallback.enabled."""
+        return self.policy.surge.forceful_fallback.enabled
+
+    @property
+    def required_keys(self) -> tuple[str, ...]:
+        """surge.matchNodeRequirements.required (the default keys when empty)."""
+        return self.policy.surge.match_node_requirements.required or DEFAULT_REQUIRED_KEYS
+
+    @property
+    def preferred_keys(self) -> tuple[str, ...]:
+        """surge.matchNodeRequirements.preferred."""
+        return self.policy.surge.match_node_requirements.preferred
+
+    # --- derived ----------------------------------------------------------------------------
+
+    def lead_time_for(self, claim_tgp: timedelta | None) -> timedelta:
+        """Lead time of a claim with its own tGP: base + (claim tGP, or the 1h fallback)."""
+        return lead_time_for(self.lead_time_base, claim_tgp)
+
+    @property
+    def selection(self) -> SelectionRules:
+        """The values candidate selection reads."""
+        return SelectionRules(
+            lead_time_base=self.lead_time_base,
+            retry_backoff=self.retry_backoff,
+            override=self.override,
+        )
+
+    def derive_inputs(self, expire_after: timedelta | None, node_count: int = 0) -> DeriveInputs:
+        """The derivation's inputs for a pool with template ``expire_after`` (None = Never)."""
+        surge = self.policy.surge
+        return DeriveInputs(
+            expire_after=expire_after,
+            tgp=self.tgp,
+            tgp_was_unset=self.tgp_was_unset,
+            period=self.shape.period,
+            window_len=self.shape.shortest,
+            idle_gap=self.shape.gap,
+            ready_timeout=surge.ready_timeout,
+            cooldown=surge.cooldown_after,
+            retry_backoff=surge.retry_backoff,
+            k=self.k,
+            max_unavailable=surge.max_unavailable,
+            node_count=node_count,
+            override=self.override,
+            drain_estimate=surge.drain_estimate,
+            provisioning_estimate=surge.provisioning_estimate,
+        )
+
+    def derive(self, expire_after: timedelta | None, node_count: int = 0) -> Derivation:
+        """Derive for a pool with template ``expire_after`` and ``node_count`` claims."""
+        return derive(self.derive_inputs(expire_after, node_count))

@@ -1,0 +1,75 @@
+"""Kubernetes label selectors, as a RotationPolicy's ``nodePoolSelector`` uses them (spec §7.9).
+
+``{}`` selects every NodePool with specificity 0; the most specific matching policy governs a
+pool. A selector that cannot be compiled matches nothing (and validation reports it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["OPERATORS", "LabelSelector", "SelectorRequirement"]
+
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+@dataclass(frozen=True)
+class SelectorRequirement:
+    """One ``matchExpressions`` entry."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+    def problems(self) -> list[str]:
+        """Why this requirement cannot be compiled (empty when it can), without field paths."""
+        if not self.key:
+            return ["key: must not be empty"]
+        if self.operator not in OPERATORS:
+            return [f"operator: must be one of {', '.join(OPERATORS)}, got {self.operator!r}"]
+        if self.operator in ("In", "NotIn") and not self.values:
+            return [f"values: must not be empty for operator {self.operator}"]
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            return [f"values: must be empty for operator {self.operator}"]
+        return []
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether ``labels`` satisfy this requirement (assumes it compiles)."""
+        present = self.key in labels
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return present
+        return not present
+
+
+@dataclass(frozen=True)
+class LabelSelector:
+    """``matchLabels`` AND every ``matchExpressions`` entry."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict, hash=False)
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+
+    @property
+    def specificity(self) -> int:
+        """How specific the selector is: ``#matchLabels + #matchExpressions``."""
+        return len(self.match_labels) + len(self.match_expressions)
+
+    def errors(self, path: str) -> list[str]:
+        """Every reason this selector cannot be compiled, each prefixed with its field path."""
+        return [
+            f"{path}.matchExpressions[{index}].{problem}"
+            for index, requirement in enumerate(self.match_expressions)
+            for problem in requirement.problems()
+        ]
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Whether a pool with ``labels`` is selected; an uncompilable selector matches nothing."""
+        if self.errors(""):
+            return False
+        if any(labels.get(key) != value for key, value in self.match_labels.items()):
+            return False
+        return all(requirement.matches(labels) for requirement in self.match_expressions)
