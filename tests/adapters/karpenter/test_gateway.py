@@ -1,0 +1,272 @@
+"""The Karpenter gateway against the local API server: what goes over the wire, what comes back."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetgate.adapters.karpenter.connection import KubernetesAPIError
+from fleetgate.adapters.karpenter.gateway import KarpenterGateway
+from fleetgate.domain.ports import ClusterGateway
+from fleetgate.domain.rotation.cluster import (
+    ClusterConflict,
+    ObjectNotFound,
+    PlaceholderSpec,
+    Requirement,
+)
+from tests.adapters.karpenter.conftest import NAMESPACE
+from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
+from tests.adapters.karpenter.kubeapi import KubeAPIServer
+
+MERGE = "application/merge-patch+json"
+
+
+def test_gateway_satisfies_the_port(gateway: KarpenterGateway) -> None:
+    assert isinstance(gateway, ClusterGateway)
+
+
+async def test_observe_reads_the_pool_and_everything_hanging_off_it(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway
+) -> None:
+    api.seed(nodepool("default", limits={"cpu": "100"}))
+    api.seed(nodepool("other"))
+    claim, node = sim.node("default")
+    sim.node("other")
+    sim.pod("web", node, {"cpu": "500m"})
+    sim.pod("ds", node, {"cpu": "100m"}, daemonset=True)
+    api.requests.clear()
+
+    obs = await gateway.observe("default")
+
+    assert obs is not None
+    assert [c.name for c in obs.claims] == [claim]
+    assert [n.name for n in obs.nodes] == [node]
+    assert {(p.name, p.owner_kind) for p in obs.pods} == {("web", None), ("ds", "DaemonSet")}
+    assert obs.limits == {"cpu": 100_000}
+    assert obs.version == api.get("NodePool", "default")["metadata"]["resourceVersion"]  # type: ignore[index]
+    reads = {(r.method, r.path, tuple(sorted(r.query.items()))) for r in api.requests}
+    assert reads == {
+        ("GET", "/apis/karpenter.sh/v1/nodepools/default", ()),
+        (
+            "GET",
+            "/apis/karpenter.sh/v1/nodeclaims",
+            (("labelSelector", "karpenter.sh/nodepool=default"),),
+        ),
+        ("GET", "/api/v1/nodes", (("labelSelector", "karpenter.sh/nodepool=default"),)),
+        (
+            "GET",
+            f"/api/v1/namespaces/{NAMESPACE}/pods",
+            (("labelSelector", "karpenter.sh/nodepool=default,fleetgate.io/surge-for"),),
+        ),
+        ("GET", "/api/v1/pods", (("fieldSelector", f"spec.nodeName={node}"),)),
+    }
+    assert api.writes() == []
+
+
+async def test_observe_of_a_missing_pool_is_none(gateway: KarpenterGateway) -> None:
+    assert await gateway.observe("nope") is None
+
+
+async def test_list_pools_is_sorted(api: KubeAPIServer, gateway: KarpenterGateway) -> None:
+    for name in ("b", "a", "c"):
+        api.seed(nodepool(name))
+    assert await gateway.list_pools() == ["a", "b", "c"]
+
+
+async def test_placeholders_are_reported_apart_from_workload(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway
+) -> None:
+    api.seed(nodepool("default"))
+    claim, _ = sim.node("default")
+    await gateway.create_placeholder(_placeholder(claim))
+    sim.provision()
+    obs = await gateway.observe("default")
+    assert obs is not None
+    assert [p.name for p in obs.placeholders] == [f"fleetgate-surge-{claim}"]
+    assert obs.placeholders[0].phase == "Running"
+    assert all(p.name != f"fleetgate-surge-{claim}" for p in obs.pods)
+
+
+async def test_annotation_writes_are_merge_patches_with_null_deletes(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway
+) -> None:
+    api.seed(nodepool("default"))
+    claim, node = sim.node("default")
+    api.requests.clear()
+
+    await gateway.annotate_claim(claim, {"fleetgate.io/state": "pending", "gone": None})
+    await gateway.annotate_node(node, {"fleetgate.io/surge-for": claim})
+    await gateway.set_unschedulable(node, True)
+    await gateway.set_unschedulable(node, False)
+
+    assert [(r.method, r.path, r.content_type, r.body) for r in api.writes()] == [
+        (
+            "PATCH",
+            f"/apis/karpenter.sh/v1/nodeclaims/{claim}",
+            MERGE,
+            {"metadata": {"annotations": {"fleetgate.io/state": "pending", "gone": None}}},
+        ),
+        (
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            MERGE,
+            {"metadata": {"annotations": {"fleetgate.io/surge-for": claim}}},
+        ),
+        ("PATCH", f"/api/v1/nodes/{node}", MERGE, {"spec": {"unschedulable": True}}),
+        ("PATCH", f"/api/v1/nodes/{node}", MERGE, {"spec": {"unschedulable": None}}),
+    ]
+    assert api.get("NodeClaim", claim)["metadata"]["annotations"] == {  # type: ignore[index]
+        "fleetgate.io/state": "pending"
+    }
+    assert "unschedulable" not in api.get("Node", node)["spec"]  # type: ignore[index]
+
+
+async def test_pool_annotation_returns_the_new_version(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    api.seed(nodepool("default"))
+    version = await gateway.annotate_pool("default", {"fleetgate.io/last-rotation-at": "x"})
+    stored = api.get("NodePool", "default")
+    assert stored is not None and stored["metadata"]["resourceVersion"] == version
+    assert stored["metadata"]["annotations"] == {"fleetgate.io/last-rotation-at": "x"}
+    assert "resourceVersion" not in api.writes()[-1].body["metadata"]  # unconditional
+
+
+async def test_anchor_write_carries_the_version_read_at_the_start_of_the_pass(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    api.seed(nodepool("default"))
+    obs = await gateway.observe("default")
+    assert obs is not None
+    await gateway.annotate_pool(
+        "default", {"fleetgate.io/active-rotation": "c1"}, expect_version=obs.version
+    )
+    assert api.writes()[-1].body == {
+        "metadata": {
+            "annotations": {"fleetgate.io/active-rotation": "c1"},
+            "resourceVersion": obs.version,
+        }
+    }
+
+
+async def test_stale_anchor_write_is_a_conflict_and_changes_nothing(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    api.seed(nodepool("default"))
+    obs = await gateway.observe("default")
+    assert obs is not None
+    # Somebody else (an operator, another replica) writes the pool after our read.
+    api.modify(
+        "NodePool", "default", lambda o: o["metadata"].setdefault("labels", {}).update(x="1")
+    )
+    before = api.get("NodePool", "default")
+
+    with pytest.raises(ClusterConflict, match="409"):
+        await gateway.annotate_pool(
+            "default", {"fleetgate.io/active-rotation": "c1"}, expect_version=obs.version
+        )
+    assert api.get("NodePool", "default") == before
+
+
+async def test_writes_to_missing_objects_are_not_found(gateway: KarpenterGateway) -> None:
+    with pytest.raises(ObjectNotFound):
+        await gateway.annotate_claim("gone", {"a": "b"})
+    with pytest.raises(ObjectNotFound):
+        await gateway.annotate_pool("gone", {"a": "b"})
+    with pytest.raises(ObjectNotFound):
+        await gateway.set_unschedulable("gone", True)
+
+
+async def test_other_api_errors_are_reported_not_swallowed(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    api.seed(nodepool("default"))
+    api.fail_next("PATCH", "/nodepools/default", 500)
+    with pytest.raises(KubernetesAPIError, match="annotate nodepool default: 500"):
+        await gateway.annotate_pool("default", {"a": "b"})
+
+
+async def test_placeholder_create_posts_the_pod_and_tolerates_an_existing_one(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    spec = _placeholder("c1")
+    await gateway.create_placeholder(spec)
+    await gateway.create_placeholder(spec)  # the next pass re-asserts it: kept, no error
+    posts = [r for r in api.writes() if r.method == "POST"]
+    assert [r.path for r in posts] == [f"/api/v1/namespaces/{NAMESPACE}/pods"] * 2
+    assert posts[0].body["metadata"]["name"] == "fleetgate-surge-c1"
+    assert posts[0].body["spec"]["priorityClassName"] == "fleetgate-placeholder"
+    assert len(api.list("Pod", NAMESPACE)) == 1
+
+
+async def test_placeholder_delete_is_idempotent(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    await gateway.create_placeholder(_placeholder("c1"))
+    await gateway.delete_placeholder(NAMESPACE, "fleetgate-surge-c1")
+    await gateway.delete_placeholder(NAMESPACE, "fleetgate-surge-c1")
+    deletes = [r for r in api.writes() if r.method == "DELETE"]
+    assert [r.path for r in deletes] == [
+        f"/api/v1/namespaces/{NAMESPACE}/pods/fleetgate-surge-c1"
+    ] * 2
+    assert api.list("Pod", NAMESPACE) == []
+
+
+async def test_deleting_a_claim_starts_karpenters_drain(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway
+) -> None:
+    api.seed(nodepool("default"))
+    claim, node = sim.node("default")
+    await gateway.delete_claim(claim)
+    stored = api.get("NodeClaim", claim)
+    assert stored is not None and stored["metadata"]["deletionTimestamp"]  # the finalizer holds it
+    await gateway.delete_claim(claim)  # re-issued by a restarted controller: fine
+    sim.terminate()
+    await gateway.delete_claim(claim)  # gone: fine
+    assert [(r.method, r.path) for r in api.writes()] == [
+        ("DELETE", f"/apis/karpenter.sh/v1/nodeclaims/{claim}")
+    ] * 3
+    assert api.get("NodeClaim", claim) is None and api.get("Node", node) is None
+
+
+async def test_policies_come_from_the_crd_when_it_is_served(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    assert await gateway.list_policies() is None  # CRD not installed: the controller uses files
+    from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, Resource
+
+    api.resources = (
+        *DEFAULT_RESOURCES,
+        Resource(
+            "fleetgate.io", "v1alpha1", "rotationpolicies", "RotationPolicy", namespaced=False
+        ),
+    )
+    api.seed(
+        {
+            "apiVersion": "fleetgate.io/v1alpha1",
+            "kind": "RotationPolicy",
+            "metadata": {"name": "b"},
+            "spec": {"nodePoolSelector": {}},
+        }
+    )
+    api.seed(
+        {
+            "apiVersion": "fleetgate.io/v1alpha1",
+            "kind": "RotationPolicy",
+            "metadata": {"name": "a"},
+            "spec": {"nodePoolSelector": {}},
+        }
+    )
+    policies = await gateway.list_policies()
+    assert policies is not None and [p["metadata"]["name"] for p in policies] == ["a", "b"]
+
+
+def _placeholder(claim: str) -> PlaceholderSpec:
+    return PlaceholderSpec(
+        namespace=NAMESPACE,
+        name=f"fleetgate-surge-{claim}",
+        pool="default",
+        surge_for=claim,
+        requests={"cpu": 500},
+        required=(Requirement("karpenter.sh/nodepool", "In", ("default",)),),
+        labels={"fleetgate.io/surge-for": claim, "karpenter.sh/nodepool": "default"},
+    )
