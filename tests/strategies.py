@@ -4,3 +4,110 @@ Every test that needs generated values imports them from here, so a value's shap
 """
 
 from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import strategies as st
+
+from fleetgate.domain.rotation.derive import DeriveInputs
+from fleetgate.domain.rotation.policy import RotationPolicy, Surge
+from fleetgate.domain.rotation.windows import DAY_NAMES, MaintenanceWindow
+
+# --- rotation ---------------------------------------------------------------------------------
+
+ROTATION_ZONES = (
+    "UTC",
+    "Asia/Tokyo",
+    "America/New_York",
+    "Europe/Berlin",
+    "Australia/Sydney",
+    "Asia/Kolkata",
+    "Australia/Lord_Howe",
+)
+"""Zones with and without DST, both hemispheres, and a half-hour DST shift (Lord Howe)."""
+
+
+def minutes(low: int = 0, high: int = 60 * 24 * 30) -> st.SearchStrategy[timedelta]:
+    """Whole-minute durations in [low, high] minutes."""
+    return st.integers(low, high).map(lambda m: timedelta(minutes=m))
+
+
+def exact_durations(max_seconds: int = 10**8) -> st.SearchStrategy[timedelta]:
+    """Durations with microsecond detail, positive or negative."""
+    return st.integers(-max_seconds * 10**6, max_seconds * 10**6).map(
+        lambda us: timedelta(microseconds=us)
+    )
+
+
+def clock_texts(*, allow_midnight_end: bool = False) -> st.SearchStrategy[str]:
+    """ "HH:MM" between 00:00 and 23:59 (or "24:00" when allowed)."""
+    top = 24 * 60 if allow_midnight_end else 24 * 60 - 1
+    return st.integers(0, top).map(lambda m: f"{m // 60:02d}:{m % 60:02d}")
+
+
+@st.composite
+def maintenance_windows(draw: st.DrawFn) -> MaintenanceWindow:
+    """A valid window entry: any zone, 1-7 days, any start/end that differ (may wrap)."""
+    start = draw(clock_texts())
+    end = draw(clock_texts(allow_midnight_end=True).filter(lambda e: e != start))
+    days = draw(st.sets(st.sampled_from(DAY_NAMES), min_size=1))
+    zone = draw(st.sampled_from(ROTATION_ZONES))
+    return MaintenanceWindow(timezone=zone, days=tuple(sorted(days)), start=start, end=end)
+
+
+def window_lists(max_size: int = 4) -> st.SearchStrategy[list[MaintenanceWindow]]:
+    """One to ``max_size`` window entries."""
+    return st.lists(maintenance_windows(), min_size=1, max_size=max_size)
+
+
+def instants(
+    low: datetime = datetime(2020, 1, 1, tzinfo=UTC),
+    high: datetime = datetime(2030, 1, 1, tzinfo=UTC),
+) -> st.SearchStrategy[datetime]:
+    """Aware UTC instants at whole seconds."""
+    span = int((high - low).total_seconds())
+    return st.integers(0, span).map(lambda s: low + timedelta(seconds=s))
+
+
+@st.composite
+def rotation_policies(draw: st.DrawFn) -> RotationPolicy:
+    """A valid RotationPolicy with random windows, K, override and surge timings."""
+    optional = st.none() | minutes(1, 60 * 48)
+    surge = Surge(
+        ready_timeout=draw(minutes(1, 120)),
+        cooldown_after=draw(minutes(0, 120)),
+        failure_pause=draw(optional),
+        retry_backoff=draw(minutes(1, 240)),
+        drain_estimate=draw(optional),
+        provisioning_estimate=draw(optional),
+    )
+    return RotationPolicy(
+        name="generated",
+        maintenance_windows=tuple(draw(window_lists())),
+        min_rotation_chances=draw(st.integers(1, 5)),
+        age_threshold=draw(st.none() | minutes(1, 60 * 24 * 30)),
+        surge=surge,
+    )
+
+
+@st.composite
+def derive_inputs(draw: st.DrawFn) -> DeriveInputs:
+    """Derivation inputs over wide ranges, including degenerate P, D and K."""
+    tgp_unset = draw(st.booleans())
+    return DeriveInputs(
+        expire_after=draw(minutes(1, 60 * 24 * 60)),
+        tgp=timedelta(hours=1) if tgp_unset else draw(minutes(0, 60 * 48)),
+        tgp_was_unset=tgp_unset,
+        period=draw(st.sampled_from([timedelta(0), timedelta(minutes=1)]) | minutes(60, 60 * 168)),
+        window_len=draw(minutes(0, 60 * 24 * 7)),
+        idle_gap=draw(st.none() | minutes(1, 60 * 168)),
+        ready_timeout=draw(minutes(1, 120)),
+        cooldown=draw(minutes(0, 120)),
+        retry_backoff=draw(minutes(1, 240)),
+        k=draw(st.integers(-1, 6)),
+        max_unavailable=draw(st.integers(0, 3)),
+        node_count=draw(st.integers(0, 500)),
+        override=draw(st.none() | minutes(-60, 60 * 24 * 60)),
+        drain_estimate=draw(st.none() | minutes(1, 60 * 48)),
+        provisioning_estimate=draw(st.none() | minutes(1, 120)),
+    )
