@@ -25,11 +25,12 @@ def fleetgate_ledger_schemes() -> list[str]:
 
 
 @hookspec(firstresult=True)
-def fleetgate_make_ledger(url: str, options: dict[str, Any]) -> Any | None:
+def fleetgate_make_ledger(url: str, options: dict[str, Any], clock: Any) -> Any | None:
     """Return a ``CapacityLedger`` for ``url`` if this plugin serves its scheme, else ``None``.
 
     Stops at the first non-None result. ``options`` carries the capacity and claims settings as
-    plain values. Must not connect yet: connecting happens in the ledger's ``start()``.
+    plain values. ``clock`` is the composition root's ``Clock`` (``None``: the wall clock); the
+    ledger stamps every row with it. Must not connect yet: connecting happens in ``start()``.
     """
     raise NotImplementedError
 

@@ -46,10 +46,12 @@ def scheme_of(url: str) -> str:
     return scheme
 
 
-def make_ledger(pm: pluggy.PluginManager, url: str, options: dict[str, Any]) -> Any:
+def make_ledger(
+    pm: pluggy.PluginManager, url: str, options: dict[str, Any], clock: Any = None
+) -> Any:
     """Ask the plugins for the ledger that serves ``url``; fail naming the known schemes."""
     scheme_of(url)
-    ledger = pm.hook.fleetgate_make_ledger(url=url, options=options)
+    ledger = pm.hook.fleetgate_make_ledger(url=url, options=options, clock=clock)
     if ledger is None:
         known = sorted({s for group in pm.hook.fleetgate_ledger_schemes() for s in group})
         raise PluginNotFound(

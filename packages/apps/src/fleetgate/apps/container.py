@@ -17,8 +17,8 @@ from fleetgate.apps.eventsink import LoggingEventSink
 from fleetgate.apps.settings import Settings, load_settings
 
 
-def _ledger(pm: Any, settings: Settings) -> Any:
-    return plugins.make_ledger(pm, settings.database_url, settings.ledger_options())
+def _ledger(pm: Any, settings: Settings, clock: Any) -> Any:
+    return plugins.make_ledger(pm, settings.database_url, settings.ledger_options(), clock)
 
 
 def _cluster(pm: Any, settings: Settings, clock: Any) -> Any:
@@ -32,7 +32,7 @@ class Container(containers.DeclarativeContainer):
     plugin_manager = providers.Singleton(plugins.plugin_manager)
     clock = providers.Singleton(SystemClock)
     metrics_registry = providers.Singleton(CollectorRegistry)
-    ledger = providers.Singleton(_ledger, pm=plugin_manager, settings=settings)
+    ledger = providers.Singleton(_ledger, pm=plugin_manager, settings=settings, clock=clock)
     cluster = providers.Singleton(_cluster, pm=plugin_manager, settings=settings, clock=clock)
     event_sink = providers.Singleton(LoggingEventSink)
 

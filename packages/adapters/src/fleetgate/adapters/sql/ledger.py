@@ -1,13 +1,191 @@
-"""The SQL ledger (shell: the capacity-admission issue fills it in)."""
+"""The SQL capacity ledger: one implementation of the CapacityLedger port for every dialect.
+
+A facade: each operation is implemented by a small module (``admission``, ``release``,
+``nodes``, ``reads``, ``events``) over a shared :class:`~fleetgate.adapters.sql.engine.Store`;
+what differs between SQLite, MariaDB and PostgreSQL is the ``DialectSupport`` its plugin passes.
+The claims and reconcile modules plug in the same way (``self.store`` is all they need).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+from fleetgate.adapters.sql import admission, events, migrate, nodes, reads, release
+from fleetgate.adapters.sql.dialect import DialectSupport
+from fleetgate.adapters.sql.engine import Store
+from fleetgate.domain.capacity.demand import DemandPolicy
+from fleetgate.domain.capacity.dimensions import Overcommit
+from fleetgate.domain.capacity.model import (
+    Admission,
+    AdmitRequest,
+    ClusterState,
+    MoveRequest,
+    NodeMetrics,
+    NodeSpec,
+    NodeState,
+    Placement,
+    RecordedEvent,
+    Release,
+)
+from fleetgate.domain.events import Event
+from fleetgate.domain.ports import Clock, EventSink
+
+
+def overcommit_from(options: dict[str, Any]) -> Overcommit:
+    """The overcommit ratios in the ledger options (``options["capacity"]``), else defaults."""
+    capacity = options.get("capacity") or {}
+    return Overcommit(
+        cpu=capacity.get("cpu_overcommit", 3.0),
+        memory=capacity.get("memory_overcommit", 1.0),
+        disk=capacity.get("disk_overcommit", 1.0),
+    )
+
+
+def demand_from(options: dict[str, Any]) -> DemandPolicy:
+    """The demand spreader's settings in the ledger options, else defaults."""
+    capacity = options.get("capacity") or {}
+    return DemandPolicy(
+        target_load=capacity.get("target_load", 0.75),
+        demand_per_vcpu=capacity.get("demand_per_vcpu", 0.6),
+        decay_seconds=capacity.get("demand_decay_seconds", 600.0),
+    )
+
+
+def enforcement_from(options: dict[str, Any]) -> str:
+    """``advisory`` (default) or ``hard``: how an active claim binds its own namespace."""
+    value = (options.get("claims") or {}).get("enforcement", admission.ADVISORY)
+    if value not in (admission.ADVISORY, admission.HARD):
+        raise ValueError(f"claims.enforcement: must be 'advisory' or 'hard', got {value!r}")
+    return str(value)
 
 
 class SqlLedger:
-    """A CapacityLedger over SQLAlchemy async; not implemented yet."""
+    """A CapacityLedger over SQLAlchemy async (SQLite, MariaDB or PostgreSQL)."""
 
-    def __init__(self, url: str, options: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        url: str,
+        options: dict[str, Any],
+        dialect: DialectSupport | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self.url = url
         self.options = options
+        self.overcommit = overcommit_from(options)
+        self.demand = demand_from(options)
+        self.enforcement = enforcement_from(options)
+        self.store = Store(url, options, dialect or DialectSupport(), clock)
+        self._sink = events.SqlEventSink(self.store)
+
+    # lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Create the engine and migrate to head (unless ``options["migrate"]`` is false)."""
+        if self.options.get("migrate", True):
+            await migrate.upgrade(self.store, "head")
+        else:
+            await reads.cluster_row(self.store)  # connect now: fail fast on a bad URL
+
+    async def close(self) -> None:
+        """Dispose of the engine's connections."""
+        await self.store.dispose()
+
+    async def migrate(self, revision: str = "head") -> str:
+        """Migrate to ``revision``; return the current revision."""
+        return await migrate.upgrade(self.store, revision)
+
+    def event_sink(self) -> EventSink:
+        """An EventSink writing to the events table."""
+        return self._sink
+
+    # nodes --------------------------------------------------------------------------------
+
+    async def add_node(self, spec: NodeSpec) -> NodeState:
+        """Add a node."""
+        return await nodes.add(self.store, spec, self.overcommit)
+
+    async def update_node(self, spec: NodeSpec) -> NodeState:
+        """Replace a node's pool, labels and capacity."""
+        return await nodes.replace(self.store, spec, self.overcommit)
+
+    async def remove_node(self, name: str) -> None:
+        """Remove a node that holds no placements."""
+        await nodes.remove(self.store, name)
+
+    async def publish_metrics(self, name: str, metrics: NodeMetrics) -> NodeState:
+        """Record a node's metrics."""
+        return await nodes.publish_metrics(self.store, name, metrics)
+
+    async def cordon(self, name: str) -> NodeState:
+        """Stop admitting onto a node."""
+        return await nodes.set_schedulable(self.store, name, False)
+
+    async def uncordon(self, name: str) -> NodeState:
+        """Admit onto a node again."""
+        return await nodes.set_schedulable(self.store, name, True)
+
+    # placements ---------------------------------------------------------------------------
+
+    async def admit(self, request: AdmitRequest) -> Admission:
+        """Admit a placement or refuse it."""
+        return await admission.admit(self.store, request, self.enforcement)
+
+    async def release(self, placement_id: str, *, namespace: str | None = None) -> Release:
+        """Release a placement (idempotent)."""
+        return await release.release(self.store, placement_id, namespace, self.demand.decay_seconds)
+
+    async def move(self, request: MoveRequest) -> Admission:
+        """Move a placement to another node."""
+        return await release.move(self.store, request, self.demand.decay_seconds)
+
+    # reads --------------------------------------------------------------------------------
+
+    async def nodes(self) -> list[NodeState]:
+        """Every node."""
+        return await reads.all_nodes(self.store)
+
+    async def node(self, name: str) -> NodeState | None:
+        """One node."""
+        return await reads.one_node(self.store, name)
+
+    async def placements(
+        self, namespace: str | None = None, *, node: str | None = None
+    ) -> list[Placement]:
+        """Placements by namespace and/or node."""
+        return await reads.placements_where(self.store, namespace, node)
+
+    async def placement(self, placement_id: str) -> Placement | None:
+        """One placement."""
+        return await reads.one_placement(self.store, placement_id)
+
+    async def placement_by_request(self, namespace: str, request_id: str) -> Placement | None:
+        """The placement for an idempotency key."""
+        return await reads.placement_by_request(self.store, namespace, request_id)
+
+    async def cluster(self) -> ClusterState:
+        """The cluster row."""
+        return await reads.cluster_row(self.store)
+
+    async def events(
+        self,
+        *,
+        namespace: str | None = None,
+        subject: str | None = None,
+        kind: str | None = None,
+        after_id: int = 0,
+        limit: int = 100,
+    ) -> list[RecordedEvent]:
+        """Audit events."""
+        return await events.read(
+            self.store,
+            namespace=namespace,
+            subject=subject,
+            kind=kind,
+            after_id=after_id,
+            limit=limit,
+        )
+
+    async def record_events(self, batch: Sequence[Event]) -> None:
+        """Append events."""
+        await events.record(self.store, batch)

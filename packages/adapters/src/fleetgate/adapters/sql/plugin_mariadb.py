@@ -1,12 +1,90 @@
-"""The MariaDB ledger plugin: serves ``mysql+aiomysql://`` database URLs."""
+"""The MariaDB ledger plugin: serves ``mysql+aiomysql://`` database URLs.
+
+Two things matter for the guarded UPDATE. ``rowcount`` must count *matched* rows, not changed
+ones, or a zero-sized admission would read as a refusal: the connection sets
+``CLIENT.FOUND_ROWS``. And the session variables named in the options (for example
+``innodb_snapshot_isolation=ON``, the default from MariaDB 11.6.2) are applied to every new
+connection, so a pooled connection never runs in a different regime from the first.
+"""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from pymysql.constants import CLIENT
+from sqlalchemy import event, text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from fleetgate.adapters.plugins import hookimpl
+from fleetgate.adapters.sql.dialect import DialectSupport, error_code
 
 SCHEMES = ["mysql+aiomysql"]
+#: Deadlock (1213), lock wait timeout (1205), snapshot conflict ER_CHECKREAD (1020).
+RETRYABLE = frozenset({1213, 1205, 1020})
+MIGRATION_LOCK = "fleetgate_migrate"
+
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_VALUE = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
+
+
+def session_statements(variables: dict[str, Any]) -> list[str]:
+    """``SET SESSION name = value`` for each variable; names and values are checked, not quoted."""
+    statements = []
+    for name, value in sorted(variables.items()):
+        if not _NAME.match(str(name)):
+            raise ValueError(f"session_variables: {name!r} is not a variable name")
+        rendered = str(value)
+        if isinstance(value, bool):
+            rendered = "ON" if value else "OFF"
+        if not _VALUE.match(rendered):
+            raise ValueError(f"session_variables.{name}: {value!r} is not a plain value")
+        literal = rendered if rendered.lstrip("-").isdigit() else f"'{rendered}'"
+        statements.append(f"SET SESSION {name} = {literal}")
+    return statements
+
+
+class MariaDbSupport(DialectSupport):
+    """FOUND_ROWS, per-connection session variables, retry of 1213/1205/1020."""
+
+    name = "mariadb"
+
+    def engine_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Matched-row counts, and a pool that recycles before the server's idle timeout."""
+        return {
+            "pool_pre_ping": True,
+            "pool_recycle": 3600,
+            "connect_args": {"client_flag": CLIENT.FOUND_ROWS},
+        }
+
+    def install(self, engine: AsyncEngine, options: dict[str, Any]) -> None:
+        """Apply the configured session variables on every new connection."""
+        statements = session_statements(dict(options.get("session_variables") or {}))
+        if not statements:
+            return
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            try:
+                for statement in statements:
+                    cursor.execute(statement)
+            finally:
+                cursor.close()
+
+    def retryable(self, error: DBAPIError) -> bool:
+        """Deadlock, lock wait timeout and snapshot-isolation conflict."""
+        return error_code(error) in RETRYABLE
+
+    def lock_for_migration(self, connection: Connection) -> None:
+        """A named server lock: DDL commits implicitly, so a transaction cannot hold it."""
+        connection.execute(text("SELECT GET_LOCK(:name, 120)"), {"name": MIGRATION_LOCK})
+
+    def unlock_after_migration(self, connection: Connection) -> None:
+        """Release the named lock."""
+        connection.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": MIGRATION_LOCK})
 
 
 @hookimpl
@@ -16,10 +94,10 @@ def fleetgate_ledger_schemes() -> list[str]:
 
 
 @hookimpl
-def fleetgate_make_ledger(url: str, options: dict[str, Any]) -> Any | None:
+def fleetgate_make_ledger(url: str, options: dict[str, Any], clock: Any) -> Any | None:
     """Build the SQL ledger for a mysql+aiomysql URL."""
     if not url.startswith(SCHEMES[0] + "://"):
         return None
     from fleetgate.adapters.sql.ledger import SqlLedger
 
-    return SqlLedger(url, options)
+    return SqlLedger(url, options, dialect=MariaDbSupport(), clock=clock)

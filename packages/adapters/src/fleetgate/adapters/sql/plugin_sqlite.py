@@ -1,12 +1,71 @@
-"""The SQLite (the embedded default) ledger plugin: serves ``sqlite+aiosqlite://`` database URLs."""
+"""The SQLite (the embedded default) ledger plugin: serves ``sqlite+aiosqlite://`` database URLs.
+
+SQLite allows one writer at a time. A transaction that starts reading and later writes can fail
+with SQLITE_BUSY however long the busy timeout is, so every ledger transaction opens with
+``BEGIN IMMEDIATE``: it takes the write lock up front (waiting up to the busy timeout), after
+which its guarded UPDATEs cannot be interrupted. Read-only transactions use a plain ``BEGIN``.
+This is SQLAlchemy's documented recipe: turn off the driver's own BEGIN, emit ours on "begin".
+"""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
+from sqlalchemy import event
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
 from fleetgate.adapters.plugins import hookimpl
+from fleetgate.adapters.sql.dialect import DialectSupport
 
 SCHEMES = ["sqlite+aiosqlite"]
+#: Milliseconds a connection waits for the write lock before SQLITE_BUSY.
+DEFAULT_BUSY_TIMEOUT_MS = 5000
+#: Execution option that marks a read-only transaction (plain, deferred BEGIN).
+READ_ONLY = "fleetgate_read_only"
+
+
+class SqliteSupport(DialectSupport):
+    """BEGIN IMMEDIATE for writers, WAL so readers never block, foreign keys on, busy timeout."""
+
+    name = "sqlite"
+
+    def engine_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
+        """No pre-ping: the file is local."""
+        return {}
+
+    def install(self, engine: AsyncEngine, options: dict[str, Any]) -> None:
+        """Register the connect and begin listeners on the engine."""
+        busy_ms = int(options.get("busy_timeout_ms", DEFAULT_BUSY_TIMEOUT_MS))
+        memory = engine.url.database in (None, "", ":memory:")
+
+        @event.listens_for(engine.sync_engine, "connect")
+        def _on_connect(dbapi_connection: Any, _record: Any) -> None:
+            # Stop the driver from emitting its own BEGIN (and COMMIT before DDL).
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            try:
+                cursor.execute(f"PRAGMA busy_timeout = {busy_ms}")
+                cursor.execute("PRAGMA foreign_keys = ON")
+                if not memory:
+                    cursor.execute("PRAGMA journal_mode = WAL")
+                    cursor.execute("PRAGMA synchronous = NORMAL")
+            finally:
+                cursor.close()
+
+        @event.listens_for(engine.sync_engine, "begin")
+        def _on_begin(conn: Any) -> None:
+            read_only = conn.get_execution_options().get(READ_ONLY, False)
+            conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
+
+    def retryable(self, error: DBAPIError) -> bool:
+        """SQLITE_BUSY and SQLITE_LOCKED (the write lock was not granted within the timeout)."""
+        orig = error.orig
+        code = getattr(orig, "sqlite_errorcode", None)
+        if code is not None:
+            return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+        return "database is locked" in str(orig) or "database table is locked" in str(orig)
 
 
 @hookimpl
@@ -16,10 +75,10 @@ def fleetgate_ledger_schemes() -> list[str]:
 
 
 @hookimpl
-def fleetgate_make_ledger(url: str, options: dict[str, Any]) -> Any | None:
+def fleetgate_make_ledger(url: str, options: dict[str, Any], clock: Any) -> Any | None:
     """Build the SQL ledger for a sqlite+aiosqlite URL."""
     if not url.startswith(SCHEMES[0] + "://"):
         return None
     from fleetgate.adapters.sql.ledger import SqlLedger
 
-    return SqlLedger(url, options)
+    return SqlLedger(url, options, dialect=SqliteSupport(), clock=clock)

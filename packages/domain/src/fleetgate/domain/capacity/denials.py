@@ -84,7 +84,9 @@ class Denial:
 
     def describe(self) -> str:
         """``node refused: cpus (limit 12, used 8, requested 8)``: the exceeded dimensions."""
-        shown = [d for d in self.dimensions if d.exceeded] or list(self.dimensions)
+        shown = [d for d in self.dimensions if d.exceeded]
+        if not shown and not self.cordoned:
+            shown = list(self.dimensions)
         parts = [
             f"{d.dimension} (limit {d.limit:g}, used {d.used:g}, requested {d.requested:g})"
             for d in shown

@@ -1,0 +1,229 @@
+"""The admission transaction: namespace side, then the node, then the placement row.
+
+1. Namespace side. The namespace's active, unexpired claim is charged (hard enforcement: under
+   the claim guard; advisory: always, reporting the dimensions that went over). The claim's
+   *overage* — usage above its limit — is also charged to the cluster's unclaimed sums, under the
+   cluster guard, so advisory claims cannot over-commit the cluster. A namespace without an
+   active claim is charged to the cluster under ``unclaimed_used + x <= total − claimed``.
+2. The node row, under the node guard (schedulable, three allocations, demand clause), adding
+   the placement's demand charge to ``expected_demand``.
+3. The placement row. ``UNIQUE(namespace, request_id)`` makes two racing identical requests
+   unable to both commit: the loser rolls back and returns the winner's placement.
+
+The first statement is always an UPDATE. A refusal rolls everything back.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fleetgate.adapters.sql import reads
+from fleetgate.adapters.sql.engine import Store
+from fleetgate.adapters.sql.guarded import RowMissing, charge, read_locked, update
+from fleetgate.adapters.sql.rows import guard_row, node_state, resources
+from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
+from fleetgate.adapters.sql.sqltypes import instant, integer, real
+from fleetgate.domain.capacity.denials import Denial, DimensionDetail, over_limit
+from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
+from fleetgate.domain.capacity.errors import LedgerError, NodeNotFound
+from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_guard
+from fleetgate.domain.capacity.model import Admission, AdmitRequest, Placement
+from fleetgate.domain.capacity.overage import overage_increase
+
+ADVISORY = "advisory"
+HARD = "hard"
+
+
+class Refused(Exception):
+    """Raised inside the transaction to roll it back; carries the denial out."""
+
+    def __init__(self, denial: Denial) -> None:
+        super().__init__(denial.describe())
+        self.denial = denial
+
+
+@dataclass(frozen=True)
+class ClaimCharge:
+    """What charging the namespace's claim did."""
+
+    claim_id: str
+    over_limit: tuple[DimensionDetail, ...]
+    overage: Resources
+    bypassed: Denial | None
+
+
+def increments(table: sa.Table, prefix: str, amount: Resources) -> dict[str, Any]:
+    """``{prefix}d = {prefix}d + amount_d`` for each dimension."""
+    return {f"{prefix}{d}": table.c[f"{prefix}{d}"] + integer(amount.get(d)) for d in ALLOCATION}
+
+
+async def charge_claim(
+    conn: AsyncConnection, request: AdmitRequest, now: float, enforcement: str
+) -> ClaimCharge | None:
+    """Charge the namespace's active claim; None when it has none (expired claims don't count)."""
+    x = request.resources
+    params = request.guard_params()
+    active = sa.and_(claims.c.active_namespace == request.namespace, claims.c.expires_at > now)
+    values = {**increments(claims, "used_", x), "updated_at": now}
+    hard = enforcement == HARD
+    if hard:
+        try:
+            made = await charge(
+                conn, claims, active, CLAIM_GUARD, params, values, enforce=request.enforce
+            )
+        except RowMissing:
+            return None
+        if made.denial is not None:
+            raise Refused(made.denial)
+        bypassed = made.bypassed
+    else:
+        if await update(conn, claims, active, values) == 0:
+            return None
+        bypassed = None
+    row = await read_locked(conn, claims, active)
+    if row is None:  # pragma: no cover - we hold the claim's lock
+        raise LedgerError("the charged claim vanished inside its own transaction")
+    limit = resources(row, "limit_")
+    used_before = resources(row, "used_").minus_floored(x)
+    before = dict(guard_row(row))
+    before.update({f"used_{d}": used_before.get(d) for d in ALLOCATION})
+    return ClaimCharge(
+        claim_id=str(row["id"]),
+        over_limit=() if hard else over_limit(CLAIM_GUARD, before, params),
+        overage=overage_increase(limit, used_before, x),
+        bypassed=bypassed,
+    )
+
+
+async def charge_cluster(
+    conn: AsyncConnection, amount: Resources, now: float, enforce: bool
+) -> Denial | None:
+    """Charge ``amount`` to the unclaimed sums under the cluster guard; returns any bypass."""
+    key = cluster.c.id == CLUSTER_ID
+    values = {**increments(cluster, "unclaimed_used_", amount), "updated_at": now}
+    try:
+        made = await charge(
+            conn, cluster, key, CLUSTER_GUARD, amount.as_dict(), values, enforce=enforce
+        )
+    except RowMissing as exc:
+        raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`") from exc
+    if made.denial is not None:
+        raise Refused(made.denial)
+    return made.bypassed
+
+
+async def charge_node(conn: AsyncConnection, request: AdmitRequest, now: float) -> Denial | None:
+    """Charge the node under the node guard, adding the demand charge; returns any bypass."""
+    values = {
+        **increments(nodes, "used_", request.resources),
+        "expected_demand": nodes.c.expected_demand + real(request.demand),
+        "updated_at": now,
+    }
+    try:
+        made = await charge(
+            conn,
+            nodes,
+            nodes.c.name == request.node,
+            node_guard(request.target_load),
+            request.guard_params(),
+            values,
+            enforce=request.enforce,
+        )
+    except RowMissing as exc:
+        raise NodeNotFound(request.node) from exc
+    if made.denial is not None:
+        raise Refused(made.denial)
+    return made.bypassed
+
+
+async def admit_in(
+    conn: AsyncConnection, request: AdmitRequest, placement_id: str, now: float, enforcement: str
+) -> Admission:
+    """The whole admission inside one transaction (raises Refused to roll back)."""
+    claimed = await charge_claim(conn, request, now, enforcement)
+    bypassed: list[Denial] = []
+    if claimed is None:
+        by = await charge_cluster(conn, request.resources, now, request.enforce)
+    else:
+        bypassed += [claimed.bypassed] if claimed.bypassed else []
+        by = None
+        if not claimed.overage.is_zero():
+            by = await charge_cluster(conn, claimed.overage, now, request.enforce)
+    bypassed += [by] if by else []
+    by = await charge_node(conn, request, now)
+    bypassed += [by] if by else []
+    x = request.resources
+    await conn.execute(
+        sa.insert(placements).values(
+            id=placement_id,
+            namespace=request.namespace,
+            node=request.node,
+            cpus=x.cpus,
+            memory_mb=x.memory_mb,
+            disk_gb=x.disk_gb,
+            demand=request.demand,
+            admitted_at=now,
+            request_id=request.request_id,
+            claim_id=None if claimed is None else claimed.claim_id,
+        )
+    )
+    node_row = await read_locked(conn, nodes, nodes.c.name == request.node)
+    assert node_row is not None  # we hold its lock
+    return Admission(
+        placement=Placement(
+            id=placement_id,
+            namespace=request.namespace,
+            node=request.node,
+            resources=x,
+            demand=request.demand,
+            admitted_at=instant(now),
+            request_id=request.request_id,
+            claim_id=None if claimed is None else claimed.claim_id,
+        ),
+        node=node_state(node_row),
+        claim_id=None if claimed is None else claimed.claim_id,
+        claim_over_limit=() if claimed is None else claimed.over_limit,
+        bypassed=bypassed[0] if bypassed else None,
+    )
+
+
+async def admit(store: Store, request: AdmitRequest, enforcement: str = ADVISORY) -> Admission:
+    """Admit ``request`` (idempotently by request id) or return the refusal."""
+    if enforcement not in (ADVISORY, HARD):
+        raise ValueError(f"claims.enforcement: must be 'advisory' or 'hard', got {enforcement!r}")
+    if request.request_id is not None:
+        existing = await reads.placement_by_request(store, request.namespace, request.request_id)
+        if existing is not None:
+            return Admission(placement=existing, replayed=True)
+    placement_id = request.placement_id or str(uuid.uuid4())
+
+    async def work(conn: AsyncConnection) -> Admission:
+        return await admit_in(conn, request, placement_id, store.now_epoch(), enforcement)
+
+    try:
+        return await store.write(work, what=f"admit onto {request.node}")
+    except Refused as refused:
+        replay = await _replay(store, request)
+        return replay or Admission(denial=refused.denial)
+    except IntegrityError:
+        # A racing request with the same id committed first: answer with its placement.
+        replay = await _replay(store, request)
+        if replay is None:
+            raise
+        return replay
+
+
+async def _replay(store: Store, request: AdmitRequest) -> Admission | None:
+    if request.request_id is None:
+        return None
+    existing = await reads.placement_by_request(store, request.namespace, request.request_id)
+    return None if existing is None else Admission(placement=existing, replayed=True)
+
+
+__all__ = ["ADVISORY", "HARD", "Refused", "admit", "admit_in", "increments"]

@@ -1,0 +1,51 @@
+"""What differs between the databases, as one small interface each dialect plugin implements.
+
+The ledger is one implementation for every backend; everything backend-specific (engine
+arguments, per-connection setup, which errors are worth retrying, serialising migrations) lives
+behind this interface in ``plugin_sqlite``, ``plugin_mariadb`` and ``plugin_postgres``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+
+class DialectSupport:
+    """Defaults suit a server database; subclasses override what their backend needs."""
+
+    #: Short backend name used in messages and metrics ("sqlite", "mariadb", "postgres").
+    name = "sql"
+
+    def engine_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
+        """Extra keyword arguments for ``create_async_engine``."""
+        return {"pool_pre_ping": True}
+
+    def install(self, engine: AsyncEngine, options: dict[str, Any]) -> None:
+        """Attach per-connection setup (event listeners) to a freshly created engine."""
+
+    def retryable(self, error: DBAPIError) -> bool:
+        """True for errors that mean "run the whole transaction again" (deadlock, busy...)."""
+        return False
+
+    def lock_for_migration(self, connection: Connection) -> None:
+        """Serialise concurrent migrations (several workers starting at once)."""
+
+    def unlock_after_migration(self, connection: Connection) -> None:
+        """Undo ``lock_for_migration`` where the lock outlives the transaction."""
+
+
+def error_code(error: DBAPIError) -> int | str | None:
+    """The driver's error code: MySQL errno, PostgreSQL SQLSTATE, or SQLite's extended code."""
+    orig = error.orig
+    for attr in ("sqlstate", "pgcode", "sqlite_errorcode"):
+        value = getattr(orig, attr, None)
+        if value is not None:
+            return value  # type: ignore[no-any-return]
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int):
+        return args[0]
+    return None

@@ -1,0 +1,107 @@
+"""The ledger's connection to its database: engine, clock, and the transaction runner.
+
+Every ledger operation goes through :meth:`Store.write` or :meth:`Store.read`: one transaction,
+run whole again on a retryable conflict, with connection-level failures turned into
+``LedgerUnavailable``. The modules that implement operations receive the ``Store`` and never
+build engines or transactions of their own.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+
+from fleetgate.adapters.clock import SystemClock
+from fleetgate.adapters.sql.dialect import DialectSupport
+from fleetgate.adapters.sql.plugin_sqlite import READ_ONLY
+from fleetgate.adapters.sql.retry import ATTEMPTS, with_retries
+from fleetgate.adapters.sql.sqltypes import epoch
+from fleetgate.domain.capacity.errors import LedgerUnavailable
+from fleetgate.domain.ports import Clock
+
+T = TypeVar("T")
+Work = Callable[[AsyncConnection], Awaitable[T]]
+
+
+class Store:
+    """An engine bound to a dialect's quirks and a clock; runs transactions with retries."""
+
+    def __init__(
+        self,
+        url: str,
+        options: dict[str, Any],
+        dialect: DialectSupport,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.url = url
+        self.options = options
+        self.dialect = dialect
+        self.clock: Clock = clock or SystemClock()
+        self.rng = rng or random.Random()
+        self.attempts = int(options.get("retry_attempts", ATTEMPTS))
+        self._engine: AsyncEngine | None = None
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The engine, created on first use (creating one does not connect)."""
+        if self._engine is None:
+            kwargs = self.dialect.engine_kwargs(self.options)
+            kwargs.update(self.options.get("engine", {}))
+            self._engine = create_async_engine(self.url, **kwargs)
+            self.dialect.install(self._engine, self.options)
+        return self._engine
+
+    @property
+    def started(self) -> bool:
+        """True once an engine exists."""
+        return self._engine is not None
+
+    async def dispose(self) -> None:
+        """Close every pooled connection; the next use makes a new engine."""
+        if self._engine is not None:
+            engine, self._engine = self._engine, None
+            await engine.dispose()
+
+    def now(self) -> datetime:
+        """The current instant from the ledger's clock."""
+        return self.clock.now()
+
+    def now_epoch(self) -> float:
+        """The current instant as stored: epoch seconds."""
+        return epoch(self.clock.now())
+
+    async def write(self, work: Work[T], *, what: str) -> T:
+        """Run ``work`` in one writing transaction (BEGIN IMMEDIATE on SQLite), with retries."""
+        return await self._run(work, what=what, read_only=False)
+
+    async def read(self, work: Work[T], *, what: str) -> T:
+        """Run ``work`` in one read-only transaction, with retries."""
+        return await self._run(work, what=what, read_only=True)
+
+    async def _run(self, work: Work[T], *, what: str, read_only: bool) -> T:
+        async def once() -> T:
+            try:
+                async with self.engine.connect() as conn:
+                    if read_only:
+                        conn = await conn.execution_options(**{READ_ONLY: True})
+                    async with conn.begin():
+                        return await work(conn)
+            except (OperationalError, InterfaceError) as exc:
+                if self.dialect.retryable(exc):
+                    raise
+                raise LedgerUnavailable(f"{what}: database error: {exc.orig}") from exc
+            except (OSError, TimeoutError) as exc:
+                raise LedgerUnavailable(f"{what}: cannot reach the database: {exc}") from exc
+
+        return await with_retries(
+            once, retryable=self._retryable, what=what, attempts=self.attempts, rng=self.rng
+        )
+
+    def _retryable(self, error: DBAPIError) -> bool:
+        return self.dialect.retryable(error)

@@ -1,0 +1,109 @@
+"""The append-only audit trail: writing events, reading them back, and the ledger's EventSink."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fleetgate.adapters.sql.engine import Store
+from fleetgate.adapters.sql.schema import events as events_table
+from fleetgate.adapters.sql.sqltypes import epoch, instant
+from fleetgate.domain.capacity.model import RecordedEvent
+from fleetgate.domain.events import Event, Level
+
+MAX_LIMIT = 1000
+_log = logging.getLogger("fleetgate.ledger.events")
+
+
+def _plain(data: dict[str, Any]) -> dict[str, Any]:
+    # Events carry domain values (datetimes, enums); the JSON column takes their string forms.
+    loaded: dict[str, Any] = json.loads(json.dumps(data, default=str))
+    return loaded
+
+
+def _row(event: Event) -> dict[str, Any]:
+    return {
+        "at": epoch(event.at),
+        "kind": event.kind[:128],
+        "subject": event.subject[:255],
+        "namespace": event.namespace,
+        "level": event.level.value,
+        "data": _plain(event.data),
+    }
+
+
+async def insert_events(conn: AsyncConnection, batch: Sequence[Event]) -> None:
+    """Append ``batch`` inside the caller's transaction."""
+    if batch:
+        await conn.execute(sa.insert(events_table), [_row(e) for e in batch])
+
+
+async def record(store: Store, batch: Sequence[Event]) -> None:
+    """Append ``batch`` in its own transaction."""
+    if not batch:
+        return
+
+    async def work(conn: AsyncConnection) -> None:
+        await insert_events(conn, batch)
+
+    await store.write(work, what="record events")
+
+
+async def read(
+    store: Store,
+    *,
+    namespace: str | None = None,
+    subject: str | None = None,
+    kind: str | None = None,
+    after_id: int = 0,
+    limit: int = 100,
+) -> list[RecordedEvent]:
+    """Events with id > ``after_id`` matching the filters, oldest first."""
+    if not 1 <= limit <= MAX_LIMIT:
+        raise ValueError(f"limit: must be between 1 and {MAX_LIMIT}, got {limit}")
+    t = events_table
+    query = sa.select(t).where(t.c.id > after_id).order_by(t.c.id).limit(limit)
+    if namespace is not None:
+        query = query.where(t.c.namespace == namespace)
+    if subject is not None:
+        query = query.where(t.c.subject == subject)
+    if kind is not None:
+        query = query.where(t.c.kind == kind)
+
+    async def work(conn: AsyncConnection) -> list[RecordedEvent]:
+        rows = (await conn.execute(query)).mappings()
+        return [
+            RecordedEvent(
+                id=int(r["id"]),
+                event=Event(
+                    kind=r["kind"],
+                    at=instant(r["at"]),
+                    subject=r["subject"],
+                    namespace=r["namespace"],
+                    level=Level(r["level"]),
+                    data=dict(r["data"] or {}),
+                ),
+            )
+            for r in rows
+        ]
+
+    return await store.read(work, what="read events")
+
+
+class SqlEventSink:
+    """An EventSink that appends to the ledger's events table; a failure is logged, not raised."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def emit(self, events: Sequence[Event]) -> None:
+        """Append the events; never raises (an audit failure must not fail the operation)."""
+        try:
+            await record(self._store, events)
+        except Exception:
+            _log.exception("could not record %d event(s) in the audit table", len(events))

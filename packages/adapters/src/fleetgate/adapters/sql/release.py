@@ -1,0 +1,189 @@
+"""Releasing and moving placements: floored credits, decayed demand, rows in canonical order.
+
+Both open by locking the placement row (a no-op UPDATE), so a release and a move of the same
+placement serialise and neither can credit twice; then the namespace side (release only), then
+node rows by name. Credits are computed by the domain from rows read under lock and written
+back: floored at zero (a clamp is reported, never hidden), and ``expected_demand`` is credited
+with what remains of the placement's own decayed charge, so churn leaves no residue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from fleetgate.adapters.sql.admission import Refused, increments
+from fleetgate.adapters.sql.engine import Store
+from fleetgate.adapters.sql.guarded import RowMissing, charge, lock, lock_and_read, read_locked
+from fleetgate.adapters.sql.rows import node_state, placement, resources
+from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
+from fleetgate.adapters.sql.sqltypes import epoch, real
+from fleetgate.domain.capacity.demand import remaining
+from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
+from fleetgate.domain.capacity.errors import NodeNotFound, PlacementNotFound
+from fleetgate.domain.capacity.guards import node_guard
+from fleetgate.domain.capacity.model import Admission, MoveRequest, Placement, Release
+from fleetgate.domain.capacity.overage import overage_decrease
+
+
+def _absolute(prefix: str, amount: Resources) -> dict[str, Any]:
+    return {f"{prefix}{d}": amount.get(d) for d in ALLOCATION}
+
+
+def _clamps(before: Resources, credit: Resources) -> bool:
+    return any(before.get(d) < credit.get(d) for d in ALLOCATION)
+
+
+async def _lock_placement(
+    conn: AsyncConnection, placement_id: str, namespace: str | None
+) -> Placement | None:
+    key = placements.c.id == placement_id
+    if namespace is not None:
+        key = sa.and_(key, placements.c.namespace == namespace)
+    # placements has no updated_at; admitted_at = admitted_at is the no-op that takes the lock.
+    result = await conn.execute(
+        sa.update(placements).where(key).values(admitted_at=placements.c.admitted_at)
+    )
+    if result.rowcount == 0:
+        return None
+    row = await read_locked(conn, placements, key)
+    return None if row is None else placement(row)
+
+
+async def _credit_cluster(conn: AsyncConnection, amount: Resources, now: float) -> bool:
+    row = await lock_and_read(conn, cluster, cluster.c.id == CLUSTER_ID)
+    before = resources(row, "unclaimed_used_")
+    values = {**_absolute("unclaimed_used_", before.minus_floored(amount)), "updated_at": now}
+    await conn.execute(sa.update(cluster).where(cluster.c.id == CLUSTER_ID).values(**values))
+    return _clamps(before, amount)
+
+
+async def _credit_namespace(conn: AsyncConnection, p: Placement, now: float) -> bool:
+    """Credit the claim the placement was charged to while it is active, else the cluster."""
+    if p.claim_id is not None:
+        key = sa.and_(claims.c.id == p.claim_id, claims.c.state == "active")
+        try:
+            row = await lock_and_read(conn, claims, key)
+        except RowMissing:
+            row = None
+        if row is not None:
+            before = resources(row, "used_")
+            values = {**_absolute("used_", before.minus_floored(p.resources)), "updated_at": now}
+            await conn.execute(sa.update(claims).where(key).values(**values))
+            shrink = overage_decrease(resources(row, "limit_"), before, p.resources)
+            clamped = _clamps(before, p.resources)
+            if not shrink.is_zero():
+                clamped |= await _credit_cluster(conn, shrink, now)
+            return clamped
+    return await _credit_cluster(conn, p.resources, now)
+
+
+async def _credit_node(
+    conn: AsyncConnection, node: str, p: Placement, now: float, decay_seconds: float
+) -> tuple[bool, float]:
+    """Floored credit of the placement's size and its decayed demand on ``node``."""
+    key = nodes.c.name == node
+    try:
+        row = await lock_and_read(conn, nodes, key)
+    except RowMissing:
+        return True, 0.0  # pragma: no cover - the foreign key keeps the node while placed
+    before = resources(row, "used_")
+    credit = remaining(p.demand, now - epoch(p.admitted_at), decay_seconds)
+    demand_before = float(row["expected_demand"])
+    values = {
+        **_absolute("used_", before.minus_floored(p.resources)),
+        "expected_demand": max(0.0, demand_before - credit),
+        "updated_at": now,
+    }
+    await conn.execute(sa.update(nodes).where(key).values(**values))
+    return _clamps(before, p.resources), min(credit, demand_before)
+
+
+async def release(
+    store: Store, placement_id: str, namespace: str | None, decay_seconds: float
+) -> Release:
+    """Delete the placement and credit everything it was charged; ``released`` false if gone."""
+
+    async def work(conn: AsyncConnection) -> Release:
+        now = store.now_epoch()
+        p = await _lock_placement(conn, placement_id, namespace)
+        if p is None:
+            return Release(released=False)
+        clamped = await _credit_namespace(conn, p, now)
+        node_clamped, credit = await _credit_node(conn, p.node, p, now, decay_seconds)
+        await conn.execute(sa.delete(placements).where(placements.c.id == p.id))
+        return Release(
+            released=True, placement=p, clamped=clamped or node_clamped, demand_credit=credit
+        )
+
+    return await store.write(work, what=f"release {placement_id}")
+
+
+async def move(store: Store, request: MoveRequest, decay_seconds: float) -> Admission:
+    """Move a placement under the target node's guard; the old node is credited (floored)."""
+
+    async def work(conn: AsyncConnection) -> Admission:
+        now = store.now_epoch()
+        p = await _lock_placement(conn, request.placement_id, request.namespace)
+        if p is None:
+            raise PlacementNotFound(request.placement_id)
+        if p.node == request.node:
+            row = await read_locked(conn, nodes, nodes.c.name == p.node)
+            return Admission(
+                placement=p, node=None if row is None else node_state(row), claim_id=p.claim_id
+            )
+        params = {
+            **p.resources.as_dict(),
+            "demand": request.demand,
+            "target_load": request.target_load,
+        }
+        bypassed = None
+        # Two node rows, in name order, so crossing moves cannot deadlock.
+        for name in sorted((p.node, request.node)):
+            if name == p.node:
+                await _credit_node(conn, p.node, p, now, decay_seconds)
+                continue
+            values = {
+                **increments(nodes, "used_", p.resources),
+                "expected_demand": nodes.c.expected_demand + real(request.demand),
+                "updated_at": now,
+            }
+            try:
+                made = await charge(
+                    conn,
+                    nodes,
+                    nodes.c.name == name,
+                    node_guard(request.target_load),
+                    params,
+                    values,
+                    enforce=request.enforce,
+                )
+            except RowMissing as exc:
+                raise NodeNotFound(name) from exc
+            if made.denial is not None:
+                raise Refused(made.denial)
+            bypassed = made.bypassed
+        await conn.execute(
+            sa.update(placements)
+            .where(placements.c.id == p.id)
+            .values(node=request.node, demand=request.demand, admitted_at=now)
+        )
+        moved = await read_locked(conn, placements, placements.c.id == p.id)
+        target = await read_locked(conn, nodes, nodes.c.name == request.node)
+        assert moved is not None and target is not None  # both locked by this transaction
+        return Admission(
+            placement=placement(moved),
+            node=node_state(target),
+            claim_id=p.claim_id,
+            bypassed=bypassed,
+        )
+
+    try:
+        return await store.write(work, what=f"move {request.placement_id} to {request.node}")
+    except Refused as refused:
+        return Admission(denial=refused.denial)
+
+
+__all__ = ["lock", "move", "release"]

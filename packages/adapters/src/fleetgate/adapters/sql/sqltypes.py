@@ -1,0 +1,67 @@
+"""Small SQL building blocks shared by the ledger modules: typed parameters and DOUBLE casts.
+
+MariaDB parses a bound ``0.1`` as an exact DECIMAL literal, so ``0.1 + 0.2 <= 0.3`` would be true
+there and false in Python. Every real-valued parameter is therefore cast to DOUBLE, so all three
+databases do IEEE double arithmetic, exactly as the domain's evaluator does.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.functions import FunctionElement
+
+
+class as_double(FunctionElement[float]):
+    """``CAST(x AS DOUBLE)`` on every dialect (SQLAlchemy skips DOUBLE casts on MySQL)."""
+
+    type = sa.Double()
+    name = "as_double"
+    inherit_cache = True
+
+
+@compiles(as_double)
+def _as_double_default(element: as_double, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS DOUBLE PRECISION)"
+
+
+@compiles(as_double, "mysql")
+@compiles(as_double, "mariadb")
+def _as_double_mysql(element: as_double, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS DOUBLE)"
+
+
+@compiles(as_double, "sqlite")
+def _as_double_sqlite(element: as_double, compiler: SQLCompiler, **kw: Any) -> str:
+    return f"CAST({compiler.process(element.clauses, **kw)} AS REAL)"
+
+
+def integer(value: int) -> sa.BindParameter[int]:
+    """A BIGINT parameter (asyncpg would otherwise bind a large count as int4)."""
+    return sa.bindparam(None, value, type_=sa.BigInteger(), unique=True)
+
+
+def real(value: float) -> as_double:
+    """A DOUBLE parameter."""
+    return as_double(sa.bindparam(None, float(value), type_=sa.Double(), unique=True))
+
+
+def epoch(at: datetime) -> float:
+    """Epoch seconds of an aware datetime (how every timestamp is stored)."""
+    if at.tzinfo is None:
+        raise ValueError("timestamps must be timezone-aware")
+    return at.timestamp()
+
+
+def instant(seconds: float) -> datetime:
+    """The UTC datetime of stored epoch seconds."""
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def maybe_instant(seconds: float | None) -> datetime | None:
+    """``instant`` for a nullable column."""
+    return None if seconds is None else instant(seconds)
