@@ -9,6 +9,7 @@ import pytest
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.fakecluster.cluster import FakeCluster, NodeChange
 from fleetgate.adapters.fakecluster.faults import ControllerCrash
+from fleetgate.adapters.fakecluster.scheduler import BATCH
 from fleetgate.domain.ports import ClusterGateway
 from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound, PlaceholderSpec
 
@@ -67,12 +68,15 @@ async def test_a_placeholder_that_fits_nowhere_brings_a_new_claim_ready_after_th
 ) -> None:
     old = cluster.add_node("pool", workload=CPU)
     await cluster.create_placeholder(placeholder(old))
+    assert cluster.next_event_at() == T0 + BATCH  # Karpenter batches before it launches
+    cluster.advance_to(T0 + BATCH)
     obs = await cluster.observe("pool")
     assert obs is not None
     new = next(c for c in obs.claims if c.name != old)
+    assert new.created_at == T0 + BATCH
     assert not new.ready and obs.placeholders[0].phase == "Pending"
-    assert cluster.next_event_at() == T0 + timedelta(minutes=2)
-    cluster.advance_to(T0 + timedelta(minutes=2))
+    assert cluster.next_event_at() == T0 + BATCH + timedelta(minutes=2)
+    cluster.advance_to(T0 + BATCH + timedelta(minutes=2))
     obs = await cluster.observe("pool")
     assert obs is not None
     assert obs.claim(new.name).ready  # type: ignore[union-attr]
@@ -96,7 +100,7 @@ async def test_a_deleted_claim_drains_moves_its_pods_preempting_the_placeholder_
 ) -> None:
     old = cluster.add_node("pool", workload=CPU)
     await cluster.create_placeholder(placeholder(old))
-    cluster.advance_to(T0 + timedelta(minutes=2))
+    cluster.advance_to(T0 + timedelta(minutes=3))
     await cluster.delete_claim(old)
     obs = await cluster.observe("pool")
     assert obs is not None
@@ -104,8 +108,8 @@ async def test_a_deleted_claim_drains_moves_its_pods_preempting_the_placeholder_
     assert obs.placeholders == ()  # preempted by the evicted workload
     new = next(c for c in obs.claims if c.name != old)
     assert [p.name for p in obs.pods_on(new.name)] == [f"{old}-app"]
-    assert cluster.next_event_at() == T0 + timedelta(minutes=7)
-    cluster.advance_to(T0 + timedelta(minutes=7))
+    assert cluster.next_event_at() == T0 + timedelta(minutes=8)
+    cluster.advance_to(T0 + timedelta(minutes=8))
     obs = await cluster.observe("pool")
     assert obs is not None and obs.claim(old) is None
     assert any(r.kind == "placeholder-preempted" for r in cluster.history)
@@ -140,6 +144,7 @@ async def test_provisioning_that_never_completes_leaves_the_placeholder_pending(
     old = cluster.add_node("pool", workload=CPU)
     cluster.fail_provisioning("pool")
     await cluster.create_placeholder(placeholder(old))
+    cluster.advance_to(T0 + timedelta(hours=1))
     assert cluster.next_event_at() == T0 + timedelta(days=14)  # only the old claim's expiry
     obs = await cluster.observe("pool")
     assert obs is not None and obs.placeholders[0].phase == "Pending"
@@ -151,6 +156,7 @@ async def test_a_capacity_shortage_marks_the_placeholder_unschedulable(
     old = cluster.add_node("pool", workload=CPU)
     cluster.capacity_shortage("pool")
     await cluster.create_placeholder(placeholder(old))
+    cluster.advance_to(T0 + BATCH)
     obs = await cluster.observe("pool")
     assert obs is not None and len(obs.claims) == 1
     assert obs.placeholders[0].unschedulable_reason == "Unschedulable"
@@ -162,6 +168,7 @@ async def test_pool_limits_block_a_new_claim(clock: VirtualClock) -> None:
     fc.add_pool("pool", expire_after=None, limits={"cpu": 4_000})
     old = fc.add_node("pool", workload=CPU)
     await fc.create_placeholder(placeholder(old))
+    fc.advance_to(T0 + BATCH)
     obs = await fc.observe("pool")
     assert obs is not None and len(obs.claims) == 1
     assert "limits.cpu" in (obs.placeholders[0].unschedulable_message or "")

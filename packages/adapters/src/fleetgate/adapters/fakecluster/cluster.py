@@ -163,10 +163,10 @@ class FakeCluster:
                 CAPACITY_TYPE_LABEL: "on-demand",
                 **dict(node_labels or {}),
             },
-            provisioning_delay=_duration(provisioning_delay, "provisioning_delay")
-            or self.provisioning_delay
-            or timedelta(0),
-            drain_time=_duration(drain_time, "drain_time") or self.drain_time or timedelta(0),
+            provisioning_delay=_first(
+                _duration(provisioning_delay, "provisioning_delay"), self.provisioning_delay
+            ),
+            drain_time=_first(_duration(drain_time, "drain_time"), self.drain_time),
         )
         if node_allocatable is not None:
             pool.node_allocatable = dict(node_allocatable)
@@ -318,6 +318,8 @@ class FakeCluster:
                 self._remove_claim(self.claims[name], at)
             elif kind == "expire":
                 self._force_expire(self.claims[name], at)
+            elif kind == "batch":
+                self._schedule(at)
 
     # --- ClusterGateway: reads ---------------------------------------------------------------
 
@@ -543,6 +545,7 @@ class FakeCluster:
                         )
                     else:
                         pod.node_name = None
+                        pod.pending_since = at
         self._schedule(at)
 
     def _force_expire(self, claim: Claim, at: datetime) -> None:
@@ -560,6 +563,7 @@ class FakeCluster:
                         del self.pods[pod.key]
                     else:
                         pod.node_name = None
+                        pod.pending_since = at
             self._notify("removed", claim.node, at)
         for pod in self.pods.values():
             if pod.nominated_claim == claim.name:
@@ -588,6 +592,8 @@ class FakeCluster:
 
     def _still_due(self, item: tuple[datetime, int, str, str]) -> bool:
         _, _, kind, name = item
+        if kind == "batch":
+            return any(p.node_name is None and p.pool == name for p in self.pods.values())
         claim = self.claims.get(name)
         if claim is None:
             return False
@@ -660,3 +666,8 @@ def _toggle(items: set[str], name: str, on: bool) -> None:
         items.add(name)
     else:
         items.discard(name)
+
+
+def _first(*values: timedelta | None) -> timedelta:
+    """The first value that is set (0 counts as set), else 0."""
+    return next((v for v in values if v is not None), timedelta(0))

@@ -126,6 +126,7 @@ class Pod:
     required: tuple[Requirement, ...] = ()
     nominated_claim: str | None = None
     unschedulable_message: str | None = None
+    pending_since: datetime | None = None
 
     @property
     def key(self) -> tuple[str, str]:

@@ -9,13 +9,16 @@ capacity or over its limits, in which case the Pod is marked Unschedulable.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from fleetgate.adapters.fakecluster.model import Node, Pod, fits, subtract
 
 if TYPE_CHECKING:
     from fleetgate.adapters.fakecluster.cluster import FakeCluster
+
+BATCH = timedelta(seconds=1)
+"""Karpenter's batch idle duration: how long Pods stay Pending before a launch decision."""
 
 
 def schedule(cluster: FakeCluster, at: datetime) -> None:
@@ -81,6 +84,7 @@ def _best_node(cluster: FakeCluster, pod: Pod) -> Node | None:
 
 def _bind(cluster: FakeCluster, pod: Pod, node: Node, at: datetime) -> None:
     pod.node_name = node.name
+    pod.pending_since = None
     pod.nominated_claim = None
     pod.unschedulable_message = None
     kind = "placeholder-bound" if pod.priority < 0 and pod.owner_kind is None else "pod-bound"
@@ -132,6 +136,12 @@ def _provision_for(cluster: FakeCluster, pod: Pod, at: datetime) -> None:
             pod.nominated_claim = claim.name
             pod.unschedulable_message = None
             return
+    # Karpenter batches pending Pods for a moment before it launches anything.
+    since = pod.pending_since or at
+    pod.pending_since = since
+    if at < since + BATCH:
+        cluster._at(since + BATCH, "batch", pool.name)
+        return
     if pool.name in cluster.faults.capacity_shortage:
         pod.unschedulable_message = (
             f"NodePool {pool.name}: insufficient capacity to launch a node (capacity shortage)"

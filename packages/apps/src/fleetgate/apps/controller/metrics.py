@@ -1,0 +1,128 @@
+"""The controller's Prometheus series (spec §8.1, prefixed ``fleetgate_rotation_``).
+
+Every series carries the ``nodepool`` label. Gauges are recomputed from each pass's report; all
+series of a pool are dropped when it disappears or stops being governed (a conflicted pool keeps
+only ``policy_conflict = 1``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from fleetgate.domain.rotation.governance import Status
+from fleetgate.domain.rotation.machine import PoolReport
+
+PREFIX = "fleetgate_rotation_"
+BUCKETS = tuple(30.0 * 2**i for i in range(10))
+
+
+class RotationMetrics:
+    """All rotation series, registered on the given registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        def gauge(name: str, doc: str, *labels: str) -> Gauge:
+            return Gauge(PREFIX + name, doc, ["nodepool", *labels], registry=registry)
+
+        self.completed = Counter(
+            PREFIX + "completed",
+            "Rotations ended, by outcome.",
+            ["nodepool", "outcome"],
+            registry=registry,
+        )
+        self.forceful = Counter(
+            PREFIX + "forceful_fallback",
+            "Surge-less rotations started.",
+            ["nodepool"],
+            registry=registry,
+        )
+        self.duration = Histogram(
+            PREFIX + "duration_seconds",
+            "Rotation phase durations.",
+            ["nodepool", "phase"],
+            buckets=BUCKETS,
+            registry=registry,
+        )
+        self.candidates = gauge("candidates", "Eligible NodeClaims.")
+        self.in_progress = gauge("in_progress", "1 while a rotation is anchored.")
+        self.window_active = gauge("window_active", "1 while a maintenance window is open.")
+        self.policy_conflict = gauge("policy_conflict", "1 when policies conflict for the pool.")
+        self.freeze_until = gauge("freeze_until_timestamp", "Freeze end (unix s) or 0.")
+        self.age_threshold = gauge("age_threshold_seconds", "Age threshold A.")
+        self.chances = gauge("rotation_chances", "Guaranteed chances G.")
+        self.capacity = gauge("throughput_capacity", "Rotations per shortest window, C.")
+        self.t_rot_est = gauge("t_rot_estimate_seconds", "Forecast rotation time t_rot_est.")
+        self.t_rot = gauge("t_rot_bound_seconds", "Deadline bound t_rot.")
+        self.period = gauge("window_period_seconds", "Worst-case window period P.")
+        self.short_lead = gauge("short_lead_nodes", "Claims whose life is within the lead time.")
+        self.drain_stuck = gauge("drain_stuck", "1 when the drain outlived its bound.")
+        self.retry_count = gauge("retry_count", "Highest retry count among the pool's claims.")
+        self.observed = gauge(
+            "observed_seconds", "Moving estimate of observed durations.", "estimate"
+        )
+        self.configured = gauge(
+            "estimate_seconds", "The estimate the policy resolves to.", "estimate"
+        )
+        self.disagreement = gauge(
+            "estimate_disagreement",
+            "1 when the estimate is off by more than 2x from observation.",
+            "estimate",
+        )
+        self._series: dict[str, set[tuple[object, tuple[str, ...]]]] = {}
+
+    def _set(self, metric: Gauge, pool: str, value: float, *labels: str) -> None:
+        metric.labels(pool, *labels).set(value)
+        self._series.setdefault(pool, set()).add((metric, labels))
+
+    def count_completion(self, pool: str, outcome: str) -> None:
+        """completed_total{outcome} + 1."""
+        self.completed.labels(pool, outcome).inc()
+        self._series.setdefault(pool, set()).add((self.completed, (outcome,)))
+
+    def count_forceful(self, pool: str) -> None:
+        """forceful_fallback_total + 1."""
+        self.forceful.labels(pool).inc()
+        self._series.setdefault(pool, set()).add((self.forceful, ()))
+
+    def observe(self, pool: str, phase: str, seconds: float) -> None:
+        """A phase duration into the histogram."""
+        self.duration.labels(pool, phase).observe(seconds)
+        self._series.setdefault(pool, set()).add((self.duration, (phase,)))
+
+    def forget(self, pool: str) -> None:
+        """Drop every series of ``pool``."""
+        for metric, labels in self._series.pop(pool, set()):
+            with contextlib.suppress(KeyError):
+                metric.remove(pool, *labels)  # type: ignore[attr-defined]
+
+    def apply(self, report: PoolReport) -> None:
+        """Recompute the pool's gauges from one pass's report."""
+        pool = report.pool
+        if not report.governance.governed:
+            self.forget(pool)
+            if report.governance.status is Status.CONFLICT:
+                self._set(self.policy_conflict, pool, 1)
+            return
+        d = report.derivation
+        self._set(self.policy_conflict, pool, 0)
+        self._set(self.in_progress, pool, 1 if report.anchor else 0)
+        self._set(self.window_active, pool, 1 if report.window_active else 0)
+        self._set(
+            self.freeze_until, pool, report.freeze_until.timestamp() if report.freeze_until else 0
+        )
+        self._set(self.candidates, pool, report.census.eligible if report.census else 0)
+        self._set(self.short_lead, pool, len(report.short_lead))
+        self._set(self.drain_stuck, pool, 1 if report.drain_stuck else 0)
+        self._set(self.retry_count, pool, report.retry_count)
+        if d is not None:
+            self._set(self.age_threshold, pool, d.age_threshold.total_seconds())
+            self._set(self.chances, pool, d.guaranteed_chances)
+            self._set(self.capacity, pool, d.capacity)
+            self._set(self.t_rot_est, pool, d.t_rot_est.total_seconds())
+            self._set(self.t_rot, pool, d.t_rot.total_seconds())
+            self._set(self.period, pool, d.inputs.period.total_seconds())
+        for check in report.estimates:
+            self._set(self.observed, pool, check.observed.total_seconds(), check.kind)
+            self._set(self.configured, pool, check.configured.total_seconds(), check.kind)
+            self._set(self.disagreement, pool, 1 if check.disagrees else 0, check.kind)

@@ -1,0 +1,245 @@
+"""The controller's imperative shell: observe a pool, step the machine, apply what it says.
+
+One ``RotationController`` serves every pool of one cluster. Pools are independent (each has its
+own requeue instant); within a pool, actions are applied strictly in order and a failed write
+ends the pass (the pool is requeued and the next pass re-reads the truth from the cluster).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from fleetgate.apps.controller.metrics import RotationMetrics
+from fleetgate.domain.events import Event, Level
+from fleetgate.domain.ports import Clock, ClusterGateway, EventSink
+from fleetgate.domain.rotation import actions as act
+from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound
+from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
+from fleetgate.domain.rotation.machine import MachineConfig, Step, step
+from fleetgate.domain.rotation.policy import RotationPolicy
+from fleetgate.domain.rotation.sweep import sweep
+
+PolicySource = Callable[[], Awaitable[Sequence[RotationPolicy]]]
+_log = structlog.get_logger("fleetgate.controller")
+
+
+@dataclass
+class PassResult:
+    """What one pass over one pool did (for tests, the simulator and ``--once``)."""
+
+    pool: str
+    step: Step | None
+    applied: list[act.Action] = field(default_factory=list)
+    interrupted: str | None = None
+    requeue_at: datetime | None = None
+
+
+class RotationController:
+    """The per-pool loop around the pure machine."""
+
+    def __init__(
+        self,
+        cluster: ClusterGateway,
+        policies: PolicySource,
+        clock: Clock,
+        events: EventSink,
+        metrics: RotationMetrics,
+        config: MachineConfig | None = None,
+        *,
+        placeholder_image: str = "",
+        priority_class: str = "",
+        on_pass: Callable[[PassResult], None] | None = None,
+    ) -> None:
+        self.cluster = cluster
+        self.policies = policies
+        self.clock = clock
+        self.events = events
+        self.metrics = metrics
+        self.config = config or MachineConfig()
+        self.placeholder_image = placeholder_image
+        self.priority_class = priority_class
+        self.on_pass = on_pass
+        self.swept = False
+        self.due: dict[str, datetime] = {}
+        self._announced: dict[str, set[str]] = {}
+        self._logged: dict[str, dict[str, str]] = {}
+
+    # --- the loop ----------------------------------------------------------------------------
+
+    async def startup_sweep(self) -> None:
+        """Clean up what a dead controller left outside any anchor (once, best-effort)."""
+        now = self.clock.now()
+        for pool in await self.cluster.list_pools():
+            obs = await self.cluster.observe(pool)
+            if obs is None:
+                continue
+            try:
+                await self._apply(pool, sweep(obs, now), now)
+            except (ClusterConflict, ObjectNotFound) as exc:
+                _log.warning("startup sweep skipped a write", nodepool=pool, error=str(exc))
+        self.swept = True
+
+    async def run_due(self) -> list[PassResult]:
+        """Sweep if not yet done, then run a pass for every pool that is due (new pools are)."""
+        if not self.swept:
+            await self.startup_sweep()
+        now = self.clock.now()
+        pools = await self.cluster.list_pools()
+        for gone in set(self.due) - set(pools):
+            self.forget(gone)
+        results = []
+        for pool in pools:
+            if self.due.get(pool, now) <= now:
+                results.append(await self.reconcile(pool))
+        return results
+
+    async def run_once(self) -> list[PassResult]:
+        """One pass over every pool, due or not."""
+        self.due.clear()
+        return await self.run_due()
+
+    def next_due(self) -> datetime | None:
+        """The earliest instant some pool asked to be looked at again."""
+        return min(self.due.values(), default=None)
+
+    def poke(self, pool: str | None = None) -> None:
+        """Make ``pool`` (or every pool) due now: something changed (a watch event)."""
+        for name in [pool] if pool else list(self.due):
+            self.due.pop(name, None)
+
+    def forget(self, pool: str) -> None:
+        """Drop a vanished pool's schedule, dedup memory and series."""
+        self.due.pop(pool, None)
+        self._announced.pop(pool, None)
+        self._logged.pop(pool, None)
+        self.metrics.forget(pool)
+
+    # --- one pass ----------------------------------------------------------------------------
+
+    async def reconcile(self, pool: str) -> PassResult:
+        """Observe, step, apply, and record when to come back."""
+        now = self.clock.now()
+        obs = await self.cluster.observe(pool)
+        if obs is None:
+            self.forget(pool)
+            return PassResult(pool, None)
+        policies = await self.policies()
+        result = step(obs, policies, now, self.config)
+        outcome = PassResult(pool, result, requeue_at=result.requeue_at)
+        memo = _Memo()
+        try:
+            outcome.applied = await self._apply(pool, result.actions, now, memo)
+        except ClusterConflict as exc:
+            outcome.interrupted = str(exc)
+            outcome.requeue_at = now + LONG_REQUEUE  # the anchor lost a race: look again later
+        except ObjectNotFound as exc:
+            outcome.interrupted = str(exc)
+            outcome.requeue_at = now + SHORT_REQUEUE
+        if outcome.interrupted is not None:
+            _log.info("pass interrupted; requeued", nodepool=pool, error=outcome.interrupted)
+            memo.announced |= self._announced.get(pool, set())
+            memo.logged = {**self._logged.get(pool, {}), **memo.logged}
+        self._announced[pool] = memo.announced
+        self._logged[pool] = memo.logged
+        self.metrics.apply(result.report)
+        if outcome.requeue_at is None:
+            self.due.pop(pool, None)
+            # An ungoverned pool waits for a change; poll slowly so a new policy is noticed.
+            self.due[pool] = now + LONG_REQUEUE
+        else:
+            self.due[pool] = outcome.requeue_at
+        if self.on_pass is not None:
+            self.on_pass(outcome)
+        return outcome
+
+    async def _apply(
+        self,
+        pool: str,
+        actions: Sequence[act.Action],
+        now: datetime,
+        memo: _Memo | None = None,
+    ) -> list[act.Action]:
+        done: list[act.Action] = []
+        for action in actions:
+            await self._apply_one(pool, action, now, memo)
+            done.append(action)
+        return done
+
+    async def _apply_one(self, pool: str, a: act.Action, now: datetime, memo: _Memo | None) -> None:
+        c = self.cluster
+        if isinstance(a, act.AnnotatePool):
+            await c.annotate_pool(a.pool, a.patch, expect_version=a.expect_version)
+        elif isinstance(a, act.AnnotateClaim):
+            await c.annotate_claim(a.name, a.patch)
+        elif isinstance(a, act.AnnotateNode):
+            await c.annotate_node(a.name, a.patch)
+        elif isinstance(a, act.SetUnschedulable):
+            await c.set_unschedulable(a.node, a.unschedulable)
+        elif isinstance(a, act.CreatePlaceholder):
+            spec = a.spec
+            if self.placeholder_image or self.priority_class:
+                spec = replace(
+                    spec, image=self.placeholder_image, priority_class=self.priority_class
+                )
+            await c.create_placeholder(spec)
+        elif isinstance(a, act.DeletePlaceholder):
+            await c.delete_placeholder(a.namespace, a.name)
+        elif isinstance(a, act.DeleteClaim):
+            await c.delete_claim(a.name)
+        elif isinstance(a, act.CountCompletion):
+            self.metrics.count_completion(pool, a.outcome)
+        elif isinstance(a, act.CountForcefulFallback):
+            self.metrics.count_forceful(pool)
+        elif isinstance(a, act.ObserveDuration):
+            self.metrics.observe(pool, a.phase, a.seconds)
+        elif isinstance(a, act.Announce):
+            await self._announce(pool, a, now, memo)
+        elif isinstance(a, act.Log):
+            self._log_line(pool, a, memo)
+
+    async def _announce(
+        self, pool: str, a: act.Announce, now: datetime, memo: _Memo | None
+    ) -> None:
+        # Deduplicated by transition: an event re-fires once it has been absent for a pass.
+        if a.dedup is not None and memo is not None:
+            memo.announced.add(a.dedup)
+            if a.dedup in self._announced.get(pool, set()):
+                return
+        data: dict[str, Any] = {"message": a.message, "nodepool": pool, "object": a.subject_kind}
+        await self.events.emit(
+            [
+                Event(
+                    kind=a.reason,
+                    at=now,
+                    subject=a.subject,
+                    level=Level.WARNING if a.warning else Level.INFO,
+                    data=data,
+                )
+            ]
+        )
+
+    def _log_line(self, pool: str, a: act.Log, memo: _Memo | None) -> None:
+        # Edge-triggered: a deduplicated line is logged when its key changes (spec §8.2).
+        if a.dedup is not None and memo is not None:
+            memo.logged[a.message] = a.dedup
+            if self._logged.get(pool, {}).get(a.message) == a.dedup:
+                return
+        _log.info(a.message, nodepool=pool, **dict(a.fields))
+
+
+@dataclass
+class _Memo:
+    """The dedup keys one pass produced (they replace the previous pass's)."""
+
+    announced: set[str] = field(default_factory=set)
+    logged: dict[str, str] = field(default_factory=dict)
+
+
+def requeue_delay(result: PassResult, now: datetime) -> timedelta | None:
+    """How long until the pool of ``result`` wants another pass."""
+    return None if result.requeue_at is None else max(result.requeue_at - now, timedelta(0))

@@ -1,0 +1,74 @@
+"""What every part of one machine step shares: the pass's inputs and the small common moves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.actions import Action, DeletePlaceholder
+from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
+from fleetgate.domain.rotation.markers import unfreeze
+from fleetgate.domain.rotation.placeholder import placeholder_name
+from fleetgate.domain.rotation.policy import ResolvedPolicy
+from fleetgate.domain.rotation.selection import ClaimView
+
+CLEAR_ANCHOR: dict[str, str | None] = {
+    ann.ACTIVE_ROTATION: None,
+    ann.ACTIVE_ROTATION_STATE: None,
+    ann.DRAINING_AT: None,
+    ann.SURGE_WAIT: None,
+    ann.ROTATION_MODE: None,
+}
+"""The one pool write that ends a rotation (spec §7.1 "Clear anchor")."""
+
+
+@dataclass(frozen=True)
+class MachineConfig:
+    """The controller's own settings the machine needs."""
+
+    namespace: str = "fleetgate-system"
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One pass over one pool: the observation, the governing policy resolved for it, now."""
+
+    obs: PoolObservation
+    policy: ResolvedPolicy
+    now: datetime
+    config: MachineConfig
+
+    @property
+    def stamp(self) -> str:
+        """``now`` as an annotation value."""
+        return ann.format_timestamp(self.now)
+
+    def release(self, name: str) -> list[Action]:
+        """Delete the placeholder(s) of the rotation of ``name`` and unfreeze its nodes."""
+        actions: list[Action] = []
+        names = {placeholder_name(name)}
+        for pod in self.obs.placeholders:
+            if pod.labels.get(ann.SURGE_FOR) == name:
+                names.add(pod.name)
+        present = {p.name for p in self.obs.placeholders}
+        for pod_name in sorted(names & present):
+            actions.append(DeletePlaceholder(self.config.namespace, pod_name))
+        for node in self.obs.nodes:
+            if node.annotations.get(ann.SURGE_FOR) == name:
+                actions.extend(unfreeze(node))
+        return actions
+
+
+def claim_view(claim: NodeClaimView) -> ClaimView:
+    """The selection module's view of an observed claim."""
+    return ClaimView(
+        name=claim.name,
+        created_at=claim.created_at,
+        expire_after=claim.expire_after,
+        tgp=claim.termination_grace_period,
+        deleting=claim.deleting,
+        ready=claim.ready,
+        node_name=claim.node_name,
+        annotations=claim.annotations,
+    )

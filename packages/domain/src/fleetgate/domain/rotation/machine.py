@@ -1,0 +1,497 @@
+"""The rotation machine: one pass over one NodePool as a pure step (spec §7).
+
+``step(observation, policies, now)`` reads the pool as the cluster shows it — every piece of
+rotation state is an annotation on the pool, its claims or its nodes — and returns the actions
+that move it on, in the order the shell must apply them, plus a report of what it saw (for the
+gauges, and for "why is nothing rotating?"). It never remembers anything between calls, which is
+why a controller restarted after any single write finishes the rotation correctly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from fleetgate.domain.durations import format_duration
+from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.actions import (
+    WRITES,
+    Action,
+    AnnotateClaim,
+    AnnotatePool,
+    Announce,
+    CountCompletion,
+    CountForcefulFallback,
+    DeleteClaim,
+    Log,
+    ObserveDuration,
+)
+from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
+from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
+from fleetgate.domain.rotation.context import CLEAR_ANCHOR, MachineConfig, Pass, claim_view
+from fleetgate.domain.rotation.derive import Derivation
+from fleetgate.domain.rotation.estimates import (
+    KEYS,
+    OBSERVED_DRAIN,
+    EstimateCheck,
+    append_sample,
+    check_estimate,
+    read_samples,
+)
+from fleetgate.domain.rotation.gates import NO_ELIGIBLE_CLAIM, Blocked, PoolMarks, start_gate
+from fleetgate.domain.rotation.governance import Governance, Status, govern
+from fleetgate.domain.rotation.pending import advance_failed, headroom_ok, pending
+from fleetgate.domain.rotation.policy import RotationPolicy
+from fleetgate.domain.rotation.selection import (
+    Census,
+    deadline,
+    is_short_lead,
+    opted_out_claims,
+    pick,
+    retry_backoff,
+    take_census,
+)
+
+__all__ = ["MachineConfig", "PoolReport", "Step", "step", "surgeless_fallback"]
+
+
+@dataclass(frozen=True)
+class PoolReport:
+    """What one pass saw: the gauges of spec §8.1 and the answer to "why is nothing rotating?"."""
+
+    pool: str
+    governance: Governance
+    anchor: str | None = None
+    window_active: bool = False
+    freeze_until: datetime | None = None
+    derivation: Derivation | None = None
+    census: Census | None = None
+    short_lead: tuple[str, ...] = ()
+    drain_stuck: bool = False
+    retry_count: int = 0
+    blocked: Blocked | None = None
+    reason: str | None = None
+    """Why no rotation started this pass: a gate code, ``noEligibleClaim``, ``fatal``,
+    ``headroom``, ``conflict``, ``ungoverned`` (None when one started or one is in flight)."""
+    estimates: tuple[EstimateCheck, ...] = ()
+
+
+@dataclass(frozen=True)
+class Step:
+    """The outcome of a pass: actions in order, when to look again (None: only on change)."""
+
+    actions: tuple[Action, ...]
+    requeue_at: datetime | None
+    report: PoolReport
+    started: str | None = None
+    """The claim a rotation was started for in this pass, if any."""
+    quiet_until: datetime | None = None
+    """When the step wrote nothing: until this instant a pass over an *unchanged* pool would
+    write nothing either (None: not before something in the cluster changes). A simulator may
+    skip the passes in between; a real controller simply requeues."""
+
+    @property
+    def writes(self) -> bool:
+        """Whether the step changes the cluster."""
+        return any(isinstance(a, WRITES) for a in self.actions)
+
+
+def surgeless_fallback(p: Pass, claim: NodeClaimView) -> bool:
+    """ADR-0001: enabled, and the claim's deadline is nearer than a surge could still make."""
+    if not p.policy.forceful_fallback or claim.expire_after is None:
+        return False
+    remaining = claim.created_at + claim.expire_after - p.now
+    return remaining < p.policy.ready_timeout + p.policy.drain_bound
+
+
+def step(
+    obs: PoolObservation,
+    policies: Sequence[RotationPolicy],
+    now: datetime,
+    config: MachineConfig | None = None,
+) -> Step:
+    """One pass over one pool (spec §7.2)."""
+    config = config or MachineConfig()
+    gov = govern(obs.labels, policies, obs.termination_grace_period)
+    anchor = obs.annotations.get(ann.ACTIVE_ROTATION) or None
+    if not gov.governed or gov.resolved is None:
+        return _ungoverned(obs, gov, anchor, now, config)
+    p = Pass(obs, gov.resolved, now, config)
+    report, actions = _observe(p, gov, anchor)
+    if anchor is not None:
+        more, requeue = advance(p, anchor)
+        quiet = _quiet_anchored(p, anchor)
+        return Step(tuple(actions + more), requeue, report, quiet_until=quiet)
+    derivation = report.derivation
+    assert derivation is not None and report.census is not None
+    if derivation.fatal:
+        codes = ",".join(f.code.value for f in derivation.findings if f.fatal)
+        actions.append(
+            Log(
+                "schedule feasibility is fatal; not starting a rotation",
+                {"findings": codes},
+                dedup=f"fatal:{codes}",
+            )
+        )
+        return Step(
+            tuple(actions), now + LONG_REQUEUE, _with(report, reason="fatal"), quiet_until=None
+        )
+    blocked = start_gate(now, p.policy, PoolMarks.from_annotations(obs.annotations))
+    if blocked is not None:
+        fields = {"reason": blocked.reason.value}
+        if blocked.until is not None:
+            fields["until"] = ann.format_timestamp(blocked.until)
+        actions.append(Log("no rotation candidate", fields, dedup=blocked.reason.value))
+        requeue = now + LONG_REQUEUE
+        blocked_report = _with(report, blocked=blocked, reason=blocked.reason.value)
+        return Step(tuple(actions), requeue, blocked_report, quiet_until=blocked.until)
+    views = [claim_view(c) for c in obs.claims]
+    opted = _opted_out(obs)
+    chosen = pick(views, now, p.policy.selection, opted)
+    if chosen is None:
+        census = report.census.as_dict()
+        actions.append(
+            Log(
+                "no rotation candidate",
+                {"reason": NO_ELIGIBLE_CLAIM, **census},
+                dedup=f"{NO_ELIGIBLE_CLAIM}:{sorted(census.items())}",
+            )
+        )
+        return Step(
+            tuple(actions),
+            now + LONG_REQUEUE,
+            _with(report, reason=NO_ELIGIBLE_CLAIM),
+            quiet_until=next_eligibility(p),
+        )
+    claim = obs.claim(chosen.name)
+    assert claim is not None
+    surgeless = surgeless_fallback(p, claim)
+    if not surgeless and not headroom_ok(p, claim):
+        actions.append(
+            Log(
+                "insufficient limits headroom; cannot surge",
+                {"nodeclaim": claim.name},
+                dedup=f"headroom:{claim.name}",
+            )
+        )
+        return Step(
+            tuple(actions), now + LONG_REQUEUE, _with(report, reason="headroom"), quiet_until=None
+        )
+    due = deadline(chosen)
+    actions.append(
+        AnnotatePool(obs.name, {ann.ACTIVE_ROTATION: claim.name}, expect_version=obs.version)
+    )
+    actions.append(
+        Log(
+            "rotation candidate selected",
+            {
+                "nodeclaim": claim.name,
+                "age": format_duration(now - claim.created_at),
+                "eligible": report.census.eligible,
+                "surgeless": surgeless,
+                "deadline": ann.format_timestamp(due) if due else None,
+            },
+        )
+    )
+    actions.append(
+        Announce(
+            "RotationStarted",
+            f"rotating NodeClaim {claim.name}"
+            + (" surge-less (forceful fallback)" if surgeless else ""),
+            obs.name,
+        )
+    )
+    anchored = _with_anchor(p, claim.name)
+    if surgeless:
+        more, requeue = _start_forceful(anchored, claim)
+    else:
+        more, requeue = pending(anchored, claim)
+    report = _with(report, anchor=claim.name)
+    return Step(tuple(actions + more), requeue, report, started=claim.name, quiet_until=now)
+
+
+def advance(p: Pass, name: str) -> tuple[list[Action], datetime | None]:
+    """Move the anchored rotation of ``name`` on (spec §7.3)."""
+    claim = p.obs.claim(name)
+    mirror = p.obs.annotations.get(ann.ACTIVE_ROTATION_STATE)
+    if claim is None:
+        return _claim_gone(p, name, mirror == ann.MIRROR_DRAINING)
+    state = claim.annotations.get(ann.CLAIM_STATE, "")
+    if state in ("", ann.ClaimState.PENDING):
+        return pending(p, claim)
+    if state == ann.ClaimState.DRAINING:
+        actions: list[Action] = []
+        if mirror != ann.MIRROR_DRAINING or ann.DRAINING_AT not in p.obs.annotations:
+            patch: dict[str, str | None] = {ann.ACTIVE_ROTATION_STATE: ann.MIRROR_DRAINING}
+            if ann.DRAINING_AT not in p.obs.annotations:
+                patch[ann.DRAINING_AT] = p.stamp
+            actions.append(AnnotatePool(p.obs.name, patch))
+        if not claim.deleting:
+            actions.append(DeleteClaim(name))
+        return actions, p.now + SHORT_REQUEUE
+    if state == ann.ClaimState.FAILED:
+        blocked = start_gate(p.now, p.policy, PoolMarks.from_annotations(p.obs.annotations))
+        return advance_failed(p, claim, blocked is None)
+    if state == ann.ClaimState.EXPIRED:
+        return [*p.release(name), AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR))], None
+    return [
+        Log(
+            "anchored claim has an unknown state; holding",
+            {"nodeclaim": name, "state": state},
+            dedup=f"unknown:{state}",
+        )
+    ], p.now + LONG_REQUEUE
+
+
+def _claim_gone(p: Pass, name: str, draining: bool) -> tuple[list[Action], datetime | None]:
+    host = next((n.name for n in p.obs.nodes if n.annotations.get(ann.SURGE_FOR) == name), None)
+    actions = p.release(name)
+    if not draining:
+        actions += [
+            CountCompletion("expired"),
+            AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR)),
+            Log("rotation ended: the claim expired before it was drained", {"nodeclaim": name}),
+        ]
+        return actions, None
+    draining_at = ann.read_timestamp(p.obs.annotations, ann.DRAINING_AT)
+    drain = p.now - draining_at if draining_at is not None else None
+    patch: dict[str, str | None] = {**CLEAR_ANCHOR, ann.LAST_ROTATION_AT: p.stamp}
+    if drain is not None:
+        patch[OBSERVED_DRAIN] = append_sample(p.obs.annotations, OBSERVED_DRAIN, drain)
+    mode = p.obs.annotations.get(ann.ROTATION_MODE) or "surge"
+    surge_wait = p.obs.annotations.get(ann.SURGE_WAIT)
+    fields: dict[str, object] = {
+        "nodeclaim": name,
+        "mode": mode,
+        "surgeNode": host,
+        "surgeWait": surge_wait,
+    }
+    if drain is not None:
+        fields["drain"] = format_duration(drain)
+    actions += [CountCompletion("success"), AnnotatePool(p.obs.name, patch)]
+    if drain is not None:
+        actions.append(ObserveDuration("drain", drain.total_seconds()))
+    actions += [
+        Log("rotation complete", fields),
+        Announce("RotationCompleted", f"NodeClaim {name} rotated ({mode})", p.obs.name),
+    ]
+    return actions, None
+
+
+def _start_forceful(p: Pass, claim: NodeClaimView) -> tuple[list[Action], datetime | None]:
+    patch: dict[str, str | None] = {
+        ann.ACTIVE_ROTATION_STATE: ann.MIRROR_DRAINING,
+        ann.ROTATION_MODE: ann.MODE_FORCEFUL_FALLBACK,
+    }
+    if ann.DRAINING_AT not in p.obs.annotations:
+        patch[ann.DRAINING_AT] = p.stamp
+    return [
+        AnnotatePool(p.obs.name, patch),
+        AnnotateClaim(claim.name, {ann.CLAIM_STATE: ann.ClaimState.DRAINING.value}),
+        CountForcefulFallback(),
+        Announce(
+            "ForcefulFallback",
+            f"NodeClaim {claim.name} is too close to its forced expiry "
+            "for a surge; draining it without a replacement first",
+            p.obs.name,
+            warning=True,
+        ),
+        Log("drain started", {"nodeclaim": claim.name, "mode": "forceful-fallback"}),
+        DeleteClaim(claim.name),
+    ], p.now + SHORT_REQUEUE
+
+
+def _ungoverned(
+    obs: PoolObservation, gov: Governance, anchor: str | None, now: datetime, config: MachineConfig
+) -> Step:
+    """Reap an anchored rotation the pool's policy no longer covers (§7.9), then stand by."""
+    actions: list[Action] = []
+    if anchor is not None:
+        # Governance lost: undo our markers; the claim's own state is left as it is (§12.6).
+        from fleetgate.domain.rotation.sweep import sweep
+
+        released = [
+            a
+            for a in sweep(_without_anchor(obs), now)
+            if not isinstance(a, (AnnotateClaim, CountCompletion, Log))
+        ]
+        actions += released
+        actions.append(AnnotatePool(obs.name, dict(CLEAR_ANCHOR)))
+        actions.append(
+            Announce(
+                "GovernanceLost",
+                f"rotation of {anchor} abandoned: {gov.detail}",
+                obs.name,
+                warning=True,
+            )
+        )
+    report = PoolReport(pool=obs.name, governance=gov, reason=gov.status.value)
+    if gov.status is Status.CONFLICT:
+        actions.append(
+            Announce(
+                "PolicyConflict",
+                gov.detail,
+                obs.name,
+                warning=True,
+                dedup=f"PolicyConflict:{gov.detail}",
+            )
+        )
+        actions.append(
+            Log(
+                "policy conflict; not rotating",
+                {"detail": gov.detail},
+                dedup=f"conflict:{gov.detail}",
+            )
+        )
+        return Step(tuple(actions), now + LONG_REQUEUE, report, quiet_until=None)
+    return Step(tuple(actions), None, report, quiet_until=None)
+
+
+def _observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, list[Action]]:
+    """Step 1 of a pass: derive, count, and the events that describe the pool's standing."""
+    obs, now = p.obs, p.now
+    derivation = p.policy.derive(obs.expire_after, len(obs.claims))
+    views = [claim_view(c) for c in obs.claims]
+    census = take_census(views, now, p.policy.selection, _opted_out(obs))
+    actions: list[Action] = []
+    for f in derivation.findings:
+        if not f.fatal:
+            actions.append(
+                Announce(f.code.value, f.message, obs.name, warning=True, dedup=f.code.value)
+            )
+    short = tuple(v.name for v in views if is_short_lead(v, p.policy.lead_time_base))
+    for name in short:
+        actions.append(
+            Announce(
+                "ShortLead",
+                "expireAfter is within the lead time; rotated best-effort",
+                name,
+                "NodeClaim",
+                warning=True,
+                dedup=f"ShortLead:{name}",
+            )
+        )
+    checks = _estimate_checks(p, derivation)
+    for check in checks:
+        if check.disagrees:
+            actions.append(
+                Announce(
+                    "EstimateDisagreesWithObservation",
+                    check.message(),
+                    obs.name,
+                    warning=True,
+                    dedup=f"Estimate:{check.kind}:{check.observed}",
+                )
+            )
+    freeze = ann.read_timestamp(obs.annotations, ann.FREEZE)
+    old = obs.claim(anchor) if anchor else None
+    deleting_for = now - old.deleting_at if old is not None and old.deleting_at else None
+    stuck = (
+        obs.annotations.get(ann.ACTIVE_ROTATION_STATE) == ann.MIRROR_DRAINING
+        and deleting_for is not None
+        and deleting_for > p.policy.drain_bound
+    )
+    report = PoolReport(
+        pool=obs.name,
+        governance=gov,
+        anchor=anchor,
+        window_active=p.policy.schedule.in_window(now),
+        freeze_until=freeze if freeze is not None and freeze > now else None,
+        derivation=derivation,
+        census=census,
+        short_lead=short,
+        drain_stuck=stuck,
+        retry_count=max(
+            (ann.parse_retry_count(c.annotations.get(ann.RETRY_COUNT)) for c in obs.claims),
+            default=0,
+        ),
+        estimates=checks,
+    )
+    return report, actions
+
+
+def _estimate_checks(p: Pass, derivation: Derivation) -> tuple[EstimateCheck, ...]:
+    surge = p.policy.policy.surge
+    pairs = (
+        ("provisioning", derivation.provisioning_estimate, surge.provisioning_estimate),
+        ("drain", derivation.drain_estimate, surge.drain_estimate),
+    )
+    out = []
+    for kind, resolved, explicit in pairs:
+        samples = read_samples(p.obs.annotations, KEYS[kind])
+        check = check_estimate(kind, resolved, explicit is not None, samples)
+        if check is not None:
+            out.append(check)
+    return tuple(out)
+
+
+def _opted_out(obs: PoolObservation) -> frozenset[str]:
+    views = [claim_view(c) for c in obs.claims]
+    return opted_out_claims(views, {n.name: n.annotations for n in obs.nodes})
+
+
+def _with(report: PoolReport, **changes: object) -> PoolReport:
+    return replace(report, **changes)  # type: ignore[arg-type]
+
+
+def _with_anchor(p: Pass, name: str) -> Pass:
+    obs = replace(p.obs, annotations={**p.obs.annotations, ann.ACTIVE_ROTATION: name})
+    return replace(p, obs=obs)
+
+
+def _without_anchor(obs: PoolObservation) -> PoolObservation:
+    rest = {k: v for k, v in obs.annotations.items() if k != ann.ACTIVE_ROTATION}
+    return replace(obs, annotations=rest)
+
+
+_TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
+
+
+def next_eligibility(p: Pass) -> datetime | None:
+    """The first instant after now at which some claim could become eligible by time alone."""
+    rules = p.policy.selection
+    opted = _opted_out(p.obs)
+    instants = []
+    for claim in p.obs.claims:
+        state = claim.annotations.get(ann.CLAIM_STATE, "")
+        if claim.deleting or not claim.ready or claim.name in opted:
+            continue
+        if state not in ("", ann.ClaimState.FAILED):
+            continue
+        if rules.override is not None:
+            trigger = claim.created_at + rules.override + _TICK
+        elif claim.expire_after is None:
+            continue
+        else:
+            lead = p.policy.lead_time_for(claim.termination_grace_period)
+            trigger = claim.created_at + claim.expire_after - lead + _TICK
+        if state == ann.ClaimState.FAILED:
+            failed_at = ann.read_timestamp(claim.annotations, ann.FAILED_AT)
+            count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT))
+            if failed_at is not None:
+                trigger = max(trigger, failed_at + retry_backoff(rules.retry_backoff, count))
+        if trigger > p.now:
+            instants.append(trigger)
+    return min(instants, default=None)
+
+
+def _quiet_anchored(p: Pass, anchor: str) -> datetime | None:
+    """Until when an anchored rotation waits on the cluster alone (see ``Step.quiet_until``)."""
+    claim = p.obs.claim(anchor)
+    if claim is None:
+        return p.now
+    state = claim.annotations.get(ann.CLAIM_STATE, "")
+    if state == ann.ClaimState.DRAINING and claim.deleting_at is not None:
+        stuck_at = claim.deleting_at + p.policy.drain_bound + _TICK
+        return stuck_at if stuck_at > p.now else None
+    if state == ann.ClaimState.PENDING:
+        started = ann.read_timestamp(claim.annotations, ann.STARTED_AT)
+        if started is None:
+            return p.now
+        until = started + p.policy.ready_timeout + _TICK
+        freeze = ann.read_timestamp(p.obs.annotations, ann.FREEZE)
+        if freeze is not None and p.now < freeze:
+            until = min(until, freeze)
+        return until
+    return p.now

@@ -1,0 +1,328 @@
+"""A surge rotation before its old claim is deleted (spec §7.4), its failure and its retry (§7.6).
+
+Everything here is re-asserted on every pass from what the cluster shows, so a controller that
+died after any single write picks up exactly where it stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from fleetgate.domain.durations import format_duration
+from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.actions import (
+    Action,
+    AnnotateClaim,
+    AnnotatePool,
+    Announce,
+    CountCompletion,
+    CreatePlaceholder,
+    DeleteClaim,
+    Log,
+    ObserveDuration,
+)
+from fleetgate.domain.rotation.cluster import NodeClaimView, PodView
+from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
+from fleetgate.domain.rotation.context import CLEAR_ANCHOR, Pass, claim_view
+from fleetgate.domain.rotation.estimates import OBSERVED_PROVISIONING, append_sample
+from fleetgate.domain.rotation.markers import freeze
+from fleetgate.domain.rotation.placeholder import Clamp, build_placeholder
+from fleetgate.domain.rotation.selection import is_triggered, retry_backoff
+
+Outcome = tuple[list[Action], "datetime | None"]
+
+
+def surge_claim(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> str | None:
+    """The claim provisioned for this surge: persisted, or found (placeholder's node, else the
+    earliest claim created after the attempt started that has no node yet)."""
+    persisted = claim.annotations.get(ann.SURGE_CLAIM)
+    if persisted:
+        return persisted
+    placeholder = _placeholder(p, claim.name)
+    if placeholder is not None and placeholder.node_name:
+        owner = next((c for c in p.obs.claims if c.node_name == placeholder.node_name), None)
+        if owner is not None and owner.name != claim.name:
+            return owner.name
+    if started_at is None:
+        return None
+    fresh = sorted(
+        (
+            c
+            for c in p.obs.claims
+            if c.name != claim.name and c.node_name is None and c.created_at > started_at
+        ),
+        key=lambda c: (c.created_at, c.name),
+    )
+    return fresh[0].name if fresh else None
+
+
+def _placeholder(p: Pass, name: str) -> PodView | None:
+    return next((pod for pod in p.obs.placeholders if pod.labels.get(ann.SURGE_FOR) == name), None)
+
+
+def build(p: Pass, claim: NodeClaimView) -> tuple[CreatePlaceholder, Clamp]:
+    """The placeholder for ``claim``, avoiding every host whose claim is also due."""
+    rules = p.policy.selection
+    due_hosts = [
+        c.node_name
+        for c in p.obs.claims
+        if c.node_name and is_triggered(claim_view(c), p.now, rules)
+    ]
+    avoid = [claim.node_name, *due_hosts] if claim.node_name else due_hosts
+    spec, sized = build_placeholder(
+        p.obs,
+        claim,
+        namespace=p.config.namespace,
+        required_keys=p.policy.required_keys,
+        preferred_keys=p.policy.preferred_keys,
+        avoid_hosts=avoid,
+    )
+    return CreatePlaceholder(spec), sized
+
+
+def headroom_ok(p: Pass, claim: NodeClaimView) -> bool:
+    """Whether the pool's limits leave room for the surge node (spec §6 "Headroom")."""
+    create, _ = build(p, claim)
+    for name, want in create.spec.requests.items():
+        if name in p.obs.limits and want > p.obs.limits[name] - p.obs.resources.get(name, 0):
+            return False
+    return True
+
+
+def pending(p: Pass, claim: NodeClaimView) -> Outcome:
+    """One pass of a pending surge rotation (§7.4)."""
+    name = claim.name
+    if claim.deleting:  # Karpenter (or someone) is deleting it: the rotation is moot
+        aborted = p.release(name)
+        aborted += [
+            CountCompletion("expired"),
+            AnnotateClaim(
+                name,
+                {
+                    ann.CLAIM_STATE: ann.ClaimState.EXPIRED.value,
+                    ann.STARTED_AT: None,
+                    ann.SURGE_CLAIM: None,
+                },
+            ),
+            AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR)),
+            Log("rotation aborted: the claim is being deleted", {"nodeclaim": name}),
+        ]
+        return aborted, None
+    actions: list[Action] = []
+    started_at = ann.read_timestamp(claim.annotations, ann.STARTED_AT)
+    patch: dict[str, str | None] = {}
+    if claim.annotations.get(ann.CLAIM_STATE) != ann.ClaimState.PENDING:
+        patch[ann.CLAIM_STATE] = ann.ClaimState.PENDING.value
+    if started_at is None:
+        started_at = p.now
+        patch[ann.STARTED_AT] = p.stamp
+    if p.now - started_at > p.policy.ready_timeout:
+        return fail(p, claim, started_at)
+    node = p.obs.node(claim.node_name)
+    if node is not None:
+        actions += freeze(node, name, cordon=True)
+    found = surge_claim(p, claim, started_at)
+    if found and claim.annotations.get(ann.SURGE_CLAIM) != found:
+        patch[ann.SURGE_CLAIM] = found
+    if patch:
+        actions.insert(0, AnnotateClaim(name, patch))
+    freeze_until = ann.read_timestamp(p.obs.annotations, ann.FREEZE)
+    if freeze_until is not None and p.now < freeze_until:
+        actions.append(
+            Log("pool frozen; holding the pending rotation", {"nodeclaim": name}, dedup="frozen")
+        )
+        return actions, p.now + LONG_REQUEUE
+    placeholder = _placeholder(p, name)
+    if placeholder is None:
+        if claim.node_name is not None:
+            create, sized = build(p, claim)
+            actions.append(create)
+            actions += _clamp_events(name, sized)
+        return actions, p.now + SHORT_REQUEUE
+    host = p.obs.node(placeholder.node_name)
+    ready = (
+        placeholder.phase == "Running"
+        and not placeholder.deleting
+        and placeholder.node_name is not None
+        and placeholder.node_name != claim.node_name
+        and host is not None
+        and host.ready
+        and host.labels.get(ann.KARPENTER_NODEPOOL) == p.obs.name
+    )
+    if not ready or host is None:
+        if placeholder.unschedulable_reason:
+            text = f"{placeholder.unschedulable_reason}: {placeholder.unschedulable_message or ''}"
+            actions.append(
+                Log(
+                    "surge placeholder is not schedulable",
+                    {"nodeclaim": name, "reason": text},
+                    dedup=f"unschedulable:{text}",
+                )
+            )
+            actions.append(
+                Announce(
+                    "SurgeUnschedulable",
+                    text,
+                    name,
+                    "NodeClaim",
+                    warning=True,
+                    dedup=f"SurgeUnschedulable:{name}:{text}",
+                )
+            )
+        return actions, p.now + SHORT_REQUEUE
+    # surge_ready: the old claim may go.
+    wait = p.now - started_at
+    actions += freeze(host, name, cordon=False)
+    pool_patch: dict[str, str | None] = {ann.ACTIVE_ROTATION_STATE: ann.MIRROR_DRAINING}
+    if ann.DRAINING_AT not in p.obs.annotations:
+        pool_patch[ann.DRAINING_AT] = p.stamp
+    if ann.SURGE_WAIT not in p.obs.annotations:
+        pool_patch[ann.SURGE_WAIT] = format_duration(wait)
+        pool_patch[OBSERVED_PROVISIONING] = append_sample(
+            p.obs.annotations, OBSERVED_PROVISIONING, wait
+        )
+    actions += [
+        AnnotatePool(p.obs.name, pool_patch),
+        AnnotateClaim(name, {ann.CLAIM_STATE: ann.ClaimState.DRAINING.value}),
+        ObserveDuration("surge_wait", wait.total_seconds()),
+        Log(
+            "surge node ready",
+            {"nodeclaim": name, "surgeNode": host.name, "surgeWait": format_duration(wait)},
+        ),
+        Log("drain started", {"nodeclaim": name, "mode": "surge"}),
+        DeleteClaim(name),
+    ]
+    return actions, p.now + SHORT_REQUEUE
+
+
+def _clamp_events(name: str, sized: Clamp) -> list[Action]:
+    out: list[Action] = []
+    for resource in sized.refused:
+        out.append(
+            Announce(
+                "SurgeClampRefused",
+                f"no room for {resource} on a fresh node beside "
+                "its DaemonSets; keeping the full request (the surge will roll back)",
+                name,
+                "NodeClaim",
+                warning=True,
+            )
+        )
+    for resource in sized.clamped:
+        out.append(
+            Announce(
+                "SurgeClamped",
+                f"placeholder {resource} request clamped to {sized.requests[resource]}",
+                name,
+                "NodeClaim",
+            )
+        )
+    for resource in sized.band_exceeded:
+        out.append(
+            Announce(
+                "SurgeClampBandExceeded",
+                f"clamping {resource} dropped more than the node/claim allocatable band",
+                name,
+                "NodeClaim",
+                warning=True,
+            )
+        )
+    return out
+
+
+def _reapable(p: Pass, surge: NodeClaimView, started_at: datetime, placeholder: str) -> bool:
+    if surge.created_at <= started_at:
+        return False
+    if surge.node_name is None:
+        return True
+    return all(
+        pod.owner_kind == "DaemonSet" or pod.mirror or pod.phase in ("Succeeded", "Failed")
+        for pod in p.obs.pods_on(surge.node_name)
+        if pod.name != placeholder
+    )
+
+
+def fail(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> Outcome:
+    """readyTimeout exceeded: roll the surge back and fail the attempt (§7.6 failPending)."""
+    name = claim.name
+    # The placeholder goes first: while it is Pending, Karpenter would launch for it again.
+    actions: list[Action] = p.release(name)
+    surge_name = surge_claim(p, claim, started_at)
+    surge = p.obs.claim(surge_name) if surge_name else None
+    placeholder = _placeholder(p, name)
+    if (
+        surge is not None
+        and started_at is not None
+        and not surge.deleting
+        and _reapable(p, surge, started_at, placeholder.name if placeholder else "")
+    ):
+        actions.append(DeleteClaim(surge.name))
+    count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT)) + 1
+    backoff_until = p.now + retry_backoff(p.policy.retry_backoff, count)
+    actions += [
+        CountCompletion("failure"),
+        AnnotateClaim(
+            name,
+            {
+                ann.CLAIM_STATE: ann.ClaimState.FAILED.value,
+                ann.FAILED_AT: p.stamp,
+                ann.RETRY_COUNT: str(count),
+                ann.STARTED_AT: None,
+                ann.SURGE_CLAIM: None,
+            },
+        ),
+        Log(
+            "rotation attempt failed",
+            {
+                "nodeclaim": name,
+                "reason": "readyTimeout",
+                "retryCount": count,
+                "backoffUntil": ann.format_timestamp(backoff_until),
+            },
+        ),
+        Announce(
+            "RotationFailed",
+            f"surge node not ready within readyTimeout "
+            f"{format_duration(p.policy.ready_timeout)}; retry {count} after "
+            f"{ann.format_timestamp(backoff_until)}",
+            name,
+            "NodeClaim",
+            warning=True,
+        ),
+        AnnotatePool(p.obs.name, {**CLEAR_ANCHOR, ann.LAST_FAILURE_AT: p.stamp}),
+    ]
+    return actions, p.now + LONG_REQUEUE
+
+
+def advance_failed(p: Pass, claim: NodeClaimView, gate_open: bool) -> Outcome:
+    """An anchored claim in ``failed``: retry it when allowed, else repair the torn write."""
+    if claim.deleting:
+        return [CountCompletion("expired"), AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR))], None
+    failed_at = ann.read_timestamp(claim.annotations, ann.FAILED_AT)
+    count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT))
+    elapsed = failed_at is None or p.now - failed_at >= retry_backoff(p.policy.retry_backoff, count)
+    if gate_open and elapsed and headroom_ok(p, claim):
+        retried = _with(
+            claim, {ann.CLAIM_STATE: ann.ClaimState.PENDING.value, ann.STARTED_AT: p.stamp}
+        )
+        actions: list[Action] = [
+            AnnotateClaim(
+                claim.name,
+                {
+                    ann.CLAIM_STATE: ann.ClaimState.PENDING.value,
+                    ann.STARTED_AT: p.stamp,
+                },
+            )
+        ]
+        more, requeue = pending(p, retried)
+        return actions + more, requeue
+    last = ann.read_timestamp(p.obs.annotations, ann.LAST_FAILURE_AT)
+    known = [t for t in (last, failed_at) if t is not None]
+    repaired = max(known) if known else p.now
+    patch = {**CLEAR_ANCHOR, ann.LAST_FAILURE_AT: ann.format_timestamp(repaired)}
+    return [AnnotatePool(p.obs.name, patch)], p.now + LONG_REQUEUE
+
+
+def _with(claim: NodeClaimView, patch: dict[str, str]) -> NodeClaimView:
+    return replace(claim, annotations={**claim.annotations, **patch})
