@@ -9,9 +9,10 @@ The claims and reconcile modules plug in the same way (``self.store`` is all the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
-from fleetgate.adapters.sql import admission, events, migrate, nodes, reads, release
+from fleetgate.adapters.sql import admission, events, migrate, nodes, reads, release, tokens
 from fleetgate.adapters.sql.dialect import DialectSupport
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.domain.capacity.demand import DemandPolicy
@@ -30,6 +31,7 @@ from fleetgate.domain.capacity.model import (
 )
 from fleetgate.domain.events import Event
 from fleetgate.domain.ports import Clock, EventSink
+from fleetgate.domain.tokens import ApiToken
 
 
 def overcommit_from(options: dict[str, Any]) -> Overcommit:
@@ -189,3 +191,21 @@ class SqlLedger:
     async def record_events(self, batch: Sequence[Event]) -> None:
         """Append events."""
         await events.record(self.store, batch)
+
+    # API tokens (the TokenStore port) -------------------------------------------------------
+
+    async def create_token(self, namespace: str, token_digest: str, at: datetime) -> ApiToken:
+        """Store a namespace token's digest."""
+        return await tokens.create(self.store, namespace, token_digest, at)
+
+    async def token_by_digest(self, token_digest: str) -> ApiToken | None:
+        """The namespace token with this digest."""
+        return await tokens.by_digest(self.store, token_digest)
+
+    async def list_tokens(self, namespace: str) -> list[ApiToken]:
+        """A namespace's tokens, oldest first."""
+        return await tokens.of_namespace(self.store, namespace)
+
+    async def revoke_token(self, namespace: str, token_id: str, at: datetime) -> bool:
+        """Revoke a namespace's active token."""
+        return await tokens.revoke(self.store, namespace, token_id, at)
