@@ -97,8 +97,7 @@ class _Reader:
             return {}
         for key in value:
             if key not in allowed:
-                where = f"{path}.{key}" if path else str(key)
-                self.fail(where, "unknown field")
+                self.fail(_join(path, str(key)), "unknown field")
         return value
 
     def optional(
@@ -106,7 +105,7 @@ class _Reader:
     ) -> _T | None:
         """``read`` the value under ``key`` when present (None when absent or null)."""
         value = parent.get(key)
-        return None if value is None else read(value, f"{path}.{key}")
+        return None if value is None else read(value, _join(path, key))
 
     def required(
         self,
@@ -119,9 +118,9 @@ class _Reader:
         """``read`` the value under ``key``, reporting it as required when missing."""
         value = parent.get(key)
         if value is None:
-            self.fail(f"{path}.{key}", "is required")
+            self.fail(_join(path, key), "is required")
             return fallback
-        return read(value, f"{path}.{key}")
+        return read(value, _join(path, key))
 
     def string(self, value: Any, path: str) -> str:
         """A string value."""
@@ -358,6 +357,11 @@ class _Reader:
                 enabled=self.flag(body.get("forcefulFallback"), f"{path}.forcefulFallback")
             ),
         )
+
+
+def _join(path: str, key: str) -> str:
+    """``path.key``, or just ``key`` at the top of the document."""
+    return f"{path}.{key}" if path else key
 
 
 def _kind(value: Any) -> str:
