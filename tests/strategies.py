@@ -9,6 +9,8 @@ from datetime import UTC, datetime, timedelta
 
 from hypothesis import strategies as st
 
+from fleetgate.domain.capacity.dimensions import Resources
+from fleetgate.domain.capacity.model import ClusterState
 from fleetgate.domain.rotation.derive import DeriveInputs
 from fleetgate.domain.rotation.policy import RotationPolicy, Surge
 from fleetgate.domain.rotation.windows import DAY_NAMES, MaintenanceWindow
@@ -111,3 +113,29 @@ def derive_inputs(draw: st.DrawFn) -> DeriveInputs:
         drain_estimate=draw(st.none() | minutes(1, 60 * 48)),
         provisioning_estimate=draw(st.none() | minutes(1, 120)),
     )
+
+
+# --- capacity claims and the reconciler -------------------------------------------------------
+
+
+def small_resources(high: int = 50) -> st.SearchStrategy[Resources]:
+    """Resources with every dimension in [0, high]: small, so collisions with limits are common."""
+    return st.builds(Resources, st.integers(0, high), st.integers(0, high), st.integers(0, high))
+
+
+@st.composite
+def claim_accounts(draw: st.DrawFn) -> tuple[ClusterState, Resources, Resources]:
+    """A consistent cluster row, a claim limit, and the namespace usage a create would migrate.
+
+    The namespace's usage is part of the row's unclaimed usage, as it is whenever the counters
+    match the placements.
+    """
+    migrated = draw(small_resources())
+    others = draw(small_resources())
+    claimed = draw(small_resources())
+    slack = draw(small_resources(30))
+    unclaimed = migrated.plus(others)
+    total = claimed.plus(unclaimed).plus(slack)
+    limit = draw(small_resources(80))
+    row = ClusterState(total, claimed, unclaimed, datetime(2026, 1, 1, tzinfo=UTC))
+    return row, limit, migrated
