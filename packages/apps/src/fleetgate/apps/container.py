@@ -6,6 +6,7 @@ cluster plugin is chosen by configuration alone.
 
 from __future__ import annotations
 
+from random import Random
 from typing import Any
 
 from dependency_injector import containers, providers
@@ -13,12 +14,29 @@ from prometheus_client import CollectorRegistry
 
 from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import SystemClock
-from fleetgate.apps.eventsink import LoggingEventSink
+from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink
+from fleetgate.apps.services.placement import PlacementService
 from fleetgate.apps.settings import Settings, load_settings
+from fleetgate.domain.capacity.demand import DemandPolicy
 
 
 def _ledger(pm: Any, settings: Settings, clock: Any) -> Any:
     return plugins.make_ledger(pm, settings.database_url, settings.ledger_options(), clock)
+
+
+def _capacity_events(ledger: Any) -> FanOutEventSink:
+    # Capacity audit events go to the log and to the ledger's events table (read back by the API).
+    return FanOutEventSink(LoggingEventSink(), ledger.event_sink())
+
+
+def _placement_service(
+    ledger: Any, clock: Any, events: Any, settings: Settings
+) -> PlacementService:
+    capacity = settings.capacity
+    policy = DemandPolicy(
+        capacity.target_load, capacity.demand_per_vcpu, capacity.demand_decay_seconds
+    )
+    return PlacementService(ledger, clock, events, policy, Random(capacity.ranking_seed))
 
 
 def _cluster(pm: Any, settings: Settings, clock: Any) -> Any:
@@ -35,6 +53,10 @@ class Container(containers.DeclarativeContainer):
     ledger = providers.Singleton(_ledger, pm=plugin_manager, settings=settings, clock=clock)
     cluster = providers.Singleton(_cluster, pm=plugin_manager, settings=settings, clock=clock)
     event_sink = providers.Singleton(LoggingEventSink)
+    capacity_events = providers.Singleton(_capacity_events, ledger=ledger)
+    placement_service = providers.Singleton(
+        _placement_service, ledger=ledger, clock=clock, events=capacity_events, settings=settings
+    )
 
 
 def build_container(settings: Settings | None = None, **overrides: Any) -> Container:

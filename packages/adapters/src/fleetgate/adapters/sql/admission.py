@@ -189,7 +189,7 @@ async def admit_in(
         node=node_state(node_row),
         claim_id=None if claimed is None else claimed.claim_id,
         claim_over_limit=() if claimed is None else claimed.over_limit,
-        bypassed=bypassed[0] if bypassed else None,
+        bypassed=tuple(bypassed),
     )
 
 

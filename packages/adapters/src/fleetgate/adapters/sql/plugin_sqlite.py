@@ -10,6 +10,7 @@ This is SQLAlchemy's documented recipe: turn off the driver's own BEGIN, emit ou
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import event
@@ -39,6 +40,9 @@ class SqliteSupport(DialectSupport):
         """Register the connect and begin listeners on the engine."""
         busy_ms = int(options.get("busy_timeout_ms", DEFAULT_BUSY_TIMEOUT_MS))
         memory = engine.url.database in (None, "", ":memory:")
+        if not memory and not str(engine.url.database).startswith("file:"):
+            # The embedded default lives in ./.fleetgate/: create the directory on first use.
+            Path(str(engine.url.database)).parent.mkdir(parents=True, exist_ok=True)
 
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -21,6 +21,7 @@ from fleetgate.adapters.sql.rows import node_state, placement, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
 from fleetgate.adapters.sql.sqltypes import epoch, real
 from fleetgate.domain.capacity.demand import remaining
+from fleetgate.domain.capacity.denials import Denial
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.errors import NodeNotFound, PlacementNotFound
 from fleetgate.domain.capacity.guards import node_guard
@@ -139,7 +140,7 @@ async def move(store: Store, request: MoveRequest, decay_seconds: float) -> Admi
             "demand": request.demand,
             "target_load": request.target_load,
         }
-        bypassed = None
+        bypassed: tuple[Denial, ...] = ()
         # Two node rows, in name order, so crossing moves cannot deadlock.
         for name in sorted((p.node, request.node)):
             if name == p.node:
@@ -164,7 +165,7 @@ async def move(store: Store, request: MoveRequest, decay_seconds: float) -> Admi
                 raise NodeNotFound(name) from exc
             if made.denial is not None:
                 raise Refused(made.denial)
-            bypassed = made.bypassed
+            bypassed = () if made.bypassed is None else (made.bypassed,)
         await conn.execute(
             sa.update(placements)
             .where(placements.c.id == p.id)

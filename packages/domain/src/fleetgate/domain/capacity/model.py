@@ -146,6 +146,33 @@ class ClusterState:
 
 
 @dataclass(frozen=True)
+class PlacementRequest:
+    """What a caller asks the placement service for: a size in a namespace, placed anywhere fit.
+
+    ``node`` forces one node (a one-candidate walk); ``pool`` restricts candidates to a pool.
+    ``request_id`` makes the request idempotent within its namespace. ``enforce=False`` records
+    the placement even where a guard refuses (ground-truth writes, reported loudly).
+    """
+
+    namespace: str
+    resources: Resources
+    request_id: str | None = None
+    node: str | None = None
+    pool: str | None = None
+    enforce: bool = True
+
+    def __post_init__(self) -> None:
+        check_namespace(self.namespace)
+        if not isinstance(self.resources, Resources):
+            raise ValueError("resources: must be a Resources value")
+        check_request_id(self.request_id)
+        if self.node is not None:
+            check_node_name(self.node, "node")
+        if self.pool is not None and (not isinstance(self.pool, str) or len(self.pool) > MAX_POOL):
+            raise ValueError(f"pool: must be a string of at most {MAX_POOL} characters")
+
+
+@dataclass(frozen=True)
 class AdmitRequest:
     """One guarded admission of ``resources`` for ``namespace`` onto ``node``.
 
@@ -225,8 +252,8 @@ class Admission:
     Exactly one of ``placement`` and ``denial`` is set. ``replayed`` means the request id had
     already been admitted and nothing new was charged. ``node`` is the node's row after the
     charge. ``claim_id`` names the claim charged (``None``: the cluster's unclaimed side).
-    ``claim_over_limit`` lists the dimensions an advisory claim went over. ``bypassed`` is the
-    refusal an ``enforce=False`` admission overrode.
+    ``claim_over_limit`` lists the dimensions an advisory claim went over. ``bypassed`` holds the
+    refusals, stage by stage, that an ``enforce=False`` admission overrode.
     """
 
     placement: Placement | None = None
@@ -235,7 +262,7 @@ class Admission:
     node: NodeState | None = None
     claim_id: str | None = None
     claim_over_limit: tuple[DimensionDetail, ...] = ()
-    bypassed: Denial | None = None
+    bypassed: tuple[Denial, ...] = ()
 
     @property
     def admitted(self) -> bool:

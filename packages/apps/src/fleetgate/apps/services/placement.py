@@ -1,0 +1,339 @@
+"""The ``place`` use case: rank the candidates, walk them, waive demand once, report.
+
+It depends only on the CapacityLedger port, the domain, a Clock and an EventSink, so the same
+code runs against any ledger plugin. Every decision is the domain's: which nodes are
+candidates (``ranking.eligible``), their order (``ranking.rank``), when the waiver pass runs and
+over which candidates (``walk.Walk``), the demand charge (``demand.charge``). The service only
+drives the ledger through those decisions and reports them as audit events (capacity spec 4.5,
+names exact), delivered in one batch when the walk is over.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+
+from fleetgate.domain.capacity.demand import DemandPolicy, charge
+from fleetgate.domain.capacity.denials import Denial, DimensionDetail
+from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound, PlacementNotFound
+from fleetgate.domain.capacity.model import (
+    Admission,
+    AdmitRequest,
+    MoveRequest,
+    NodeState,
+    Placement,
+    PlacementRequest,
+    Release,
+)
+from fleetgate.domain.capacity.ranking import eligible, rank
+from fleetgate.domain.capacity.walk import Walk
+from fleetgate.domain.events import Event, Level
+from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
+
+PLACED = "instance placed"
+REFUSED = "schedule candidate refused by capacity guard"
+WAIVING = "no candidate admitted and some refused on demand alone, waiving demand guard"
+FAILED = "schedule failed, every candidate refused by capacity guard"
+FINAL_CANDIDATES = "schedule final candidates"
+UNGUARDED = "instance placed without capacity guard"
+OVER_GUARD = "placement recorded despite exceeding capacity guard"
+OVER_CLAIM = "placement admitted over namespace capacity claim"
+WRITE_FAILED = "instance placement write failed"
+RELEASED = "instance placement released"
+RELEASE_FAILED = "instance placement release failed"
+CLAMPED = "capacity counter clamped at zero"
+MOVED = "instance start redirected to another node"
+
+
+@dataclass(frozen=True)
+class PlaceOutcome:
+    """The result of ``place``: the placement, or every candidate's refusal.
+
+    ``subject`` is the id the walk's audit events were recorded under (the placement's id when
+    one was admitted), so an operator can read why a refused request was refused.
+    """
+
+    subject: str
+    placement: Placement | None = None
+    denials: dict[str, Denial] = field(default_factory=dict)
+    candidates: tuple[str, ...] = ()
+    waived: bool = False
+    replayed: bool = False
+    claim_over_limit: tuple[DimensionDetail, ...] = ()
+
+    @property
+    def placed(self) -> bool:
+        """True when a placement exists for the request."""
+        return self.placement is not None
+
+
+def _dims(dimensions: Sequence[DimensionDetail]) -> list[dict[str, Any]]:
+    return [d.as_dict() for d in dimensions]
+
+
+class PlacementService:
+    """Places, releases and moves placements through a CapacityLedger."""
+
+    def __init__(
+        self,
+        ledger: CapacityLedger,
+        clock: Clock,
+        events: EventSink,
+        policy: DemandPolicy | None = None,
+        rng: Random | None = None,
+    ) -> None:
+        self._ledger = ledger
+        self._clock = clock
+        self._events = events
+        self.policy = policy or DemandPolicy()
+        self._rng = rng or Random()
+
+    def _event(
+        self,
+        kind: str,
+        subject: str,
+        namespace: str | None,
+        level: Level = Level.INFO,
+        /,
+        **data: Any,
+    ) -> Event:
+        return Event(kind, self._clock.now(), subject, namespace, level, data)
+
+    async def _candidates(self, request: PlacementRequest) -> list[NodeState]:
+        if request.node is not None:
+            # A forced node is a one-candidate walk: tried even if cordoned, so the refusal
+            # says why instead of "no candidates".
+            node = await self._ledger.node(request.node)
+            if node is None:
+                raise NodeNotFound(request.node)
+            return [node]
+        return eligible(await self._ledger.nodes(), pool=request.pool)
+
+    async def place(self, request: PlacementRequest) -> PlaceOutcome:
+        """Admit ``request`` on the best candidate that has room, or report every refusal."""
+        ns = request.namespace
+        if request.request_id is not None:
+            existing = await self._ledger.placement_by_request(ns, request.request_id)
+            if existing is not None:
+                return PlaceOutcome(existing.id, existing, replayed=True)
+        subject = str(uuid.uuid4())
+        ranked = rank(await self._candidates(request), self.policy.target_load, self._rng)
+        names = tuple(r.node.name for r in ranked)
+        walk = Walk(names)
+        events = [
+            self._event(
+                FINAL_CANDIDATES,
+                subject,
+                ns,
+                candidates=list(names),
+                weights={r.node.name: round(r.weight, 4) for r in ranked},
+                buckets={r.node.name: r.bucket for r in ranked},
+            )
+        ]
+        demand = charge(request.resources.cpus, self.policy.demand_per_vcpu)
+        attempts = 0
+        try:
+            while (attempt := walk.next_attempt()) is not None:
+                if attempt.opens_waiver:
+                    events.append(self._waiver_event(subject, ns, walk))
+                attempts += 1
+                admission = await self._ledger.admit(
+                    AdmitRequest(
+                        namespace=ns,
+                        node=attempt.node,
+                        resources=request.resources,
+                        demand=demand,
+                        target_load=self.policy.target_load if attempt.enforce_demand else 0.0,
+                        enforce=request.enforce,
+                        request_id=request.request_id,
+                        placement_id=subject,
+                    )
+                )
+                if admission.replayed and admission.placement is not None:
+                    await self._events.emit(events)
+                    return PlaceOutcome(admission.placement.id, admission.placement, replayed=True)
+                if admission.denial is not None:
+                    walk.refused(attempt.node, admission.denial)
+                    events.append(
+                        self._event(
+                            REFUSED,
+                            subject,
+                            ns,
+                            node=attempt.node,
+                            enforce_demand=attempt.enforce_demand,
+                            **admission.denial.as_dict(),
+                        )
+                    )
+                    continue
+                walk.admitted(attempt.node)
+                events += self._admitted_events(
+                    admission, request, attempts, attempt.enforce_demand
+                )
+        except LedgerUnavailable as exc:
+            events.append(self._event(WRITE_FAILED, subject, ns, Level.ERROR, error=str(exc)))
+            await self._events.emit(events)
+            raise
+        if walk.admitted_on is None:
+            events.append(
+                self._event(
+                    FAILED,
+                    subject,
+                    ns,
+                    Level.WARNING,
+                    candidates=list(names),
+                    denials={n: d.as_dict() for n, d in walk.denials.items()},
+                )
+            )
+            await self._events.emit(events)
+            return PlaceOutcome(subject, None, dict(walk.denials), names, walk.waived)
+        await self._events.emit(events)
+        return PlaceOutcome(
+            subject,
+            admission.placement,
+            dict(walk.denials),
+            names,
+            walk.waived,
+            claim_over_limit=admission.claim_over_limit,
+        )
+
+    def _waiver_event(self, subject: str, ns: str, walk: Walk) -> Event:
+        return self._event(
+            WAIVING,
+            subject,
+            ns,
+            Level.WARNING,
+            candidates=list(walk.candidates),
+            denials={n: d.as_dict() for n, d in walk.denials.items()},
+        )
+
+    def _admitted_events(
+        self, admission: Admission, request: PlacementRequest, attempts: int, enforce_demand: bool
+    ) -> list[Event]:
+        placement = admission.placement
+        assert placement is not None
+        node = admission.node
+        ns = placement.namespace
+        out = [
+            self._event(
+                PLACED,
+                placement.id,
+                ns,
+                node=placement.node,
+                previous_node=None,
+                placement_attempts=attempts,
+                enforce=request.enforce,
+                enforce_demand=enforce_demand,
+                cpus=placement.resources.cpus,
+                memory_mb=placement.resources.memory_mb,
+                disk_gb=placement.resources.disk_gb,
+                claim_id=placement.claim_id,
+                **(
+                    {}
+                    if node is None
+                    else {
+                        "node_used_cpus": node.used.cpus,
+                        "node_used_memory_mb": node.used.memory_mb,
+                        "node_used_disk_gb": node.used.disk_gb,
+                        "node_expected_demand": node.expected_demand,
+                    }
+                ),
+            )
+        ]
+        if not request.enforce:
+            out.append(self._event(UNGUARDED, placement.id, ns, Level.ERROR, node=placement.node))
+        for bypassed in admission.bypassed:
+            out.append(
+                self._event(
+                    OVER_GUARD,
+                    placement.id,
+                    ns,
+                    Level.ERROR,
+                    node=placement.node,
+                    **bypassed.as_dict(),
+                )
+            )
+        if admission.claim_over_limit:
+            out.append(
+                self._event(
+                    OVER_CLAIM,
+                    placement.id,
+                    ns,
+                    Level.WARNING,
+                    node=placement.node,
+                    namespace=ns,
+                    claim=admission.claim_id,
+                    claim_dimensions=_dims(admission.claim_over_limit),
+                )
+            )
+        return out
+
+    async def release(self, namespace: str, placement_id: str) -> Release:
+        """Release a placement of ``namespace`` (idempotent: ``released`` false when gone)."""
+        try:
+            result = await self._ledger.release(placement_id, namespace=namespace)
+        except LedgerUnavailable as exc:
+            await self._events.emit(
+                [self._event(RELEASE_FAILED, placement_id, namespace, Level.ERROR, error=str(exc))]
+            )
+            raise
+        if not result.released or result.placement is None:
+            return result
+        node = result.placement.node
+        events = [
+            self._event(
+                RELEASED, placement_id, namespace, node=node, demand_credit=result.demand_credit
+            )
+        ]
+        if result.clamped:
+            events.append(
+                self._event(CLAMPED, placement_id, namespace, Level.ERROR, node=node, released=True)
+            )
+        await self._events.emit(events)
+        return result
+
+    async def move(
+        self, namespace: str, placement_id: str, node: str, *, enforce: bool = True
+    ) -> Admission:
+        """Move a placement of ``namespace`` to ``node``; waive demand once if it alone refused."""
+        placement = await self._ledger.placement(placement_id)
+        if placement is None or placement.namespace != namespace:
+            raise PlacementNotFound(placement_id)
+        demand = charge(placement.resources.cpus, self.policy.demand_per_vcpu)
+        request = MoveRequest(
+            placement_id, node, demand, self.policy.target_load, enforce, namespace
+        )
+        result = await self._ledger.move(request)
+        events: list[Event] = []
+        if result.denial is not None and result.denial.demand_only:
+            events.append(
+                self._event(
+                    REFUSED,
+                    placement_id,
+                    namespace,
+                    node=node,
+                    enforce_demand=True,
+                    **result.denial.as_dict(),
+                )
+            )
+            waived = MoveRequest(placement_id, node, demand, 0.0, enforce, namespace)
+            result = await self._ledger.move(waived)
+        if result.denial is not None:
+            events.append(
+                self._event(
+                    REFUSED,
+                    placement_id,
+                    namespace,
+                    node=node,
+                    enforce_demand=not events,
+                    **result.denial.as_dict(),
+                )
+            )
+        elif result.placement is not None and placement.node != node:
+            events.append(
+                self._event(MOVED, placement_id, namespace, node=placement.node, target_node=node)
+            )
+        await self._events.emit(events)
+        return result

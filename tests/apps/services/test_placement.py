@@ -1,0 +1,258 @@
+"""The place/release/move use cases over a real ledger: ranking, the walk, the waiver, events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from random import Random
+
+import pytest
+import sqlalchemy as sa
+
+from fleetgate.adapters.clock import VirtualClock
+from fleetgate.adapters.sql.ledger import SqlLedger
+from fleetgate.adapters.sql.schema import claims
+from fleetgate.apps.services import placement as svc
+from fleetgate.apps.services.placement import PlacementService
+from fleetgate.domain.capacity.demand import DemandPolicy
+from fleetgate.domain.capacity.dimensions import Capacity, Resources
+from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound, PlacementNotFound
+from fleetgate.domain.capacity.model import (
+    Admission,
+    AdmitRequest,
+    NodeMetrics,
+    NodeSpec,
+    PlacementRequest,
+)
+from fleetgate.domain.events import Event, Level
+from tests.ledgers import START
+
+SMALL = Resources(1, 1024, 10)
+
+
+def service(ledger: SqlLedger, clock: VirtualClock, seed: int = 7) -> PlacementService:
+    return PlacementService(ledger, clock, ledger.event_sink(), DemandPolicy(), Random(seed))
+
+
+async def kinds(ledger: SqlLedger, subject: str) -> list[str]:
+    return [r.event.kind for r in await ledger.events(subject=subject)]
+
+
+async def node(ledger: SqlLedger, name: str, threads: int = 4, load: float | None = None) -> None:
+    await ledger.add_node(NodeSpec(name, Capacity(threads, 16384, 200)))
+    if load is not None:
+        await ledger.publish_metrics(name, NodeMetrics(cpu_load_1=load, cpu_schedulable=threads))
+
+
+async def test_an_idle_cluster_places_and_records_why(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "a", load=0.0)
+    out = await service(ledger, clock).place(PlacementRequest("team", SMALL))
+    assert out.placed and out.placement is not None and not out.waived
+    assert out.placement.node == "a" and out.subject == out.placement.id
+    assert out.placement.demand == pytest.approx(0.6)
+    assert await kinds(ledger, out.subject) == [svc.FINAL_CANDIDATES, svc.PLACED]
+    placed = (await ledger.events(kind=svc.PLACED))[0].event
+    assert placed.namespace == "team" and placed.data["placement_attempts"] == 1
+    assert placed.data["node_used_cpus"] == 1 and placed.data["enforce_demand"] is True
+
+
+async def test_a_busy_node_is_tried_after_an_idle_one(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "busy", load=3.5)
+    await node(ledger, "idle", load=0.0)
+    for seed in range(5):  # the bucket decides, whatever the shuffle draws
+        out = await service(ledger, clock, seed).place(PlacementRequest("team", SMALL))
+        assert out.candidates == ("idle", "busy")
+        assert out.placement is not None and out.placement.node == "idle"
+        await ledger.release(out.placement.id)
+
+
+async def test_when_only_demand_refuses_the_waiver_pass_places(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    # Both nodes are over 0.75 x 4 = 3 load: the spreader refuses, the waiver must not.
+    await node(ledger, "a", load=3.5)
+    await node(ledger, "b", load=3.9)
+    out = await service(ledger, clock).place(PlacementRequest("team", SMALL))
+    assert out.placed and out.waived
+    assert set(out.denials) == {"a", "b"} and all(d.demand_only for d in out.denials.values())
+    events = await kinds(ledger, out.subject)
+    assert events == [svc.FINAL_CANDIDATES, svc.REFUSED, svc.REFUSED, svc.WAIVING, svc.PLACED]
+    placed = (await ledger.events(kind=svc.PLACED))[0].event
+    assert placed.data["enforce_demand"] is False and placed.data["placement_attempts"] == 3
+
+
+async def test_the_waiver_pass_retries_only_the_demand_only_refusals(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "full", threads=1, load=0.0)  # 3 vCPUs: a 4-vCPU request cannot fit
+    await node(ledger, "hot", threads=4, load=3.9)
+    out = await service(ledger, clock).place(PlacementRequest("team", Resources(4, 1024, 10)))
+    assert out.placement is not None and out.placement.node == "hot" and out.waived
+    assert not out.denials["full"].demand_only and out.denials["hot"].demand_only
+    refusals = [r.event for r in await ledger.events(kind=svc.REFUSED)]
+    assert sorted(e.data["node"] for e in refusals) == ["full", "hot"]  # "full" not retried
+    waiver = (await ledger.events(kind=svc.WAIVING))[0].event
+    assert waiver.level is Level.WARNING and set(waiver.data["denials"]) == {"full", "hot"}
+
+
+async def test_real_refusals_everywhere_fail_without_a_waiver(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "a", threads=1)
+    await node(ledger, "b", threads=1)
+    out = await service(ledger, clock).place(PlacementRequest("team", Resources(4, 1, 1)))
+    assert not out.placed and not out.waived
+    assert {n: sorted(d.exceeded) for n, d in out.denials.items()} == {
+        "a": ["cpus"],
+        "b": ["cpus"],
+    }
+    assert (await kinds(ledger, out.subject))[-1] == svc.FAILED
+    assert await ledger.placements() == []
+
+
+async def test_no_candidates_is_a_refusal_not_an_error(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    out = await service(ledger, clock).place(PlacementRequest("team", SMALL))
+    assert not out.placed and out.candidates == () and out.denials == {}
+
+
+async def test_a_repeated_request_id_returns_the_first_placement(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "a")
+    place = service(ledger, clock).place
+    first = await place(PlacementRequest("team", SMALL, request_id="job-1"))
+    again = await place(PlacementRequest("team", SMALL, request_id="job-1"))
+    assert again.replayed and again.placement == first.placement
+    other_ns = await place(PlacementRequest("other", SMALL, request_id="job-1"))
+    assert not other_ns.replayed
+    assert len(await ledger.placements()) == 2
+    assert (await ledger.node("a")).used.cpus == 2  # type: ignore[union-attr]
+
+
+async def test_a_forced_node_is_the_only_candidate(ledger: SqlLedger, clock: VirtualClock) -> None:
+    await node(ledger, "a")
+    await node(ledger, "b")
+    await ledger.cordon("b")
+    place = service(ledger, clock).place
+    out = await place(PlacementRequest("team", SMALL, node="b"))
+    assert not out.placed and out.denials["b"].cordoned
+    assert not out.denials["b"].demand_only
+    with pytest.raises(NodeNotFound):
+        await place(PlacementRequest("team", SMALL, node="ghost"))
+    out = await place(PlacementRequest("team", SMALL))
+    assert out.candidates == ("a",)  # a cordoned node is not a candidate
+
+
+async def test_pool_restricts_the_candidates(ledger: SqlLedger, clock: VirtualClock) -> None:
+    await ledger.add_node(NodeSpec("g1", Capacity(4, 4096, 40), pool="gpu"))
+    await ledger.add_node(NodeSpec("c1", Capacity(4, 4096, 40), pool="cpu"))
+    out = await service(ledger, clock).place(PlacementRequest("team", SMALL, pool="gpu"))
+    assert out.candidates == ("g1",)
+
+
+async def test_an_unenforced_placement_over_the_guard_is_loud(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "a", threads=1)
+    out = await service(ledger, clock).place(
+        PlacementRequest("team", Resources(5, 1, 1), enforce=False)
+    )
+    assert out.placement is not None
+    events = [r.event for r in await ledger.events(subject=out.subject)]
+    assert [e.level for e in events if e.kind == svc.UNGUARDED] == [Level.ERROR]
+    over = [e.data["failing_stage"] for e in events if e.kind == svc.OVER_GUARD]
+    assert over == ["cluster", "node"]  # 5 vCPUs fit neither the 3-vCPU cluster nor the node
+    assert (await ledger.node("a")).used.cpus == 5  # type: ignore[union-attr]
+
+
+async def test_an_advisory_claim_overrun_is_reported(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "a", threads=8)
+    now = START.timestamp()
+    async with ledger.store.engine.begin() as conn:
+        await conn.execute(
+            sa.insert(claims).values(
+                id="c-1",
+                namespace="team",
+                limit_cpus=2,
+                limit_memory_mb=10_000,
+                limit_disk_gb=100,
+                used_cpus=1,
+                used_memory_mb=0,
+                used_disk_gb=0,
+                state="active",
+                active_namespace="team",
+                expires_at=now + 3600,
+                created_at=now,
+                updated_at=now,
+            )
+        )
+    out = await service(ledger, clock).place(PlacementRequest("team", Resources(2, 1, 1)))
+    assert out.placement is not None and out.placement.claim_id == "c-1"
+    assert [d.dimension for d in out.claim_over_limit] == ["cpus"]
+    over = (await ledger.events(kind=svc.OVER_CLAIM))[0].event
+    assert over.level is Level.WARNING and over.data["claim"] == "c-1"
+    assert over.data["claim_dimensions"][0]["limit"] == 2.0
+
+
+async def test_release_is_recorded_once(ledger: SqlLedger, clock: VirtualClock) -> None:
+    await node(ledger, "a")
+    s = service(ledger, clock)
+    out = await s.place(PlacementRequest("team", SMALL))
+    assert out.placement is not None
+    assert not (await s.release("other", out.placement.id)).released
+    assert (await s.release("team", out.placement.id)).released
+    assert not (await s.release("team", out.placement.id)).released
+    assert [r.event.kind for r in await ledger.events(kind=svc.RELEASED)] == [svc.RELEASED]
+
+
+async def test_move_goes_through_the_target_guard(ledger: SqlLedger, clock: VirtualClock) -> None:
+    await node(ledger, "a")
+    await node(ledger, "b", load=3.9)
+    s = service(ledger, clock)
+    out = await s.place(PlacementRequest("team", SMALL, node="a"))
+    assert out.placement is not None
+    moved = await s.move("team", out.placement.id, "b")  # demand alone refuses: waived once
+    assert moved.placement is not None and moved.placement.node == "b"
+    assert (await ledger.node("a")).used.cpus == 0  # type: ignore[union-attr]
+    assert svc.MOVED in await kinds(ledger, out.placement.id)
+    with pytest.raises(PlacementNotFound):
+        await s.move("other", out.placement.id, "a")
+
+
+class _Unreachable:
+    """A ledger whose database is down: every admission raises LedgerUnavailable."""
+
+    def __init__(self, real: SqlLedger) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._real, name)
+
+    async def admit(self, request: AdmitRequest) -> Admission:
+        raise LedgerUnavailable("admit: cannot reach the database")
+
+
+class _Recorder:
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def emit(self, events: Sequence[Event]) -> None:
+        self.events.extend(events)
+
+
+async def test_a_database_failure_is_reported_and_raised(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "a")
+    sink = _Recorder()
+    s = PlacementService(_Unreachable(ledger), clock, sink)  # type: ignore[arg-type]
+    with pytest.raises(LedgerUnavailable):
+        await s.place(PlacementRequest("team", SMALL))
+    assert sink.events[-1].kind == svc.WRITE_FAILED and sink.events[-1].level is Level.ERROR
