@@ -24,6 +24,17 @@ def _ledger(pm: Any, settings: Settings, clock: Any) -> Any:
     return plugins.make_ledger(pm, settings.database_url, settings.ledger_options(), clock)
 
 
+def _token_store(ledger: Any) -> Any:
+    # The SQL ledger implements TokenStore: tokens live in its database, beside what they guard.
+    return ledger
+
+
+def _api_app(container: Any) -> Any:
+    from fleetgate.apps.api.app import create_app  # FastAPI is imported only by `fleetgate api`
+
+    return create_app(container)
+
+
 def _capacity_events(ledger: Any) -> FanOutEventSink:
     # Capacity audit events go to the log and to the ledger's events table (read back by the API).
     return FanOutEventSink(LoggingEventSink(), ledger.event_sink())
@@ -46,6 +57,8 @@ def _cluster(pm: Any, settings: Settings, clock: Any) -> Any:
 class Container(containers.DeclarativeContainer):
     """Providers for everything fleetgate runs with. Override any of them in tests."""
 
+    __self__ = providers.Self()
+
     settings = providers.Singleton(load_settings)
     plugin_manager = providers.Singleton(plugins.plugin_manager)
     clock = providers.Singleton(SystemClock)
@@ -57,6 +70,8 @@ class Container(containers.DeclarativeContainer):
     placement_service = providers.Singleton(
         _placement_service, ledger=ledger, clock=clock, events=capacity_events, settings=settings
     )
+    token_store = providers.Singleton(_token_store, ledger=ledger)
+    api_app = providers.Singleton(_api_app, container=__self__)
 
 
 def build_container(settings: Settings | None = None, **overrides: Any) -> Container:

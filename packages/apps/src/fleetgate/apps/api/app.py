@@ -1,0 +1,64 @@
+"""The FastAPI application factory: routes, error shape, authentication, and the ledger's life."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+
+from fleetgate.apps.api.auth import Authenticator
+from fleetgate.apps.api.errors import install_error_handlers
+from fleetgate.apps.api.routes import admin, events, health, nodes, placements, tokens
+
+if TYPE_CHECKING:
+    from fleetgate.apps.container import Container
+
+_DESCRIPTION = """\
+Guarded capacity admission and maintenance-window rotation checks.
+
+Every `/v1` operation needs `Authorization: Bearer <token>`: the admin token from configuration,
+or a namespace token the admin created (which acts only in its own namespace). Every error has
+one JSON shape: `{"error": "<code>", "message": "<text>", ...details}`.
+"""
+
+
+def _version() -> str:
+    try:
+        return version("fleetgate")
+    except PackageNotFoundError:  # a source tree without installed metadata
+        return "0+unknown"
+
+
+def create_app(container: Container) -> FastAPI:
+    """The API over ``container``'s ledger, services and metrics registry.
+
+    The lifespan starts the ledger (migrating its schema) and closes it on shutdown. The admin
+    token is ``settings.api.admin_token``; without one, only namespace tokens authenticate.
+    """
+    settings = container.settings()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        ledger = container.ledger()
+        await ledger.start()
+        try:
+            yield
+        finally:
+            await ledger.close()
+
+    app = FastAPI(
+        title="fleetgate",
+        version=_version(),
+        description=_DESCRIPTION,
+        lifespan=lifespan,
+    )
+    app.state.container = container
+    app.state.authenticator = Authenticator(settings.api.admin_token, container.token_store())
+    install_error_handlers(app)
+    app.include_router(health.router)
+    for module in (nodes, placements, admin, tokens, events):
+        app.include_router(module.router)
+    return app

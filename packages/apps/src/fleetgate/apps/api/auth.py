@@ -1,0 +1,165 @@
+"""Bearer-token authentication and per-route access rules.
+
+Two kinds of token: the one admin token from configuration, and namespace tokens the admin creates
+(stored as digests by the ``TokenStore``). Every ``/v1`` route declares who may call it with
+:func:`access`; :class:`GuardedRoute` checks that declaration *before* FastAPI reads the body, so
+the answer is always, in this order: 401 (no or bad token), 404 (a namespace token naming another
+namespace: the same body as a missing resource), 403 (a valid token that may not do this), and only
+then 422 for an invalid request.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from fastapi import Request
+from fastapi.routing import APIRoute
+from fastapi.security import HTTPBearer
+from starlette.responses import Response
+
+from fleetgate.apps.api.errors import ApiError, forbidden, not_found, unauthorized, unavailable
+from fleetgate.domain import tokens
+from fleetgate.domain.ports import TokenStore
+
+#: Declares the bearer scheme in the OpenAPI document (the check itself is GuardedRoute's).
+bearer_scheme = HTTPBearer(auto_error=False, description="The admin token or a namespace token.")
+
+_ACCESS_ATTR = "__fleetgate_access__"
+_F = TypeVar("_F", bound=Callable[..., Any])
+# A token longer than this is not one we issued; refuse it before hashing arbitrary input.
+_MAX_TOKEN_LENGTH = 512
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the admin, or a namespace token acting only in ``namespace``."""
+
+    admin: bool
+    namespace: str | None = None
+    token_id: str | None = None
+
+    def may_see(self, namespace: str) -> bool:
+        """True when this caller may see anything at all in ``namespace``."""
+        return self.admin or self.namespace == namespace
+
+
+@dataclass(frozen=True)
+class Access:
+    """A route's rule: whether only the admin may call it, and what its 404 calls the resource."""
+
+    admin_only: bool
+    missing: str
+
+
+def access(*, admin_only: bool, missing: str = "resource") -> Callable[[_F], _F]:
+    """Declare who may call the decorated endpoint.
+
+    ``missing`` names what a namespace token from another namespace is told is not found (it must
+    be the same word the route's own 404 uses, so the two answers cannot be told apart).
+    """
+
+    def mark(endpoint: _F) -> _F:
+        setattr(endpoint, _ACCESS_ATTR, Access(admin_only=admin_only, missing=missing))
+        return endpoint
+
+    return mark
+
+
+def new_secret() -> str:
+    """A fresh namespace-token secret: the prefix and 256 random bits, URL-safe."""
+    return tokens.SECRET_PREFIX + secrets.token_urlsafe(32)
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None if absent or malformed."""
+    if not header:
+        return None
+    scheme, _, token = header.partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token or len(token) > _MAX_TOKEN_LENGTH:
+        return None
+    return token
+
+
+class Authenticator:
+    """Turns a bearer token into a Principal, or refuses it."""
+
+    def __init__(self, admin_token: str | None, store: TokenStore) -> None:
+        self._admin_token = admin_token or None
+        self._store = store
+
+    async def authenticate(self, header: str | None) -> Principal:
+        """The caller behind ``header``; raises the 401 ApiError for a missing or bad token."""
+        token = bearer_token(header)
+        if token is None:
+            raise unauthorized()
+        if self._admin_token is not None and tokens.same_secret(token, self._admin_token):
+            return Principal(admin=True)
+        token_digest = tokens.digest(token)
+        try:
+            stored = await self._store.token_by_digest(token_digest)
+        except Exception as exc:  # the store is the database: unreachable is 503, not 500
+            raise unavailable("the token store did not answer; retry later") from exc
+        if stored is None or not stored.active:
+            raise unauthorized()
+        return Principal(admin=False, namespace=stored.namespace, token_id=stored.id)
+
+
+async def authorize(request: Request, rule: Access) -> Principal:
+    """Apply ``rule`` to the request: 401, then 404 for another namespace, then 403."""
+    authenticator: Authenticator = request.app.state.authenticator
+    principal = await authenticator.authenticate(request.headers.get("authorization"))
+    namespace = request.path_params.get("ns")
+    if namespace is not None and not principal.may_see(namespace):
+        raise not_found(rule.missing)
+    if rule.admin_only and not principal.admin:
+        raise forbidden("this operation needs the admin token")
+    return principal
+
+
+def current_principal(request: Request) -> Principal:
+    """Dependency: the caller GuardedRoute authenticated for this request."""
+    principal: Principal = request.state.principal
+    return principal
+
+
+class GuardedRoute(APIRoute):
+    """An APIRoute that refuses to exist without an access rule and enforces it before the body.
+
+    FastAPI parses the JSON body before it runs any dependency, so a dependency cannot make a
+    missing token win over a malformed body; wrapping the route handler can.
+    """
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        rule = getattr(endpoint, _ACCESS_ATTR, None)
+        if not isinstance(rule, Access):
+            raise TypeError(f"route {path} must declare its access rule with @access(...)")
+        self.rule = rule
+        super().__init__(path, endpoint, **kwargs)
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        """The FastAPI handler, preceded by the access check."""
+        handler = super().get_route_handler()
+        rule = self.rule
+
+        async def guarded(request: Request) -> Response:
+            request.state.principal = await authorize(request, rule)
+            return await handler(request)
+
+        return guarded
+
+
+__all__ = [
+    "Access",
+    "ApiError",
+    "Authenticator",
+    "GuardedRoute",
+    "Principal",
+    "access",
+    "bearer_scheme",
+    "current_principal",
+    "new_secret",
+]

@@ -1,0 +1,186 @@
+"""One JSON shape for every error the API returns: ``{"error": code, "message": text, ...}``.
+
+Routes raise :class:`ApiError` (or let a domain refusal reach a mapping in the route module); the
+handlers installed here turn it, FastAPI's validation errors and Starlette's routing errors into
+that shape, so a client parses one body whatever went wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from fleetgate.domain.capacity.errors import (
+    LedgerUnavailable,
+    NodeExists,
+    NodeNotFound,
+    PlacementNotFound,
+)
+
+_log = structlog.get_logger("fleetgate.api")
+
+# Status codes Starlette raises itself (routing), mapped to our codes.
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    415: "unsupported_media_type",
+}
+
+
+class ApiError(Exception):
+    """An error answer: HTTP ``status``, a stable machine ``code``, a human ``message``, details."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        headers: dict[str, str] | None = None,
+        **details: Any,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.headers = headers
+        self.details = details
+
+    def body(self) -> dict[str, Any]:
+        """The JSON body: error, message, then the details."""
+        return {"error": self.code, "message": self.message, **self.details}
+
+
+def not_found(what: str) -> ApiError:
+    """The one 404 for ``what``: the same body whether it is missing or in another namespace."""
+    return ApiError(404, "not_found", f"{what} not found")
+
+
+def unauthorized() -> ApiError:
+    """401 for a missing, malformed, unknown or revoked bearer token."""
+    return ApiError(
+        401,
+        "unauthorized",
+        "a valid bearer token is required",
+        headers={"WWW-Authenticate": "Bearer"},
+    )
+
+
+def forbidden(message: str) -> ApiError:
+    """403: the token is valid but may not do this."""
+    return ApiError(403, "forbidden", message)
+
+
+def unavailable(message: str) -> ApiError:
+    """503: a dependency (the database) did not answer; the client may retry."""
+    return ApiError(503, "unavailable", message)
+
+
+def field_name(loc: tuple[int | str, ...] | list[int | str]) -> str:
+    """``("body", "cpus")`` → ``cpus``; ``("path", "ns")`` → ``ns``; nested keys joined by dots."""
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in {"body", "path", "query", "header", "cookie"}:
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+def validation_error(errors: list[dict[str, Any]] | Any) -> ApiError:
+    """422 naming every invalid field and why (from pydantic's error list)."""
+    fields = []
+    for err in errors:
+        loc = tuple(err.get("loc", ()))
+        if err.get("type") == "json_invalid":  # loc holds a character offset, not a field
+            loc = ("body",)
+        fields.append(
+            {
+                "field": field_name(loc),
+                "location": str(loc[0]) if loc else "body",
+                "reason": str(err.get("msg", "invalid")),
+            }
+        )
+    message = "; ".join(f"{f['field']}: {f['reason']}" for f in fields) or "invalid request"
+    return ApiError(422, "invalid_request", message, fields=fields)
+
+
+def error_response(exc: ApiError) -> JSONResponse:
+    """The response for an ApiError."""
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+
+async def _api_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc)
+
+
+async def _request_validation(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(validation_error(exc.errors()))
+
+
+async def _http_exception(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = _HTTP_CODES.get(exc.status_code, "error")
+    message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    return JSONResponse(
+        {"error": code, "message": message.lower() if code == "not_found" else message},
+        status_code=exc.status_code,
+        headers=getattr(exc, "headers", None),
+    )
+
+
+async def _ledger_error(_: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, NodeNotFound):
+        return error_response(not_found("node"))
+    if isinstance(exc, PlacementNotFound):
+        return error_response(not_found("placement"))
+    if isinstance(exc, NodeExists):
+        return error_response(ApiError(409, "exists", str(exc)))
+    # LedgerUnavailable: nothing changed, the client may retry.
+    return error_response(unavailable(str(exc)))
+
+
+async def _domain_value_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, ValidationError):  # a model we built ourselves: our bug, not the client's
+        return await _unexpected(request, exc)
+    # The schemas mirror the domain's rules, so this is reached only if they drift apart; the
+    # domain's message already names the field ("cpus: must not be negative").
+    _log.warning("domain refused a value the schema accepted", error=str(exc))
+    field, _, reason = str(exc).partition(": ")
+    return error_response(
+        ApiError(
+            422,
+            "invalid_request",
+            str(exc),
+            fields=[{"field": field, "location": "body", "reason": reason or str(exc)}],
+        )
+    )
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    # A bug, never a client's fault: log it with its traceback and answer in the same shape.
+    _log.exception("unhandled error in the API", error=repr(exc))
+    return JSONResponse(
+        {"error": "internal_error", "message": "internal error; see the server log"},
+        status_code=500,
+    )
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the handlers that give every error the one JSON shape."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RequestValidationError, _request_validation)
+    app.add_exception_handler(StarletteHTTPException, _http_exception)
+    for error in (NodeNotFound, PlacementNotFound, NodeExists, LedgerUnavailable):
+        app.add_exception_handler(error, _ledger_error)
+    app.add_exception_handler(ValueError, _domain_value_error)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,177 @@
+"""Placements of a namespace: admit (201, or 507/403 with why), list, read, release.
+
+A repeated ``request_id`` answers with the first result and admits nothing; the answer carries
+``Idempotent-Replayed: true``. The first admission's waiver and over-claim facts are read back
+from its audit events, so the replayed body is the first body.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Request, Response, status
+
+from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
+from fleetgate.apps.api.deps import container_of
+from fleetgate.apps.api.errors import ApiError, not_found
+from fleetgate.apps.api.schemas import (
+    CandidateBody,
+    CapacityRefusal,
+    DimensionBody,
+    DimensionsRefusal,
+    ErrorBody,
+    NamespaceName,
+    ObjectId,
+    PlacementBody,
+    PlacementCreate,
+    PlacementSummary,
+)
+from fleetgate.apps.services.placement import OVER_CLAIM, PLACED, PlaceOutcome
+from fleetgate.domain.capacity.denials import DimensionDetail, Stage
+from fleetgate.domain.capacity.model import Placement, PlacementRequest
+
+router = APIRouter(
+    prefix="/v1/namespaces/{ns}/placements",
+    tags=["placements"],
+    route_class=GuardedRoute,
+    dependencies=[Depends(bearer_scheme)],
+    responses={
+        401: {"model": ErrorBody, "description": "No or bad token."},
+        404: {"model": ErrorBody, "description": "No such placement, or another namespace."},
+        422: {"model": ErrorBody, "description": "Invalid request; names the field."},
+        503: {"model": ErrorBody, "description": "The database did not answer; retry."},
+    },
+)
+
+Namespace = Annotated[NamespaceName, Path(description="The namespace that owns the placement.")]
+PlacementId = Annotated[ObjectId, Path(description="The placement's id.")]
+
+_LINKS = {
+    "GetPlacement": {
+        "operationId": "get_placement",
+        "parameters": {"ns": "$request.path.ns", "placement_id": "$response.body#/id"},
+    },
+    "ReleasePlacement": {
+        "operationId": "release_placement",
+        "parameters": {"ns": "$request.path.ns", "placement_id": "$response.body#/id"},
+    },
+}
+
+
+async def _with_facts(request: Request, placement: Placement) -> PlacementBody:
+    """The placement with how its admission went, read back from its audit events."""
+    found = await container_of(request).ledger().events(subject=placement.id, limit=100)
+    waived = False
+    over: tuple[DimensionDetail, ...] = ()
+    for recorded in found:
+        data: dict[str, Any] = recorded.event.data
+        if recorded.event.kind == PLACED:
+            waived = data.get("enforce_demand") is False
+        elif recorded.event.kind == OVER_CLAIM:
+            over = tuple(
+                DimensionDetail(
+                    dimension=d["dimension"],
+                    limit=d["limit"],
+                    used=d["used"],
+                    requested=d["requested"],
+                    exceeded=d["exceeded"],
+                )
+                for d in data.get("claim_dimensions", [])
+            )
+    return PlacementBody.admitted(placement, demand_waived=waived, over_claim=over)
+
+
+def _refusal(outcome: PlaceOutcome, hard_claims: bool) -> ApiError:
+    """403 when a hard claim refused (the namespace side, same for every node), else 507."""
+    denials = outcome.denials
+    if hard_claims and denials and all(d.stage is Stage.CLAIM for d in denials.values()):
+        first = next(iter(denials.values()))
+        exceeded = [DimensionBody.of(d) for d in first.dimensions if d.exceeded]
+        return ApiError(
+            403,
+            "claim_exceeded",
+            "the namespace's capacity claim does not allow this placement",
+            dimensions=[d.model_dump() for d in exceeded],
+            audit_subject=outcome.subject,
+        )
+    candidates = [CandidateBody.of(node, denials[node]) for node in denials]
+    n = len(candidates)
+    return ApiError(
+        507,
+        "insufficient_capacity",
+        f"no node had capacity for this placement, {n} candidate(s) refused it",
+        candidates=[c.model_dump() for c in candidates],
+        audit_subject=outcome.subject,
+    )
+
+
+@router.post(
+    "",
+    operation_id="create_placement",
+    status_code=status.HTTP_201_CREATED,
+    response_model=PlacementBody,
+    responses={
+        201: {"description": "Admitted (or replayed: see Idempotent-Replayed).", "links": _LINKS},
+        403: {"model": DimensionsRefusal, "description": "A hard claim refused it."},
+        507: {"model": CapacityRefusal, "description": "No candidate node had room."},
+    },
+)
+@access(admin_only=False, missing="namespace")
+async def create_placement(
+    request: Request, response: Response, ns: Namespace, body: PlacementCreate
+) -> PlacementBody:
+    """Admit a placement on the best node with room (or on ``node``), or explain the refusal."""
+    container = container_of(request)
+    outcome = await container.placement_service().place(
+        PlacementRequest(
+            namespace=ns,
+            resources=body.resources(),
+            request_id=body.request_id,
+            node=body.node,
+            pool=body.pool,
+        )
+    )
+    if outcome.placement is None:
+        raise _refusal(outcome, container.settings().claims.enforcement == "hard")
+    response.headers["Location"] = f"/v1/namespaces/{ns}/placements/{outcome.placement.id}"
+    if outcome.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+        return await _with_facts(request, outcome.placement)
+    return PlacementBody.admitted(
+        outcome.placement, demand_waived=outcome.waived, over_claim=outcome.claim_over_limit
+    )
+
+
+@router.get("", operation_id="list_placements", response_model=list[PlacementSummary])
+@access(admin_only=False, missing="namespace")
+async def list_placements(request: Request, ns: Namespace) -> list[PlacementSummary]:
+    """The namespace's placements, oldest first."""
+    found = await container_of(request).ledger().placements(ns)
+    return [PlacementSummary.of(p) for p in found]
+
+
+@router.get("/{placement_id}", operation_id="get_placement", response_model=PlacementBody)
+@access(admin_only=False, missing="placement")
+async def get_placement(
+    request: Request, ns: Namespace, placement_id: PlacementId
+) -> PlacementBody:
+    """One placement of the namespace."""
+    placement = await container_of(request).ledger().placement(placement_id)
+    if placement is None or placement.namespace != ns:
+        raise not_found("placement")
+    return await _with_facts(request, placement)
+
+
+@router.delete(
+    "/{placement_id}",
+    operation_id="release_placement",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+)
+@access(admin_only=False, missing="placement")
+async def release_placement(request: Request, ns: Namespace, placement_id: PlacementId) -> Response:
+    """Release the placement and credit its charges back; a second release is 404."""
+    result = await container_of(request).placement_service().release(ns, placement_id)
+    if not result.released:
+        raise not_found("placement")
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,384 @@
+"""The API's request and response bodies (pydantic), with the bounds that make bad input a 422.
+
+Bounds are chosen so no accepted value can overflow a database column or the arithmetic of a
+guard: sizes are strict non-negative integers (a JSON ``true`` or ``"4"`` is refused), counts of
+threads fit a 32-bit column, memory and disk stay far below 64-bit sums over any fleet, and names
+follow the ledger's own rules (so every backend stores the same names).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, model_validator
+
+from fleetgate.domain.capacity.denials import Denial, DimensionDetail
+from fleetgate.domain.capacity.dimensions import Resources
+from fleetgate.domain.capacity.model import NodeState, Placement
+
+# --- bounds and names ---------------------------------------------------------------------------
+
+#: Threads of one node, and a node's schedulable threads (a 32-bit column).
+MAX_THREADS = 1 << 20
+#: vCPUs of one placement or claim.
+MAX_CPUS = 1 << 24
+#: Memory (MB) or disk (GB) of one node, placement or claim: 2^40, about an exabyte of memory.
+MAX_AMOUNT = 1 << 40
+#: The largest 1-minute load average accepted.
+MAX_LOAD = 1e9
+#: A claim lasts at most ten years.
+MAX_CLAIM_SECONDS = 10 * 365 * 24 * 3600
+MAX_LABELS = 64
+MAX_EVENTS = 1000
+
+NamespaceName = Annotated[
+    str, StringConstraints(min_length=1, max_length=63, pattern=r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+]
+NodeName = Annotated[
+    str,
+    StringConstraints(
+        min_length=1, max_length=253, pattern=r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$"
+    ),
+]
+PoolName = Annotated[str, StringConstraints(max_length=253, pattern=r"^[A-Za-z0-9._/-]*$")]
+LabelKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=253, pattern=r"^[A-Za-z0-9._/-]+$")
+]
+LabelValue = Annotated[str, StringConstraints(max_length=253, pattern=r"^[A-Za-z0-9._-]*$")]
+RequestId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[!-~]+$")]
+#: Placement, claim and token ids are UUIDs; anything else cannot exist.
+ObjectId = Annotated[str, StringConstraints(min_length=1, max_length=36, pattern=r"^[0-9a-f-]+$")]
+EventKind = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[ -~]+$")]
+
+Cpus = Annotated[StrictInt, Field(ge=0, le=MAX_CPUS)]
+Amount = Annotated[StrictInt, Field(ge=0, le=MAX_AMOUNT)]
+Threads = Annotated[StrictInt, Field(ge=0, le=MAX_THREADS)]
+
+
+class _Request(BaseModel):
+    """Request bodies refuse unknown fields: a misspelt field is a 422, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- errors and health --------------------------------------------------------------------------
+
+
+class ErrorBody(BaseModel):
+    """Every error: a stable code, a human message, and details that depend on the code."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str
+    message: str
+
+
+class HealthBody(BaseModel):
+    """A probe's answer."""
+
+    status: Literal["ok", "ready"]
+
+
+# --- amounts and denials --------------------------------------------------------------------------
+
+
+class Amounts(BaseModel):
+    """An amount in each allocation dimension."""
+
+    cpus: int
+    memory_mb: int
+    disk_gb: int
+
+    @classmethod
+    def of(cls, res: Resources) -> Amounts:
+        """From the domain value."""
+        return cls(cpus=res.cpus, memory_mb=res.memory_mb, disk_gb=res.disk_gb)
+
+
+class DimensionBody(BaseModel):
+    """One dimension of a refusal. The demand dimension also splits ``used`` into its parts."""
+
+    model_config = ConfigDict(extra="allow")
+
+    dimension: str
+    limit: float
+    used: float
+    requested: float
+    exceeded: bool
+
+    @classmethod
+    def of(cls, d: DimensionDetail) -> DimensionBody:
+        """From the domain value."""
+        return cls.model_validate(d.as_dict())
+
+
+class CandidateBody(BaseModel):
+    """Why one candidate node refused a placement."""
+
+    node: str
+    stage: str
+    demand_only: bool
+    cordoned: bool
+    dimensions: list[DimensionBody]
+
+    @classmethod
+    def of(cls, node: str, denial: Denial) -> CandidateBody:
+        """From a node's denial."""
+        return cls(
+            node=node,
+            stage=denial.stage.value,
+            demand_only=denial.demand_only,
+            cordoned=denial.cordoned,
+            dimensions=[DimensionBody.of(d) for d in denial.dimensions],
+        )
+
+
+class CapacityRefusal(ErrorBody):
+    """507: no candidate admitted the placement; each candidate's refusal, per dimension."""
+
+    candidates: list[CandidateBody]
+
+
+class DimensionsRefusal(ErrorBody):
+    """507 or 403 (or 409 ``below_usage``) for a claim: the dimensions that refused."""
+
+    dimensions: list[DimensionBody]
+
+
+# --- nodes ----------------------------------------------------------------------------------------
+
+
+class NodePut(_Request):
+    """A node's declared capacity, pool and labels."""
+
+    threads: Threads
+    memory_mb: Amount
+    disk_gb: Amount
+    pool: PoolName = ""
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=MAX_LABELS)
+
+
+class MetricsPut(_Request):
+    """A node's published metrics; ``null`` means unknown."""
+
+    cpu_load_1: Annotated[float, Field(ge=0, le=MAX_LOAD, allow_inf_nan=False)] | None
+    cpu_schedulable: Threads | None
+
+
+class NodeBody(BaseModel):
+    """A node as the ledger holds it."""
+
+    name: str
+    pool: str
+    labels: dict[str, str]
+    threads: int
+    memory_mb: int
+    disk_gb: int
+    limits: Amounts
+    used: Amounts
+    expected_demand: float
+    cpu_load_1: float | None
+    cpu_schedulable: int | None
+    schedulable: bool
+    updated_at: datetime
+    metrics_at: datetime | None
+
+    @classmethod
+    def of(cls, node: NodeState) -> NodeBody:
+        """From the domain value."""
+        return cls(
+            name=node.name,
+            pool=node.pool,
+            labels=dict(node.labels),
+            threads=node.capacity.threads,
+            memory_mb=node.capacity.memory_mb,
+            disk_gb=node.capacity.disk_gb,
+            limits=Amounts.of(node.limits),
+            used=Amounts.of(node.used),
+            expected_demand=node.expected_demand,
+            cpu_load_1=node.metrics.cpu_load_1,
+            cpu_schedulable=node.metrics.cpu_schedulable,
+            schedulable=node.schedulable,
+            updated_at=node.updated_at,
+            metrics_at=node.metrics_at,
+        )
+
+
+# --- placements -----------------------------------------------------------------------------------
+
+
+class PlacementCreate(_Request):
+    """A placement request: its size, optionally a node to force, and an idempotency key."""
+
+    cpus: Cpus
+    memory_mb: Amount
+    disk_gb: Amount
+    node: NodeName | None = None
+    pool: PoolName | None = None
+    request_id: RequestId | None = None
+
+    def resources(self) -> Resources:
+        """The requested size."""
+        return Resources(cpus=self.cpus, memory_mb=self.memory_mb, disk_gb=self.disk_gb)
+
+
+class PlacementSummary(BaseModel):
+    """A placement as listed: what it holds and where."""
+
+    id: str
+    namespace: str
+    node: str
+    cpus: int
+    memory_mb: int
+    disk_gb: int
+    request_id: str | None
+    claim_id: str | None
+    admitted_at: datetime
+
+    @classmethod
+    def of(cls, p: Placement) -> PlacementSummary:
+        """From the domain value."""
+        return cls(
+            id=p.id,
+            namespace=p.namespace,
+            node=p.node,
+            cpus=p.resources.cpus,
+            memory_mb=p.resources.memory_mb,
+            disk_gb=p.resources.disk_gb,
+            request_id=p.request_id,
+            claim_id=p.claim_id,
+            admitted_at=p.admitted_at,
+        )
+
+
+class PlacementBody(PlacementSummary):
+    """A placement and how it was admitted: with the demand clause waived, over its claim."""
+
+    demand_waived: bool
+    over_claim: bool
+    over_claim_dimensions: list[DimensionBody] = Field(default_factory=list)
+
+    @classmethod
+    def admitted(
+        cls,
+        p: Placement,
+        *,
+        demand_waived: bool,
+        over_claim: tuple[DimensionDetail, ...],
+    ) -> PlacementBody:
+        """From the domain value and how its admission went."""
+        return cls(
+            **PlacementSummary.of(p).model_dump(),
+            demand_waived=demand_waived,
+            over_claim=bool(over_claim),
+            over_claim_dimensions=[DimensionBody.of(d) for d in over_claim],
+        )
+
+
+# --- claims ---------------------------------------------------------------------------------------
+
+
+ClaimSeconds = Annotated[StrictInt, Field(ge=1, le=MAX_CLAIM_SECONDS)]
+
+
+class ClaimCreate(_Request):
+    """A new claim: its limits and when it ends (exactly one of the two forms)."""
+
+    cpus: Cpus
+    memory_mb: Amount
+    disk_gb: Amount
+    expires_in_seconds: ClaimSeconds | None = None
+    expires_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _one_expiry(self) -> ClaimCreate:
+        if (self.expires_in_seconds is None) == (self.expires_at is None):
+            raise ValueError("give exactly one of expires_in_seconds and expires_at")
+        return self
+
+
+class ClaimPatch(_Request):
+    """A claim update: only the fields present change (at most one expiry form)."""
+
+    cpus: Cpus | None = None
+    memory_mb: Amount | None = None
+    disk_gb: Amount | None = None
+    expires_in_seconds: ClaimSeconds | None = None
+    expires_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _something_and_one_expiry(self) -> ClaimPatch:
+        if not self.model_fields_set:
+            raise ValueError("give at least one field to change")
+        if self.expires_in_seconds is not None and self.expires_at is not None:
+            raise ValueError("give at most one of expires_in_seconds and expires_at")
+        return self
+
+
+# --- tokens ---------------------------------------------------------------------------------------
+
+
+class TokenBody(BaseModel):
+    """A namespace token, without its secret."""
+
+    id: str
+    namespace: str
+    created_at: datetime
+    revoked_at: datetime | None
+    active: bool
+
+
+class NewTokenBody(TokenBody):
+    """A token just created: ``secret`` is shown this once and never again."""
+
+    secret: str
+
+
+# --- events ---------------------------------------------------------------------------------------
+
+
+class EventBody(BaseModel):
+    """One audit event."""
+
+    id: int
+    at: datetime
+    kind: str
+    subject: str
+    namespace: str | None
+    level: str
+    data: dict[str, Any]
+
+
+# --- admin ----------------------------------------------------------------------------------------
+
+
+class ClusterResources(BaseModel):
+    """The cluster row; ``unclaimed`` is the unclaimed side as the cluster guard sees it."""
+
+    total: Amounts
+    claimed: Amounts
+    unclaimed_used: Amounts
+    unclaimed: list[DimensionBody]
+    updated_at: datetime
+
+
+class NodeResources(BaseModel):
+    """A node's counters; ``dimensions`` are its guard's, demand included when it applies."""
+
+    name: str
+    pool: str
+    schedulable: bool
+    limits: Amounts
+    used: Amounts
+    expected_demand: float
+    cpu_load_1: float | None
+    cpu_schedulable: int | None
+    dimensions: list[DimensionBody]
+
+
+class ResourcesBody(BaseModel):
+    """``GET /v1/admin/resources``."""
+
+    cluster: ClusterResources
+    nodes: list[NodeResources]

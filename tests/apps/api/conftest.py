@@ -1,0 +1,94 @@
+"""The API under test: the real app over the database under test, driven by httpx in-process.
+
+Each test gets a fresh container (virtual clock, seeded ranking) whose ledger is emptied, an
+``httpx.AsyncClient`` on the ASGI app with the lifespan running, and helpers to make tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+
+from fleetgate.adapters.clock import VirtualClock
+from fleetgate.apps.container import Container, build_container
+from fleetgate.apps.settings import ApiSettings, CapacitySettings, ClaimSettings, Settings
+from tests.conftest import Backend
+from tests.ledgers import START, empty
+
+ADMIN_TOKEN = "test-admin-token-0123456789"
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+def bearer(secret: str) -> dict[str, str]:
+    """The Authorization header for a token."""
+    return {"Authorization": f"Bearer {secret}"}
+
+
+@dataclass
+class Api:
+    """A running API: its client, its container and virtual clock, and token helpers."""
+
+    client: httpx.AsyncClient
+    container: Container
+    clock: VirtualClock
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    async def token(self, namespace: str) -> dict[str, str]:
+        """Headers for a namespace token of ``namespace`` (created once by the admin)."""
+        if namespace not in self.tokens:
+            r = await self.client.post(f"/v1/admin/namespaces/{namespace}/tokens", headers=ADMIN)
+            assert r.status_code == 201, r.text
+            self.tokens[namespace] = r.json()["secret"]
+        return bearer(self.tokens[namespace])
+
+    async def node(self, name: str, threads: int = 8, **body: Any) -> dict[str, Any]:
+        """Add (or replace) a node as the admin; returns its body."""
+        payload = {"threads": threads, "memory_mb": 32768, "disk_gb": 500, **body}
+        r = await self.client.put(f"/v1/nodes/{name}", json=payload, headers=ADMIN)
+        assert r.status_code in (200, 201), r.text
+        result: dict[str, Any] = r.json()
+        return result
+
+
+def api_settings(backend: Backend, **overrides: Any) -> Settings:
+    """Settings for the backend with the test admin token and a seeded ranking."""
+    return Settings(
+        database_url=backend.url,
+        database_session_variables=dict(backend.session_variables),
+        api=ApiSettings(admin_token=ADMIN_TOKEN),
+        capacity=overrides.pop("capacity", CapacitySettings(ranking_seed=7)),
+        claims=overrides.pop("claims", ClaimSettings()),
+        **overrides,
+    )
+
+
+async def running_api(settings: Settings) -> AsyncIterator[Api]:
+    """Start the app's lifespan over ``settings``, empty the ledger, and yield a client."""
+    clock = VirtualClock(START)
+    container = build_container(settings, clock=clock)
+    app = container.api_app()
+    async with app.router.lifespan_context(app):
+        await empty(container.ledger())
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://fleetgate") as client:
+            yield Api(client, container, clock)
+
+
+@pytest.fixture
+async def api(backend: Backend) -> AsyncIterator[Api]:
+    """The API on the database under test, advisory claims."""
+    async for running in running_api(api_settings(backend)):
+        yield running
+
+
+@pytest.fixture
+async def hard_api(backend: Backend) -> AsyncIterator[Api]:
+    """The API with claims enforced hard (a claim refuses its namespace's overage with 403)."""
+    async for running in running_api(
+        api_settings(backend, claims=ClaimSettings(enforcement="hard"))
+    ):
+        yield running

@@ -1,0 +1,122 @@
+"""Nodes over HTTP: add/replace, metrics, cordon, remove (409 while busy), reads, validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.apps.api.conftest import ADMIN, Api
+
+NS = "team-a"
+
+
+async def test_put_adds_then_replaces_keeping_counters(api: Api) -> None:
+    r = await api.client.put(
+        "/v1/nodes/hv-1",
+        json={"threads": 4, "memory_mb": 8192, "disk_gb": 100, "pool": "gp", "labels": {"a": "b"}},
+        headers=ADMIN,
+    )
+    assert r.status_code == 201
+    body = r.json()
+    assert body["limits"] == {"cpus": 12, "memory_mb": 8192, "disk_gb": 100}  # cpu overcommit 3
+    assert (body["pool"], body["labels"], body["schedulable"]) == ("gp", {"a": "b"}, True)
+    team = await api.token(NS)
+    placed = await api.client.post(
+        f"/v1/namespaces/{NS}/placements",
+        json={"cpus": 2, "memory_mb": 1024, "disk_gb": 10},
+        headers=team,
+    )
+    assert placed.status_code == 201
+    r = await api.client.put(
+        "/v1/nodes/hv-1", json={"threads": 8, "memory_mb": 8192, "disk_gb": 100}, headers=ADMIN
+    )
+    assert r.status_code == 200
+    assert r.json()["limits"]["cpus"] == 24
+    assert r.json()["used"] == {"cpus": 2, "memory_mb": 1024, "disk_gb": 10}
+    assert r.json()["pool"] == ""
+
+
+async def test_reads_list_by_name_and_404_for_a_missing_node(api: Api) -> None:
+    for name in ("b-node", "a-node"):
+        await api.node(name)
+    r = await api.client.get("/v1/nodes", headers=ADMIN)
+    assert [n["name"] for n in r.json()] == ["a-node", "b-node"]
+    assert (await api.client.get("/v1/nodes/a-node", headers=ADMIN)).json()["name"] == "a-node"
+    r = await api.client.get("/v1/nodes/nope", headers=ADMIN)
+    assert r.status_code == 404
+    assert r.json() == {"error": "not_found", "message": "node not found"}
+
+
+async def test_metrics_are_published_and_may_be_unknown(api: Api) -> None:
+    await api.node("hv-1")
+    r = await api.client.put(
+        "/v1/nodes/hv-1/metrics", json={"cpu_load_1": 1.5, "cpu_schedulable": 8}, headers=ADMIN
+    )
+    assert r.status_code == 200
+    assert (r.json()["cpu_load_1"], r.json()["cpu_schedulable"]) == (1.5, 8)
+    r = await api.client.put(
+        "/v1/nodes/hv-1/metrics", json={"cpu_load_1": None, "cpu_schedulable": None}, headers=ADMIN
+    )
+    assert (r.json()["cpu_load_1"], r.json()["cpu_schedulable"]) == (None, None)
+    r = await api.client.put(
+        "/v1/nodes/ghost/metrics", json={"cpu_load_1": 1, "cpu_schedulable": 1}, headers=ADMIN
+    )
+    assert r.status_code == 404
+
+
+async def test_a_cordoned_node_admits_nothing_until_uncordoned(api: Api) -> None:
+    await api.node("hv-1")
+    team = await api.token(NS)
+    r = await api.client.post("/v1/nodes/hv-1/cordon", headers=ADMIN)
+    assert r.status_code == 200 and r.json()["schedulable"] is False
+    size = {"cpus": 1, "memory_mb": 1, "disk_gb": 1, "node": "hv-1"}
+    refused = await api.client.post(f"/v1/namespaces/{NS}/placements", json=size, headers=team)
+    assert refused.status_code == 507
+    assert refused.json()["candidates"][0]["cordoned"] is True
+    r = await api.client.post("/v1/nodes/hv-1/uncordon", headers=ADMIN)
+    assert r.json()["schedulable"] is True
+    placed = await api.client.post(f"/v1/namespaces/{NS}/placements", json=size, headers=team)
+    assert placed.status_code == 201
+    assert (await api.client.post("/v1/nodes/ghost/cordon", headers=ADMIN)).status_code == 404
+
+
+async def test_delete_is_409_while_busy_then_204_then_404(api: Api) -> None:
+    await api.node("hv-1")
+    team = await api.token(NS)
+    placed = await api.client.post(
+        f"/v1/namespaces/{NS}/placements",
+        json={"cpus": 1, "memory_mb": 1, "disk_gb": 1},
+        headers=team,
+    )
+    r = await api.client.delete("/v1/nodes/hv-1", headers=ADMIN)
+    assert r.status_code == 409
+    assert r.json()["error"] == "node_busy" and r.json()["placements"] == 1
+    pid = placed.json()["id"]
+    await api.client.delete(f"/v1/namespaces/{NS}/placements/{pid}", headers=team)
+    assert (await api.client.delete("/v1/nodes/hv-1", headers=ADMIN)).status_code == 204
+    assert (await api.client.delete("/v1/nodes/hv-1", headers=ADMIN)).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/v1/nodes/hv-1", {"threads": -1, "memory_mb": 1, "disk_gb": 1}, "threads"),
+        ("/v1/nodes/hv-1", {"threads": True, "memory_mb": 1, "disk_gb": 1}, "threads"),
+        ("/v1/nodes/hv-1", {"threads": "4", "memory_mb": 1, "disk_gb": 1}, "threads"),
+        ("/v1/nodes/hv-1", {"threads": 1, "memory_mb": 1}, "disk_gb"),
+        ("/v1/nodes/hv-1", {"threads": 1, "memory_mb": 2**63, "disk_gb": 1}, "memory_mb"),
+        ("/v1/nodes/hv-1", {"threads": 1, "memory_mb": 1, "disk_gb": 1, "extra": 1}, "extra"),
+        ("/v1/nodes/hv-1", {"threads": 1, "memory_mb": 1, "disk_gb": 1, "pool": "a b"}, "pool"),
+        ("/v1/nodes/-bad-", {"threads": 1, "memory_mb": 1, "disk_gb": 1}, "name"),
+        ("/v1/nodes/" + "a" * 254, {"threads": 1, "memory_mb": 1, "disk_gb": 1}, "name"),
+        ("/v1/nodes/hv-1/metrics", {"cpu_load_1": -0.5, "cpu_schedulable": 1}, "cpu_load_1"),
+        ("/v1/nodes/hv-1/metrics", {"cpu_load_1": 1, "cpu_schedulable": 1.5}, "cpu_schedulable"),
+    ],
+)
+async def test_invalid_input_is_422_naming_the_field(
+    api: Api, path: str, body: dict[str, object], field: str
+) -> None:
+    r = await api.client.put(path, json=body, headers=ADMIN)
+    assert r.status_code == 422
+    assert r.json()["error"] == "invalid_request"
+    assert field in [f["field"] for f in r.json()["fields"]]
+    assert field in r.json()["message"]

@@ -1,0 +1,154 @@
+"""Placements over HTTP: 201, 507 with per-candidate detail, idempotent replays, release once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.apps.api.conftest import ADMIN, Api
+
+NS = "team-a"
+URL = f"/v1/namespaces/{NS}/placements"
+SMALL = {"cpus": 2, "memory_mb": 1024, "disk_gb": 10}
+
+
+async def node_used(api: Api, name: str) -> dict[str, Any]:
+    used: dict[str, Any] = (await api.client.get(f"/v1/nodes/{name}", headers=ADMIN)).json()["used"]
+    return used
+
+
+async def test_an_admitted_placement_is_201_with_its_body_and_location(api: Api) -> None:
+    await api.node("hv-1")
+    team = await api.token(NS)
+    r = await api.client.post(URL, json=SMALL, headers=team)
+    assert r.status_code == 201
+    body = r.json()
+    assert {k: body[k] for k in ("namespace", "node", "cpus", "memory_mb", "disk_gb")} == {
+        "namespace": NS,
+        "node": "hv-1",
+        **SMALL,
+    }
+    assert (body["demand_waived"], body["over_claim"], body["claim_id"]) == (False, False, None)
+    assert r.headers["Location"] == f"{URL}/{body['id']}"
+    assert "Idempotent-Replayed" not in r.headers
+    assert (await api.client.get(r.headers["Location"], headers=team)).json() == body
+
+
+async def test_a_repeated_request_id_returns_the_first_result_and_admits_nothing(api: Api) -> None:
+    await api.node("hv-1")
+    team = await api.token(NS)
+    first = await api.client.post(URL, json={**SMALL, "request_id": "job-42"}, headers=team)
+    again = await api.client.post(URL, json={**SMALL, "request_id": "job-42"}, headers=team)
+    assert (first.status_code, again.status_code) == (201, 201)
+    assert again.json() == first.json()
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert len((await api.client.get(URL, headers=team)).json()) == 1
+    assert await node_used(api, "hv-1") == SMALL
+    # The key is per namespace: another namespace's identical key is its own placement.
+    other = await api.client.post(
+        "/v1/namespaces/team-b/placements", json={**SMALL, "request_id": "job-42"}, headers=ADMIN
+    )
+    assert other.status_code == 201 and other.json()["id"] != first.json()["id"]
+
+
+async def test_a_replay_reports_the_first_admissions_demand_waiver(api: Api) -> None:
+    await api.node("hv-1")
+    # Load far above target_load x cpu_schedulable: the demand clause alone refuses, is waived.
+    await api.client.put(
+        "/v1/nodes/hv-1/metrics", json={"cpu_load_1": 50.0, "cpu_schedulable": 8}, headers=ADMIN
+    )
+    team = await api.token(NS)
+    first = await api.client.post(URL, json={**SMALL, "request_id": "w"}, headers=team)
+    assert first.status_code == 201 and first.json()["demand_waived"] is True
+    again = await api.client.post(URL, json={**SMALL, "request_id": "w"}, headers=team)
+    assert again.json() == first.json()
+
+
+async def test_no_room_anywhere_is_507_with_every_candidates_dimensions(api: Api) -> None:
+    await api.node("hv-1", threads=1)  # 3 vCPUs
+    await api.node("hv-2", threads=1)
+    team = await api.token(NS)
+    r = await api.client.post(URL, json={**SMALL, "cpus": 4, "node": None}, headers=team)
+    assert r.status_code == 507
+    body = r.json()
+    assert body["error"] == "insufficient_capacity"
+    assert "2 candidate" in body["message"]
+    assert sorted(c["node"] for c in body["candidates"]) == ["hv-1", "hv-2"]
+    for candidate in body["candidates"]:
+        cpus = next(d for d in candidate["dimensions"] if d["dimension"] == "cpus")
+        assert cpus["exceeded"] is True and cpus["requested"] == 4
+        assert set(cpus) >= {"dimension", "limit", "used", "requested", "exceeded"}
+        assert candidate["stage"] in {"node", "cluster"}
+    # The refusal's audit trail is readable under the subject the 507 names.
+    events = await api.client.get("/v1/events", params={"namespace": NS}, headers=ADMIN)
+    assert body["audit_subject"] in {e["subject"] for e in events.json()}
+
+
+async def test_with_no_nodes_at_all_the_answer_is_507_with_no_candidates(api: Api) -> None:
+    r = await api.client.post(URL, json=SMALL, headers=await api.token(NS))
+    assert r.status_code == 507 and r.json()["candidates"] == []
+
+
+async def test_a_forced_node_that_does_not_exist_is_404(api: Api) -> None:
+    r = await api.client.post(URL, json={**SMALL, "node": "ghost"}, headers=ADMIN)
+    assert r.status_code == 404 and r.json()["message"] == "node not found"
+
+
+async def test_release_is_204_once_then_404_and_credits_once(api: Api) -> None:
+    await api.node("hv-1")
+    team = await api.token(NS)
+    keep = (await api.client.post(URL, json=SMALL, headers=team)).json()
+    gone = (await api.client.post(URL, json=SMALL, headers=team)).json()
+    assert (await api.client.delete(f"{URL}/{gone['id']}", headers=team)).status_code == 204
+    second = await api.client.delete(f"{URL}/{gone['id']}", headers=team)
+    assert second.status_code == 404
+    assert second.json() == {"error": "not_found", "message": "placement not found"}
+    assert await node_used(api, "hv-1") == SMALL  # only `keep` remains charged
+    assert [p["id"] for p in (await api.client.get(URL, headers=team)).json()] == [keep["id"]]
+
+
+async def test_another_namespaces_placement_is_exactly_a_missing_one(api: Api) -> None:
+    await api.node("hv-1")
+    theirs = (
+        await api.client.post(
+            "/v1/namespaces/team-b/placements", json=SMALL, headers=await api.token("team-b")
+        )
+    ).json()
+    team = await api.token(NS)
+    missing = await api.client.get(f"{URL}/00000000-0000-0000-0000-000000000000", headers=team)
+    for path in (f"{URL}/{theirs['id']}", f"/v1/namespaces/team-b/placements/{theirs['id']}"):
+        for method in ("GET", "DELETE"):
+            r = await api.client.request(method, path, headers=team)
+            assert (r.status_code, r.json()) == (404, missing.json())
+    assert await node_used(api, "hv-1") == SMALL  # nothing was released
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({**SMALL, "cpus": -1}, "cpus"),
+        ({**SMALL, "cpus": True}, "cpus"),
+        ({**SMALL, "cpus": 1.5}, "cpus"),
+        ({**SMALL, "memory_mb": "1024"}, "memory_mb"),
+        ({**SMALL, "disk_gb": 2**62}, "disk_gb"),
+        ({"cpus": 1, "memory_mb": 1}, "disk_gb"),
+        ({**SMALL, "request_id": "has space"}, "request_id"),
+        ({**SMALL, "request_id": "x" * 129}, "request_id"),
+        ({**SMALL, "node": "bad/name"}, "node"),
+        ({**SMALL, "colour": "red"}, "colour"),
+    ],
+)
+async def test_invalid_input_is_422_naming_the_field(
+    api: Api, body: dict[str, object], field: str
+) -> None:
+    r = await api.client.post(URL, json=body, headers=await api.token(NS))
+    assert r.status_code == 422
+    assert field in [f["field"] for f in r.json()["fields"]]
+
+
+async def test_an_invalid_namespace_or_id_is_422_for_the_admin(api: Api) -> None:
+    r = await api.client.get("/v1/namespaces/Team_A/placements", headers=ADMIN)
+    assert r.status_code == 422 and r.json()["fields"][0]["field"] == "ns"
+    r = await api.client.get(f"{URL}/not%20an%20id", headers=ADMIN)
+    assert r.status_code == 422 and r.json()["fields"][0]["field"] == "placement_id"
