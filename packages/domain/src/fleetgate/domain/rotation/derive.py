@@ -273,10 +273,10 @@ def _forecast_findings(r: Derivation) -> list[Finding]:
     # The reference compares in float64; kept so both agree at the boundary.
     if n > 0 and a > _ZERO and c * a.total_seconds() < n * p.total_seconds():
         message = (
-            f"each occurrence fits C = {c} rotation start(s) and a node spends A/P = "
-            f"{a / p:.2f} window periods before it falls due, so the windows rotate about "
-            f"C·A/P = {c * (a / p):.1f} nodes per node lifetime, fewer than the N = {n} nodes in "
-            "the pool. Widen or add windows, lower cooldownAfter, or split the pool."
+            f"in A = {fmt(a)} (the age at which a node falls due) the windows offer about "
+            f"C·A/P = {c}·{fmt(a)}/{fmt(p)} = {c * (a / p):.1f} rotation starts, fewer than the "
+            f"N = {n} nodes in the pool, so nodes queue up towards their forced expiry. Widen or "
+            "add windows, lower cooldownAfter, or split the pool."
         )
         out.append(finding(FindingCode.THROUGHPUT_BELOW_ARRIVAL, message))
     if n > 0 and k > 0 and n > k * c:

@@ -1,0 +1,305 @@
+"""``fleetgate check`` end to end: every example, the reference manifest, JSON shape, exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from fleetgate.apps.check import check_report
+from fleetgate.apps.cli import app
+from fleetgate.apps.policyfile import load_policy
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+H = 3600
+
+INPUT_KEYS = {
+    "E",
+    "tGP",
+    "tGPIsFallback",
+    "P",
+    "D",
+    "gap",
+    "readyTimeout",
+    "cooldownAfter",
+    "failurePause",
+    "retryBackoff",
+    "K",
+    "m",
+    "N",
+    "ageThresholdOverride",
+}
+TOP_KEYS = {
+    "inputs",
+    "tRot",
+    "tRotEst",
+    "drainEstimate",
+    "provisioningEstimate",
+    "leadTime",
+    "A",
+    "G",
+    "C",
+    "findings",
+}
+
+# Each example with the command line its header documents.
+DOCUMENTED = {
+    "tokyo-policy.yaml": ["--expire-after", "336h", "--termination-grace-period", "1h"],
+    "weekend-policy.yaml": [
+        "--expire-after",
+        "20d",
+        "--termination-grace-period",
+        "2h",
+        "--nodes",
+        "20",
+    ],
+    "overnight-policy.yaml": [
+        "--expire-after",
+        "14d",
+        "--termination-grace-period",
+        "1h",
+        "--nodes",
+        "20",
+    ],
+    "auto-mode-policy.yaml": [
+        "--expire-after",
+        "20d",
+        "--termination-grace-period",
+        "24h",
+        "--nodes",
+        "20",
+    ],
+    "reference-noderotation-policy.yaml": [
+        "--expire-after",
+        "336h",
+        "--termination-grace-period",
+        "1h",
+    ],
+}
+
+
+def check(*args: str | Path) -> tuple[int, str, str]:
+    """Run ``fleetgate check`` in-process: (exit code, stdout, stderr)."""
+    result = CliRunner().invoke(app, ["check", *map(str, args)])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def check_json(*args: str | Path) -> tuple[int, Any]:
+    """Run ``fleetgate check --format json`` and parse its output."""
+    code, out, err = check(*args, "--format", "json")
+    assert code in (0, 1), err
+    return code, json.loads(out)
+
+
+ALL_EXAMPLES = sorted(p.name for p in EXAMPLES.glob("*policy*.yaml"))
+
+
+def test_examples_include_the_documented_ones() -> None:
+    assert set(DOCUMENTED) <= set(ALL_EXAMPLES)
+
+
+@pytest.mark.parametrize("name", ALL_EXAMPLES)
+def test_check_runs_on_every_example(name: str) -> None:
+    args = DOCUMENTED.get(name, ["--expire-after", "14d", "--termination-grace-period", "1h"])
+    code, report = check_json(EXAMPLES / name, *args)
+    reports = report if isinstance(report, list) else [report]
+    for one in reports:
+        assert set(one) == TOP_KEYS and set(one["inputs"]) == INPUT_KEYS
+    fatal = any(f["severity"] == "fatal" for one in reports for f in one["findings"])
+    assert code == (1 if fatal else 0)
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_every_example_passes_its_documented_check(name: str) -> None:
+    code, report = check_json(EXAMPLES / name, *DOCUMENTED[name])
+    assert code == 0
+    assert not [f for f in report["findings"] if f["severity"] == "fatal"]
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTED))
+def test_every_example_renders_a_table(name: str) -> None:
+    code, out, _ = check(EXAMPLES / name, *DOCUMENTED[name])
+    assert code == 0
+    for symbol in ("t_rot", "t_rot_est", "leadTime", "readyTimeout + tGP + Buffer", "OK:"):
+        assert symbol in out
+
+
+def test_tokyo_is_the_v1_worked_example_in_seconds() -> None:
+    _, report = check_json(EXAMPLES / "tokyo-policy.yaml", *DOCUMENTED["tokyo-policy.yaml"])
+    assert report == {
+        "inputs": {
+            "E": 336 * H,
+            "tGP": H,
+            "tGPIsFallback": False,
+            "P": 96 * H,
+            "D": 4 * H,
+            "gap": 68 * H,
+            "readyTimeout": 900,
+            "cooldownAfter": 600,
+            "failurePause": 600,
+            "retryBackoff": 1800,
+            "K": 2,
+            "m": 1,
+            "N": 0,
+            "ageThresholdOverride": None,
+        },
+        "tRot": H + 17 * 60,
+        "tRotEst": 900,
+        "drainEstimate": 600,
+        "provisioningEstimate": 300,
+        "leadTime": 193 * H + 17 * 60,
+        "A": 142 * H + 43 * 60,
+        "G": 2,
+        "C": 10,
+        "findings": [],
+    }
+
+
+def test_reference_manifest_loads_unchanged_and_shows_the_split_gap() -> None:
+    code, report = check_json(
+        EXAMPLES / "reference-noderotation-policy.yaml",
+        *DOCUMENTED["reference-noderotation-policy.yaml"],
+    )
+    assert code == 0
+    assert (report["inputs"]["P"], report["inputs"]["D"], report["inputs"]["gap"]) == (
+        93 * H,
+        59 * 60,
+        60,
+    )
+    assert [f["code"] for f in report["findings"]] == ["RotationSpansNextWindow"]
+    assert report["findings"][0]["side"] == "forecast"
+
+
+def test_fatal_finding_exits_1() -> None:
+    code, report = check_json(
+        EXAMPLES / "weekend-policy.yaml",
+        "--expire-after",
+        "12d",
+        "--termination-grace-period",
+        "2h",
+    )
+    assert code == 1
+    fatal = [f for f in report["findings"] if f["severity"] == "fatal"]
+    assert [f["code"] for f in fatal] == ["ANonPositive"]
+    assert fatal[0]["side"] == "deadline" and "longer expireAfter" in fatal[0]["message"]
+    code, out, _ = check(EXAMPLES / "weekend-policy.yaml", "--expire-after", "12d")
+    assert code == 1 and "ANonPositive" in out and "FATAL" in out
+
+
+def test_omitted_grace_period_is_the_unset_fallback() -> None:
+    _, report = check_json(EXAMPLES / "tokyo-policy.yaml", "--expire-after", "336h")
+    assert report["inputs"]["tGP"] == H and report["inputs"]["tGPIsFallback"] is True
+    assert [f["code"] for f in report["findings"]] == ["TGPUnset"]
+
+
+def test_never_expiring_pool_derives_nothing() -> None:
+    code, report = check_json(EXAMPLES / "tokyo-policy.yaml", "--expire-after", "Never")
+    assert code == 0 and report["inputs"]["E"] is None
+    assert (report["A"], report["C"], report["findings"]) == (0, 0, [])
+
+
+def test_gap_is_null_when_always_open(tmp_path: Path) -> None:
+    policy = tmp_path / "always.yaml"
+    policy.write_text(
+        "apiVersion: fleetgate.io/v1alpha1\nkind: RotationPolicy\nspec:\n  nodePoolSelector: {}\n"
+        "  maintenanceWindows:\n  - {timezone: UTC, days: [Mon, Tue, Wed, Thu, Fri, Sat, Sun],"
+        " start: '00:00', end: '24:00'}\n"
+    )
+    _, report = check_json(policy, "--expire-after", "14d", "--termination-grace-period", "1h")
+    assert report["inputs"]["gap"] is None and report["inputs"]["P"] == 60
+
+
+def test_fractional_seconds_stay_numbers(tmp_path: Path) -> None:
+    _, report = check_json(
+        EXAMPLES / "tokyo-policy.yaml",
+        "--expire-after",
+        "336h",
+        "--termination-grace-period",
+        "1.5s",
+    )
+    assert report["inputs"]["tGP"] == 1.5
+
+
+def test_multi_document_file_prints_a_list(tmp_path: Path) -> None:
+    both = tmp_path / "both.yaml"
+    both.write_text(
+        (EXAMPLES / "tokyo-policy.yaml").read_text()
+        + "\n---\n"
+        + (EXAMPLES / "weekend-policy.yaml").read_text()
+    )
+    code, reports = check_json(both, "--expire-after", "14d", "--termination-grace-period", "1h")
+    assert code == 0 and [r["inputs"]["P"] for r in reports] == [96 * H, 144 * H]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--expire-after", "fortnight"], "--expire-after: invalid duration 'fortnight'"),
+        (["--expire-after", "0s"], "--expire-after: must be greater than 0"),
+        (
+            ["--expire-after", "14d", "--termination-grace-period", "-1h"],
+            "--termination-grace-period: must not be negative",
+        ),
+        (
+            ["--expire-after", "14d", "--termination-grace-period", "1 hour"],
+            "--termination-grace-period: invalid duration '1 hour'",
+        ),
+    ],
+)
+def test_invalid_options_exit_2_naming_the_option(args: list[str], message: str) -> None:
+    code, _, err = check(EXAMPLES / "tokyo-policy.yaml", *args)
+    assert code == 2 and message in err
+
+
+def test_invalid_policy_exits_2_naming_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        (EXAMPLES / "tokyo-policy.yaml").read_text()
+        + "  surge:\n    failurePause: 0s\n    readyTimout: 5m\n"
+    )
+    code, _, err = check(bad, "--expire-after", "14d")
+    assert code == 2
+    assert f"{bad}: spec.surge.readyTimout: unknown field" in err
+    assert f"{bad}: spec.surge.failurePause: must be greater than 0" in err
+
+
+def test_missing_file_and_bad_yaml_exit_2(tmp_path: Path) -> None:
+    code, _, err = check(tmp_path / "nope.yaml", "--expire-after", "14d")
+    assert code == 2 and "nope.yaml: cannot read" in err
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("spec: [unclosed\n")
+    code, _, err = check(broken, "--expire-after", "14d")
+    assert code == 2 and "invalid YAML at line" in err
+
+
+def test_check_report_is_what_the_cli_prints() -> None:
+    path = EXAMPLES / "overnight-policy.yaml"
+    _, printed = check_json(path, *DOCUMENTED["overnight-policy.yaml"])
+    built = check_report(load_policy(path), timedelta(days=14), timedelta(hours=1), 20)
+    assert built == printed
+
+
+def test_the_installed_console_script() -> None:
+    fleetgate = Path(sys.executable).with_name("fleetgate")
+    out = subprocess.run(
+        [
+            str(fleetgate),
+            "check",
+            str(EXAMPLES / "weekend-policy.yaml"),
+            "--expire-after",
+            "12d",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 1 and json.loads(out.stdout)["A"] < 0
