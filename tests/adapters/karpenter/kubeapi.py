@@ -73,6 +73,7 @@ class Request:
     query: dict[str, str]
     body: Any
     content_type: str | None
+    token: str | None = None  # the bearer token: tells one client (replica) from another
 
 
 @dataclass
@@ -81,6 +82,7 @@ class _Fault:
     path: re.Pattern[str]
     status: int
     times: int
+    token: str | None
 
 
 class KubeError(Exception):
@@ -173,9 +175,16 @@ class KubeAPIServer:
         """Answer 403 to ``verb`` (get/list/watch/create/update/patch/delete) on ``resource``."""
         self._forbidden.add((verb, resource))
 
-    def fail_next(self, method: str, path_regex: str, status: int, times: int = 1) -> None:
-        """Answer the next ``times`` matching requests with ``status`` (409 is a Conflict)."""
-        self._faults.append(_Fault(method.upper(), re.compile(path_regex), status, times))
+    def fail_next(
+        self, method: str, path_regex: str, status: int, times: int = 1, token: str | None = None
+    ) -> None:
+        """Answer the next ``times`` matching requests (of the client with ``token``, if given)
+        with ``status`` (409 is a Conflict)."""
+        self._faults.append(_Fault(method.upper(), re.compile(path_regex), status, times, token))
+
+    def heal(self) -> None:
+        """Drop every injected failure that has not fired yet."""
+        self._faults.clear()
 
     def seed(self, obj: Obj) -> Obj:
         """Store ``obj`` as if created through the API (``creationTimestamp`` may be preset)."""
@@ -333,17 +342,21 @@ class KubeAPIServer:
             except ValueError:
                 return _status(400, "BadRequest", "request body is not JSON")
         query = dict(request.query)
+        auth = request.headers.get("Authorization", "")
+        token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
         self.requests.append(
-            Request(request.method, request.path, query, body, request.content_type or None)
+            Request(request.method, request.path, query, body, request.content_type or None, token)
         )
         try:
-            self._maybe_fault(request.method, request.path)
+            self._maybe_fault(request.method, request.path, token)
             return await self._route(request, query, body)
         except KubeError as exc:
             return _status(exc.code, exc.reason, exc.message)
 
-    def _maybe_fault(self, method: str, path: str) -> None:
+    def _maybe_fault(self, method: str, path: str, token: str | None) -> None:
         for fault in self._faults:
+            if fault.token is not None and fault.token != token:
+                continue
             if fault.times > 0 and fault.method == method and fault.path.search(path):
                 fault.times -= 1
                 reason = {409: "Conflict", 404: "NotFound", 403: "Forbidden"}.get(

@@ -1,0 +1,119 @@
+"""Rotation events as events.k8s.io/v1 Events regarding the NodePool or NodeClaim."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from fleetgate.adapters.karpenter.events import event_body
+from fleetgate.adapters.karpenter.gateway import KarpenterGateway
+from fleetgate.domain.events import Event, Level
+from fleetgate.domain.ports import EventSink
+from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
+from tests.adapters.karpenter.kubeapi import KubeAPIServer
+
+AT = datetime(2026, 1, 7, 2, 0, 0, 123456, tzinfo=UTC)
+
+
+async def test_pool_and_claim_events_become_kubernetes_events(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway
+) -> None:
+    api.seed(nodepool("default"))
+    claim, _ = sim.node("default")
+    sink = gateway.event_sink()
+    assert isinstance(sink, EventSink)
+
+    await sink.emit(
+        [
+            Event(
+                "RotationStarted",
+                AT,
+                subject="default",
+                data={"subject_kind": "NodePool", "message": f"rotating {claim}"},
+            ),
+            Event(
+                "RotationFailed",
+                AT,
+                subject=claim,
+                level=Level.WARNING,
+                data={"subject_kind": "NodeClaim", "message": "surge not ready within 15m"},
+            ),
+        ]
+    )
+
+    posts = [r for r in api.writes() if r.method == "POST"]
+    assert [r.path for r in posts] == ["/apis/events.k8s.io/v1/namespaces/default/events"] * 2
+    started, failed = (r.body for r in posts)
+    assert started["reason"] == "RotationStarted" and started["type"] == "Normal"
+    assert started["note"] == f"rotating {claim}"
+    assert started["reportingController"] == "fleetgate.io/rotation-controller"
+    assert started["reportingInstance"] == "fleetgate-0"
+    assert started["eventTime"] == "2026-01-07T02:00:00.123456Z"
+    assert started["regarding"] == {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "name": "default",
+        "uid": api.get("NodePool", "default")["metadata"]["uid"],  # type: ignore[index]
+    }
+    assert failed["type"] == "Warning"
+    assert failed["regarding"]["kind"] == "NodeClaim" and failed["regarding"]["name"] == claim
+    assert len(api.list("Event", "default")) == 2
+
+
+async def test_events_about_no_cluster_object_are_skipped(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    await gateway.event_sink().emit([Event("instance placed", AT, subject="p1", namespace="t")])
+    assert api.writes() == []
+
+
+async def test_event_about_a_vanished_object_goes_out_without_uid(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    await gateway.event_sink().emit(
+        [Event("RotationCompleted", AT, subject="gone-claim", data={"subject_kind": "NodeClaim"})]
+    )
+    [post] = api.writes()
+    assert "uid" not in post.body["regarding"]
+    assert post.body["note"] == "RotationCompleted"
+
+
+async def test_delivery_failure_is_not_raised(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    api.seed(nodepool("default"))
+    api.fail_next("POST", "/events", 500, times=2)
+    events = [
+        Event(
+            "PolicyConflict",
+            AT,
+            subject="default",
+            level=Level.WARNING,
+            data={"subject_kind": "NodePool"},
+        )
+    ] * 3
+    await gateway.event_sink().emit(events)  # no exception
+    assert len(api.list("Event", "default")) == 1  # the third got through
+
+
+def test_long_notes_are_cut_to_the_api_limit() -> None:
+    body = event_body(
+        Event(
+            "ThroughputBelowArrival",
+            AT,
+            subject="p",
+            data={"subject_kind": "NodePool", "message": "x" * 5000},
+        ),
+        instance="i",
+        serial=0,
+        uid=None,
+    )
+    assert body is not None and len(body["note"]) == 1024 and body["note"].endswith("...")
+
+
+def test_event_names_differ_within_one_instant() -> None:
+    event = Event("RotationStarted", AT, subject="p", data={"subject_kind": "NodePool"})
+    names = {
+        event_body(event, instance="i", serial=s, uid=None)["metadata"]["name"]  # type: ignore[index]
+        for s in range(3)
+    }
+    assert len(names) == 3
