@@ -75,8 +75,8 @@ async def test_a_placeholder_that_fits_nowhere_brings_a_new_claim_ready_after_th
     new = next(c for c in obs.claims if c.name != old)
     assert new.created_at == T0 + BATCH
     assert not new.ready and obs.placeholders[0].phase == "Pending"
-    assert cluster.next_event_at() == T0 + BATCH + timedelta(minutes=2)
-    cluster.advance_to(T0 + BATCH + timedelta(minutes=2))
+    assert cluster.next_event_at() == T0 + timedelta(minutes=2)  # the delay includes the batch
+    cluster.advance_to(T0 + timedelta(minutes=2))
     obs = await cluster.observe("pool")
     assert obs is not None
     assert obs.claim(new.name).ready  # type: ignore[union-attr]
@@ -108,7 +108,7 @@ async def test_a_deleted_claim_drains_moves_its_pods_preempting_the_placeholder_
     assert obs.placeholders == ()  # preempted by the evicted workload
     new = next(c for c in obs.claims if c.name != old)
     assert [p.name for p in obs.pods_on(new.name)] == [f"{old}-app"]
-    assert cluster.next_event_at() == T0 + timedelta(minutes=8)
+    assert cluster.next_event_at() == T0 + timedelta(minutes=8)  # the drain began at 3m
     cluster.advance_to(T0 + timedelta(minutes=8))
     obs = await cluster.observe("pool")
     assert obs is not None and obs.claim(old) is None

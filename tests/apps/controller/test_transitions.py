@@ -52,7 +52,7 @@ async def test_surge_ready_starts_the_drain_and_the_drained_claim_is_a_success()
     await world.run(2 * M + 30 * timedelta(seconds=1))
     pool = world.pool_annotations()
     assert pool[ann.ACTIVE_ROTATION_STATE] == "draining"
-    assert pool[ann.SURGE_WAIT] == "2m1s" and ann.DRAINING_AT in pool
+    assert pool[ann.SURGE_WAIT] == "2m" and ann.DRAINING_AT in pool
     assert world.cluster.claims[old].deleting_at is not None
     assert world.claim_annotations(old)[ann.CLAIM_STATE] == "draining"
     host = next(c.node for c in world.cluster.claims.values() if c.name != old)

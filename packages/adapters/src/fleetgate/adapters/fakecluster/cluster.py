@@ -39,6 +39,7 @@ from fleetgate.adapters.fakecluster.model import (
     Pod,
     Pool,
 )
+from fleetgate.adapters.fakecluster.scheduler import BATCH
 from fleetgate.domain.rotation.cluster import (
     ClusterConflict,
     ObjectNotFound,
@@ -112,6 +113,7 @@ class FakeCluster:
         self.placeholder_namespace = placeholder_namespace
         self.pools: dict[str, Pool] = {}
         self.claims: dict[str, Claim] = {}
+        self.archive: dict[str, Claim] = {}  # every claim ever created, removed ones included
         self.pods: dict[tuple[str, str], Pod] = {}
         self.faults = Faults()
         self.history: list[ClusterRecord] = []
@@ -481,6 +483,7 @@ class FakeCluster:
             labels={NODEPOOL_LABEL: pool.name, **pool.node_labels},
         )
         self.claims[name] = claim
+        self.archive[name] = claim
         self._record(created_at, "claim-created", name, pool.name)
         if expire_after is not None:
             self._at(created_at + expire_after, "expire", name)
@@ -517,7 +520,8 @@ class FakeCluster:
             dict(pool.node_allocatable),
         )
         if pool.name not in self.faults.provisioning_never_completes:
-            self._at(at + pool.provisioning_delay, "launch", claim.name)
+            # The pool's delay runs from the Pod going Pending; the batch window is part of it.
+            self._at(at + max(pool.provisioning_delay - BATCH, timedelta(0)), "launch", claim.name)
         return claim
 
     def _start_deletion(self, claim: Claim, at: datetime) -> None:

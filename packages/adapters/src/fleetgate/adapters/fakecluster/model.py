@@ -42,7 +42,7 @@ class Pool:
     limits: dict[str, int] = field(default_factory=dict)
     node_allocatable: dict[str, int] = field(default_factory=lambda: dict(DEFAULT_NODE_ALLOCATABLE))
     node_labels: dict[str, str] = field(default_factory=dict)
-    provisioning_delay: timedelta = timedelta(minutes=2)
+    provisioning_delay: timedelta = timedelta(minutes=2)  # Pod Pending -> claim Ready
     drain_time: timedelta = timedelta(minutes=5)
     version: int = 1
 

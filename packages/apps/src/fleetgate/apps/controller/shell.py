@@ -54,6 +54,7 @@ class RotationController:
         placeholder_image: str = "",
         priority_class: str = "",
         on_pass: Callable[[PassResult], None] | None = None,
+        logger: Any = None,
     ) -> None:
         self.cluster = cluster
         self.policies = policies
@@ -64,6 +65,7 @@ class RotationController:
         self.placeholder_image = placeholder_image
         self.priority_class = priority_class
         self.on_pass = on_pass
+        self.log = logger if logger is not None else _log
         self.swept = False
         self.due: dict[str, datetime] = {}
         self._announced: dict[str, set[str]] = {}
@@ -81,7 +83,7 @@ class RotationController:
             try:
                 await self._apply(pool, sweep(obs, now), now)
             except (ClusterConflict, ObjectNotFound) as exc:
-                _log.warning("startup sweep skipped a write", nodepool=pool, error=str(exc))
+                self.log.warning("startup sweep skipped a write", nodepool=pool, error=str(exc))
         self.swept = True
 
     async def run_due(self) -> list[PassResult]:
@@ -141,7 +143,7 @@ class RotationController:
             outcome.interrupted = str(exc)
             outcome.requeue_at = now + SHORT_REQUEUE
         if outcome.interrupted is not None:
-            _log.info("pass interrupted; requeued", nodepool=pool, error=outcome.interrupted)
+            self.log.info("pass interrupted; requeued", nodepool=pool, error=outcome.interrupted)
             memo.announced |= self._announced.get(pool, set())
             memo.logged = {**self._logged.get(pool, {}), **memo.logged}
         self._announced[pool] = memo.announced
@@ -229,7 +231,7 @@ class RotationController:
             memo.logged[a.message] = a.dedup
             if self._logged.get(pool, {}).get(a.message) == a.dedup:
                 return
-        _log.info(a.message, nodepool=pool, **dict(a.fields))
+        self.log.info(a.message, nodepool=pool, **dict(a.fields))
 
 
 @dataclass

@@ -145,7 +145,12 @@ def step(
         actions.append(Log("no rotation candidate", fields, dedup=blocked.reason.value))
         requeue = now + LONG_REQUEUE
         blocked_report = _with(report, blocked=blocked, reason=blocked.reason.value)
-        return Step(tuple(actions), requeue, blocked_report, quiet_until=blocked.until)
+        return Step(
+            tuple(actions),
+            requeue,
+            blocked_report,
+            quiet_until=_earliest(blocked.until, _gate_change(p)),
+        )
     views = [claim_view(c) for c in obs.claims]
     opted = _opted_out(obs)
     chosen = pick(views, now, p.policy.selection, opted)
@@ -162,7 +167,7 @@ def step(
             tuple(actions),
             now + LONG_REQUEUE,
             _with(report, reason=NO_ELIGIBLE_CLAIM),
-            quiet_until=next_eligibility(p),
+            quiet_until=_earliest(next_eligibility(p), _gate_change(p)),
         )
     claim = obs.claim(chosen.name)
     assert claim is not None
@@ -495,3 +500,13 @@ def _quiet_anchored(p: Pass, anchor: str) -> datetime | None:
             until = min(until, freeze)
         return until
     return p.now
+
+
+def _gate_change(p: Pass) -> datetime | None:
+    """The next window or exclusion transition: the reported gate may change there."""
+    return p.policy.schedule.next_transition(p.now)
+
+
+def _earliest(*instants: datetime | None) -> datetime | None:
+    """The earliest of the given instants (None when none is given)."""
+    return min((i for i in instants if i is not None), default=None)

@@ -1,0 +1,191 @@
+"""``fleetgate simulate``: read the inputs, run the simulation, print it, write the report.
+
+Exit codes: 0 no node outlived its expireAfter, 1 some did (or the run was partial), 2 invalid
+input. The JSON output is byte-identical for identical inputs (sorted keys, fixed separators).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from fleetgate.apps.policyfile import PolicyFileError, load_policy
+from fleetgate.apps.simulate.fleet import FleetError, load_fleet, parse_instant
+from fleetgate.apps.simulate.report import render_html
+from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
+from fleetgate.domain.durations import parse_duration
+
+_err = Console(stderr=True)
+
+
+def _fail(message: str) -> int:
+    _err.print(f"[red]error:[/red] {message}", highlight=False)
+    return 2
+
+
+def build_inputs(
+    policy: Path,
+    fleet: Path,
+    start: str,
+    end: str,
+    env_provisioning: str | None,
+    env_drain: str | None,
+) -> Inputs:
+    """Read and check every input; raises ValueError naming the bad one."""
+    begin = parse_instant(start, "--from")
+    finish = parse_instant(end, "--to")
+    try:
+        document = yaml.safe_load(fleet.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise FleetError(f"--fleet: cannot read {fleet}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise FleetError(f"--fleet: {fleet} is not valid YAML: {exc}") from exc
+    durations: dict[str, timedelta | None] = {}
+    for flag, value in (("--env-provisioning", env_provisioning), ("--env-drain", env_drain)):
+        if value is None:
+            durations[flag] = None
+            continue
+        try:
+            parsed = parse_duration(value)
+        except ValueError as exc:
+            raise FleetError(f"{flag}: {exc}") from exc
+        if parsed < timedelta(0):
+            raise FleetError(f"{flag}: must not be negative")
+        durations[flag] = parsed
+    return Inputs(
+        policy=load_policy(policy),
+        fleet=load_fleet(document, begin),
+        start=begin,
+        end=finish,
+        env_provisioning=durations["--env-provisioning"],
+        env_drain=durations["--env-drain"],
+    )
+
+
+def to_json(doc: dict[str, Any]) -> str:
+    """The canonical JSON text of a simulation document."""
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def print_table(doc: dict[str, Any], console: Console) -> None:
+    """The human summary: derivation, outcome, diagnostics and the notable events."""
+    r, s = doc["result"], doc["summary"]
+    head = Table(title="Derivation", show_header=False)
+    for label, value in [
+        ("A (age threshold)", r["ageThreshold"]),
+        ("t_rot", r["tRot"]),
+        ("t_rot_est", r["tRotEst"]),
+        ("G (chances)", r["guaranteedChances"]),
+        ("C (per window)", r["throughputCapacity"]),
+        ("P", r["inputs"]["p"]),
+        ("env provisioning", doc["env"]["provisioning"]),
+        ("env drain", doc["env"]["drain"]),
+    ]:
+        head.add_row(label, str(value))
+    console.print(head)
+    outcome = Table(
+        title=f"Simulated {doc['simulatedFrom']} → {doc['simulatedThrough']}"
+        + (" (partial)" if doc["partial"] else ""),
+        show_header=False,
+    )
+    for key in (
+        "nodes",
+        "rotations",
+        "succeeded",
+        "failed",
+        "surgeless",
+        "breaches",
+        "controllerPasses",
+    ):
+        outcome.add_row(key, str(s[key]))
+    console.print(outcome)
+    notes = [*r["findings"], *doc["diagnostics"]]
+    if notes:
+        diag = Table(title="Findings and diagnostics")
+        diag.add_column("severity")
+        diag.add_column("code")
+        diag.add_column("message")
+        for n in notes:
+            diag.add_row(n["severity"], n["code"], n["message"])
+        console.print(diag)
+    shown = [
+        e
+        for e in doc["events"]
+        if e["type"]
+        in ("expire-after-breach", "rotation-failed", "estimate-disagrees", "rotation-expired")
+    ]
+    if shown:
+        events = Table(title="Notable events")
+        events.add_column("at")
+        events.add_column("event")
+        events.add_column("detail")
+        for e in shown[:50]:
+            detail = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("at", "type"))
+            events.add_row(e["at"], e["type"], detail)
+        console.print(events)
+    verdict = (
+        "[green]no node outlived its expireAfter[/green]"
+        if s["breaches"] == 0
+        else f"[red]{s['breaches']} node(s) outlived their expireAfter[/red]"
+    )
+    console.print(verdict)
+
+
+def run_simulate(
+    policy: Path,
+    fleet: Path,
+    start: str,
+    end: str,
+    env_provisioning: str | None,
+    env_drain: str | None,
+    fmt: str,
+    report: Path | None,
+) -> int:
+    """Entry point of ``fleetgate simulate`` (see the module docstring for exit codes)."""
+    try:
+        inputs = build_inputs(policy, fleet, start, end, env_provisioning, env_drain)
+    except (FleetError, PolicyFileError) as exc:
+        return _fail(str(exc))
+    try:
+        doc = _run_with_progress(inputs)
+    except SimulationError as exc:
+        return _fail(str(exc))
+    if fmt == "json":
+        sys.stdout.write(to_json(doc))
+    else:
+        print_table(doc, Console())
+    if report is not None:
+        report.write_text(render_html(doc), encoding="utf-8")
+        _err.print(f"report written to {report}", highlight=False)
+    return 1 if doc["summary"]["breaches"] or doc["partial"] else 0
+
+
+def _run_with_progress(inputs: Inputs) -> dict[str, Any]:
+    if not _err.is_terminal:
+        return simulate(inputs)
+    total = (inputs.end - inputs.start).total_seconds()
+    columns = (
+        TextColumn("simulating"),
+        BarColumn(),
+        TextColumn("{task.description}"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=_err, transient=True) as bar:
+        task = bar.add_task("", total=total)
+
+        def advance(instant: Any) -> None:
+            bar.update(
+                task,
+                completed=(instant - inputs.start).total_seconds(),
+                description=instant.strftime("%Y-%m-%d"),
+            )
+
+        return simulate(inputs, progress=advance)

@@ -1,0 +1,182 @@
+"""The simulator's fleet file: the pool's template and its nodes, listed or generated.
+
+```yaml
+fleet:
+  pool: workers                 # optional, default "default"
+  labels: {team: web}           # the NodePool's labels (the policy's selector must match them)
+  expireAfter: 14d              # template expireAfter (required, > 0)
+  terminationGracePeriod: 1h    # template tGP (optional: unset)
+  nodes:                        # either list the nodes ...
+    - {name: a, createdAt: "2024-01-01T00:00:00Z", expireAfter: 14d, terminationGracePeriod: 1h}
+  generate: {count: 12, spread: 14d}   # ... or generate them, ages spread evenly over `spread`
+env:                            # how long things really take (default: the policy's estimates)
+  provisioning: 3m
+  drain: 10m
+```
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from fleetgate.domain.durations import parse_duration
+from fleetgate.domain.rotation.annotations import parse_timestamp
+
+
+class FleetError(ValueError):
+    """The fleet file is invalid; the message names the field and the reason."""
+
+
+@dataclass(frozen=True)
+class FleetNode:
+    """One node of the fleet. None for ``expire_after`` / ``tgp`` means "the template's"."""
+
+    name: str
+    created_at: datetime
+    expire_after: timedelta | None = None
+    tgp: timedelta | None = None
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """A pool template and its initial nodes, plus the environment's real durations."""
+
+    expire_after: timedelta
+    tgp: timedelta | None = None
+    pool: str = "default"
+    labels: Mapping[str, str] = field(default_factory=dict)
+    nodes: tuple[FleetNode, ...] = ()
+    env_provisioning: timedelta | None = None
+    env_drain: timedelta | None = None
+
+
+def _duration(value: Any, path: str, *, positive: bool = False) -> timedelta:
+    if not isinstance(value, str):
+        raise FleetError(f"{path}: must be a duration string such as 14d or 1h30m")
+    try:
+        parsed = parse_duration(value)
+    except ValueError as exc:
+        raise FleetError(f"{path}: {exc}") from exc
+    if positive and parsed <= timedelta(0):
+        raise FleetError(f"{path}: must be greater than 0")
+    if parsed < timedelta(0):
+        raise FleetError(f"{path}: must not be negative")
+    return parsed
+
+
+def _optional(data: Mapping[str, Any], key: str, path: str, **kw: bool) -> timedelta | None:
+    value = data.get(key)
+    return None if value is None else _duration(value, f"{path}.{key}", **kw)
+
+
+def parse_instant(value: Any, path: str) -> datetime:
+    """An RFC3339 instant (YAML may already have made it a datetime)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise FleetError(f"{path}: must carry a timezone (e.g. a trailing Z)")
+        return value
+    parsed = parse_timestamp(value) if isinstance(value, str) else None
+    if parsed is None:
+        raise FleetError(f"{path}: must be an RFC3339 instant such as 2024-01-01T00:00:00Z")
+    return parsed
+
+
+def load_fleet(document: Any, start: datetime) -> Fleet:
+    """Read a fleet document; ``start`` is where generated node ages are measured from."""
+    if not isinstance(document, Mapping):
+        raise FleetError("fleet file: must hold a mapping")
+    unknown = set(document) - {"fleet", "env"}
+    if unknown:
+        raise FleetError(f"fleet file: unknown keys {sorted(unknown)} (expected fleet, env)")
+    spec = document.get("fleet")
+    if not isinstance(spec, Mapping):
+        raise FleetError("fleet: required, a mapping")
+    allowed = {"pool", "labels", "expireAfter", "terminationGracePeriod", "nodes", "generate"}
+    unknown = set(spec) - allowed
+    if unknown:
+        raise FleetError(f"fleet: unknown keys {sorted(unknown)}")
+    if "expireAfter" not in spec:
+        raise FleetError("fleet.expireAfter: required (the NodePool template's expireAfter)")
+    expire_after = _duration(spec["expireAfter"], "fleet.expireAfter", positive=True)
+    tgp = _optional(spec, "terminationGracePeriod", "fleet", positive=True)
+    labels = spec.get("labels") or {}
+    if not isinstance(labels, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        raise FleetError("fleet.labels: must map strings to strings")
+    pool = spec.get("pool", "default")
+    if not isinstance(pool, str) or not pool:
+        raise FleetError("fleet.pool: must be a non-empty string")
+    if ("nodes" in spec) == ("generate" in spec):
+        raise FleetError("fleet: give exactly one of nodes (a list) or generate (count, spread)")
+    nodes = (
+        _listed(spec["nodes"], start) if "nodes" in spec else _generated(spec["generate"], start)
+    )
+    env = document.get("env") or {}
+    if not isinstance(env, Mapping) or set(env) - {"provisioning", "drain"}:
+        raise FleetError("env: must be a mapping with only provisioning and drain")
+    return Fleet(
+        expire_after=expire_after,
+        tgp=tgp,
+        pool=pool,
+        labels=dict(labels),
+        nodes=nodes,
+        env_provisioning=_optional(env, "provisioning", "env"),
+        env_drain=_optional(env, "drain", "env"),
+    )
+
+
+def _listed(items: Any, start: datetime) -> tuple[FleetNode, ...]:
+    if not isinstance(items, list) or not items:
+        raise FleetError("fleet.nodes: must be a non-empty list")
+    nodes, seen = [], set()
+    for i, item in enumerate(items):
+        path = f"fleet.nodes[{i}]"
+        if not isinstance(item, Mapping):
+            raise FleetError(f"{path}: must be a mapping")
+        unknown = set(item) - {"name", "createdAt", "expireAfter", "terminationGracePeriod"}
+        if unknown:
+            raise FleetError(f"{path}: unknown keys {sorted(unknown)}")
+        name = item.get("name")
+        if not isinstance(name, str) or not name:
+            raise FleetError(f"{path}.name: required, a non-empty string")
+        if name in seen:
+            raise FleetError(f"{path}.name: {name!r} appears twice")
+        seen.add(name)
+        if "createdAt" not in item:
+            raise FleetError(f"{path}.createdAt: required")
+        created = parse_instant(item["createdAt"], f"{path}.createdAt")
+        if created > start:
+            raise FleetError(f"{path}.createdAt: must not be after the simulation start")
+        nodes.append(
+            FleetNode(
+                name=name,
+                created_at=created,
+                expire_after=_optional(item, "expireAfter", path, positive=True),
+                tgp=_optional(item, "terminationGracePeriod", path, positive=True),
+            )
+        )
+    return tuple(nodes)
+
+
+def _generated(spec: Any, start: datetime) -> tuple[FleetNode, ...]:
+    if not isinstance(spec, Mapping) or set(spec) - {"count", "spread", "prefix"}:
+        raise FleetError("fleet.generate: must be a mapping with count, spread and prefix")
+    count = spec.get("count")
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 10_000:
+        raise FleetError("fleet.generate.count: must be an integer from 1 to 10000")
+    spread = _duration(spec.get("spread", "0s"), "fleet.generate.spread")
+    prefix = spec.get("prefix", "node")
+    if not isinstance(prefix, str) or not prefix:
+        raise FleetError("fleet.generate.prefix: must be a non-empty string")
+    width = len(str(count))
+    # Ages evenly spread over [0, spread): the first node is the oldest, the last is brand new.
+    return tuple(
+        FleetNode(
+            name=f"{prefix}-{i + 1:0{width}d}", created_at=start - spread * (count - 1 - i) / count
+        )
+        for i in range(count)
+    )

@@ -1,0 +1,274 @@
+"""One simulation: a fleet on the fake cluster, the real controller, virtual time, a result.
+
+The fake cluster is asked for through the plugin manager (``cluster: fake``) like any backend;
+the controller is the production ``RotationController`` with the production machine. The result
+is a plain JSON-ready document (spec §9): header, events, generations, rotations, windows,
+diagnostics. Identical inputs give an identical document.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from prometheus_client import CollectorRegistry
+
+from fleetgate.adapters import plugins
+from fleetgate.adapters.clock import VirtualClock
+from fleetgate.apps.controller.metrics import RotationMetrics
+from fleetgate.apps.controller.shell import RotationController
+from fleetgate.apps.simulate.engine import DEFAULT_BUDGET, VirtualDriver
+from fleetgate.apps.simulate.fleet import Fleet
+from fleetgate.apps.simulate.lineage import build_lineage
+from fleetgate.apps.simulate.recorder import Recorder
+from fleetgate.domain.durations import format_duration as fmt
+from fleetgate.domain.rotation.annotations import format_timestamp
+from fleetgate.domain.rotation.constants import BUFFER
+from fleetgate.domain.rotation.derive import Derivation
+from fleetgate.domain.rotation.policy import ResolvedPolicy, RotationPolicy
+
+WORKLOAD = {"cpu": 3_000}  # on a 4-CPU node: a surge can never squeeze onto a neighbour
+Progress = Callable[[datetime], None]
+
+
+class SimulationError(ValueError):
+    """The inputs cannot be simulated; the message names the input and the reason."""
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything a simulation depends on (and nothing else)."""
+
+    policy: RotationPolicy
+    fleet: Fleet
+    start: datetime
+    end: datetime
+    env_provisioning: timedelta | None = None
+    env_drain: timedelta | None = None
+    budget: int = DEFAULT_BUDGET
+
+
+def instant(value: datetime) -> str:
+    """An instant as RFC3339 in UTC (``2024-01-03T02:00:00Z``)."""
+    return format_timestamp(value)
+
+
+def header(resolved: ResolvedPolicy, d: Derivation) -> dict[str, Any]:
+    """The Env-independent derivation result with its inputs (spec §9 ``result``)."""
+    i = d.inputs
+    return {
+        "ageThreshold": fmt(d.age_threshold),
+        "tRot": fmt(d.t_rot),
+        "tRotEst": fmt(d.t_rot_est),
+        "provisioningEstimate": fmt(d.provisioning_estimate),
+        "drainEstimate": fmt(d.drain_estimate),
+        "leadTime": fmt(d.lead_time),
+        "guaranteedChances": d.guaranteed_chances,
+        "throughputCapacity": d.capacity,
+        "findings": [f.as_dict() for f in d.findings],
+        "inputs": {
+            "e": fmt(i.expire_after) if i.expire_after is not None else "Never",
+            "tgp": fmt(i.tgp),
+            "tgpFallback": i.tgp_was_unset,
+            "p": fmt(i.period),
+            "windowLen": fmt(i.window_len),
+            "idleGap": fmt(i.idle_gap) if i.idle_gap is not None else None,
+            "buffer": fmt(BUFFER),
+            "readyTimeout": fmt(i.ready_timeout),
+            "cooldownAfter": fmt(i.cooldown),
+            "failurePause": fmt(resolved.failure_pause),
+            "k": i.k,
+            "m": i.max_unavailable,
+            "n": i.node_count,
+            "ageThresholdOverride": fmt(i.override) if i.override is not None else None,
+        },
+    }
+
+
+def simulate(inputs: Inputs, progress: Progress | None = None) -> dict[str, Any]:
+    """Run the simulation to completion and return its document."""
+    return asyncio.run(simulate_async(inputs, progress))
+
+
+async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[str, Any]:
+    """:func:`simulate` inside a running event loop."""
+    if inp.end <= inp.start:
+        raise SimulationError("--to: must be after --from")
+    fleet, policy = inp.fleet, inp.policy
+    selector = policy.node_pool_selector
+    if selector is None or not selector.matches(fleet.labels):
+        raise SimulationError(
+            f"policy {policy.name!r}: its nodePoolSelector does not select the fleet's pool "
+            f"(labels {dict(fleet.labels)}); set fleet.labels to match it"
+        )
+    try:
+        resolved = policy.resolve(fleet.tgp)
+    except ValueError as exc:
+        raise SimulationError(f"policy {policy.name!r}: {exc}") from exc
+    derivation = resolved.derive(fleet.expire_after, len(fleet.nodes))
+    provisioning = inp.env_provisioning or inp.fleet.env_provisioning
+    drain = inp.env_drain or inp.fleet.env_drain
+    provisioning = provisioning if provisioning is not None else derivation.provisioning_estimate
+    drain = drain if drain is not None else derivation.drain_estimate
+    diagnostics = _diagnostics(resolved, derivation, fleet, provisioning, drain)
+
+    clock = VirtualClock(inp.start)
+    pm = plugins.plugin_manager(allow={"fake"})
+    cluster = plugins.make_cluster(pm, "fake", {}, clock)
+    cluster.add_pool(
+        fleet.pool,
+        expire_after=fleet.expire_after,
+        termination_grace_period=fleet.tgp,
+        labels=dict(fleet.labels),
+        provisioning_delay=provisioning,
+        drain_time=drain,
+    )
+    for node in fleet.nodes:
+        extra: dict[str, Any] = {}
+        if node.expire_after is not None:
+            extra["expire_after"] = node.expire_after
+        if node.tgp is not None:
+            extra["termination_grace_period"] = node.tgp
+        cluster.add_node(
+            fleet.pool, node.name, created_at=node.created_at, workload=WORKLOAD, **extra
+        )
+
+    recorder = Recorder(clock, cluster)
+
+    async def policies() -> list[RotationPolicy]:
+        return [policy]
+
+    controller = RotationController(
+        cluster,
+        policies,
+        clock,
+        recorder,
+        RotationMetrics(CollectorRegistry()),
+        on_pass=recorder.on_pass,
+        logger=_QUIET,
+    )
+    driver = VirtualDriver(controller, cluster, clock, budget=inp.budget, on_advance=progress)
+    complete = await driver.run_until(inp.end)
+    through = clock.now()
+    if not complete:
+        diagnostics.append(
+            _diag(
+                "warn",
+                "StepBudgetExhausted",
+                f"stopped after {driver.passes} controller passes at "
+                f"{instant(through)}; the result is partial",
+            )
+        )
+    lineage = build_lineage(cluster, fleet, recorder, resolved, through)
+    windows = _windows(resolved, inp.start, through)
+    events = _window_events(windows) + recorder.events + lineage.breach_events
+    events.sort(key=lambda e: (e["at"], _ORDER.get(e["type"], 50)))
+    if lineage.breaches:
+        diagnostics.append(
+            _diag(
+                "fatal",
+                "ExpireAfterBreach",
+                f"{lineage.breaches} node(s) outlived their expireAfter",
+            )
+        )
+    return {
+        "result": header(resolved, derivation),
+        "env": {"provisioning": fmt(provisioning), "drain": fmt(drain)},
+        "summary": {
+            "nodes": len(fleet.nodes),
+            "rotations": len(lineage.rotations),
+            "succeeded": sum(r["outcome"] == "success" for r in lineage.rotations),
+            "failed": sum(r["outcome"] == "failure" for r in lineage.rotations),
+            "surgeless": sum(r["mode"] == "surgeless" for r in lineage.rotations),
+            "breaches": lineage.breaches,
+            "controllerPasses": driver.passes,
+        },
+        "events": [_jsonable(e) for e in events],
+        "generations": lineage.generations,
+        "rotations": lineage.rotations,
+        "windows": [_jsonable(w) for w in windows],
+        "diagnostics": diagnostics,
+        "partial": not complete,
+        "simulatedFrom": instant(inp.start),
+        "simulatedThrough": instant(through),
+    }
+
+
+# The controller's log lines become the document's events; the run itself prints nothing.
+_QUIET = structlog.wrap_logger(structlog.ReturnLogger(), processors=[])
+_ORDER = {"window-close": 0, "window-open": 1, "expire-after-breach": 2}
+
+
+def _diag(severity: str, code: str, message: str) -> dict[str, str]:
+    return {"severity": severity, "code": code, "message": message}
+
+
+def _diagnostics(
+    resolved: ResolvedPolicy, d: Derivation, fleet: Fleet, provisioning: timedelta, drain: timedelta
+) -> list[dict[str, str]]:
+    out = []
+    if provisioning > resolved.ready_timeout:
+        out.append(
+            _diag(
+                "fatal",
+                "EnvProvisioningAboveReadyTimeout",
+                f"provisioning takes {fmt(provisioning)}, longer than readyTimeout "
+                f"{fmt(resolved.ready_timeout)}: every surge times out and rolls back",
+            )
+        )
+    caps = {n.tgp or fleet.tgp for n in fleet.nodes}
+    tight = sorted((c for c in caps if c is not None and drain > c), reverse=True)
+    if tight:
+        out.append(
+            _diag(
+                "warn",
+                "EnvDrainAboveTGP",
+                f"drains take {fmt(drain)}, longer than terminationGracePeriod "
+                f"{fmt(tight[-1])}: Karpenter cuts them at tGP",
+            )
+        )
+    if d.fatal:
+        codes = ", ".join(f.code.value for f in d.findings if f.fatal)
+        out.append(
+            _diag(
+                "fatal",
+                "FatalFinding",
+                f"{codes}: no rotation will start; the "
+                "clock runs on and nodes reach their forced expiry",
+            )
+        )
+    return out
+
+
+def _windows(resolved: ResolvedPolicy, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    schedule = resolved.schedule
+    tick = timedelta(microseconds=1)
+    out = []
+    for iv in schedule.window_intervals(start, end):
+        out.append(
+            {
+                "start": iv.start,
+                "end": iv.end,
+                "startClipped": iv.start == start and schedule.in_window(start - tick),
+                "endClipped": iv.end == end and schedule.in_window(end),
+            }
+        )
+    return out
+
+
+def _window_events(windows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    events = []
+    for w in windows:
+        if not w["startClipped"]:
+            events.append({"at": w["start"], "type": "window-open"})
+        if not w["endClipped"]:
+            events.append({"at": w["end"], "type": "window-close"})
+    return events
+
+
+def _jsonable(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: instant(v) if isinstance(v, datetime) else v for k, v in item.items()}
