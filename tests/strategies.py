@@ -139,3 +139,50 @@ def claim_accounts(draw: st.DrawFn) -> tuple[ClusterState, Resources, Resources]
     limit = draw(small_resources(80))
     row = ClusterState(total, claimed, unclaimed, datetime(2026, 1, 1, tzinfo=UTC))
     return row, limit, migrated
+
+
+# --- capacity admission -----------------------------------------------------------------------
+
+#: Target loads that matter: the default, the waiver (0), a disabled negative, and odd values.
+TARGET_LOADS = st.sampled_from([0.75, 0.0, -1.0, 0.5, 1.0]) | st.floats(0.01, 2.0)
+#: Real-valued figures as nodes publish them: whole, decimal, or awkward binary fractions.
+LOADS = st.sampled_from([0.0, 0.1, 0.2, 0.3, 0.45, 3.0, 9.36]) | st.floats(
+    0.0, 64.0, allow_nan=False, allow_infinity=False
+)
+
+
+@st.composite
+def node_guard_rows(draw: st.DrawFn) -> dict[str, object]:
+    """A node row as the node guard reads it: limits, used (often near or over), demand, metrics."""
+    row: dict[str, object] = {"schedulable": draw(st.booleans() | st.just(True))}
+    for d, high in (("cpus", 64), ("memory_mb", 4096), ("disk_gb", 500)):
+        limit = draw(st.integers(0, high))
+        row[f"limit_{d}"] = limit
+        row[f"used_{d}"] = draw(st.integers(0, limit + 8) | st.just(limit))
+    row["expected_demand"] = draw(LOADS)
+    row["cpu_load_1"] = draw(st.none() | LOADS)
+    row["cpu_schedulable"] = draw(st.none() | st.integers(0, 32))
+    return row
+
+
+@st.composite
+def admit_params(draw: st.DrawFn) -> dict[str, float | int]:
+    """A request as the guards read it: a size, a demand charge and a target load."""
+    size = draw(small_resources(16))
+    return {
+        **size.as_dict(),
+        "demand": size.cpus * draw(st.sampled_from([0.6, 2.5, 0.0]) | st.floats(0.0, 3.0)),
+        "target_load": draw(TARGET_LOADS),
+    }
+
+
+@st.composite
+def cluster_guard_rows(draw: st.DrawFn) -> dict[str, object]:
+    """A cluster row as the cluster guard reads it (claimed may exceed total: it can, briefly)."""
+    row: dict[str, object] = {}
+    for d in ("cpus", "memory_mb", "disk_gb"):
+        total = draw(st.integers(0, 100))
+        row[f"total_{d}"] = total
+        row[f"claimed_{d}"] = draw(st.integers(0, total + 5))
+        row[f"unclaimed_used_{d}"] = draw(st.integers(0, total + 5))
+    return row

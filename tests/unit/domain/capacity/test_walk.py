@@ -1,0 +1,66 @@
+"""The walk: one enforced pass, then one waiver pass over the demand-only refusals only."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleetgate.domain.capacity.denials import Denial, DimensionDetail, Stage
+from fleetgate.domain.capacity.walk import Attempt, Walk, waiver_candidates
+
+DEMAND = Denial(Stage.NODE, (DimensionDetail("demand", 6.0, 9.0, 0.6, True),))
+CPUS = Denial(Stage.NODE, (DimensionDetail("cpus", 12, 12, 1, True),))
+CLUSTER = Denial(Stage.CLUSTER, (DimensionDetail("cpus", 10, 10, 1, True),))
+
+
+def drive(walk: Walk, outcomes: dict[tuple[str, bool], Denial | None]) -> list[Attempt]:
+    tried = []
+    while (attempt := walk.next_attempt()) is not None:
+        tried.append(attempt)
+        denial = outcomes.get((attempt.node, attempt.enforce_demand))
+        if denial is None:
+            walk.admitted(attempt.node)
+        else:
+            walk.refused(attempt.node, denial)
+    return tried
+
+
+def test_the_first_admitting_candidate_ends_the_walk() -> None:
+    walk = Walk(["a", "b", "c"])
+    tried = drive(walk, {("a", True): CPUS})
+    assert [t.node for t in tried] == ["a", "b"] and walk.admitted_on == "b" and not walk.waived
+
+
+def test_the_waiver_retries_only_demand_only_refusals_in_order() -> None:
+    walk = Walk(["a", "b", "c", "d"])
+    outcomes = {("a", True): DEMAND, ("b", True): CPUS, ("c", True): DEMAND, ("d", True): CLUSTER,
+                ("a", False): CPUS}  # fmt: skip
+    tried = drive(walk, outcomes)
+    assert [(t.node, t.enforce_demand) for t in tried] == [
+        ("a", True), ("b", True), ("c", True), ("d", True), ("a", False), ("c", False),
+    ]  # fmt: skip
+    assert [t.opens_waiver for t in tried] == [False] * 4 + [True, False]
+    assert walk.waived and walk.admitted_on == "c"
+    assert walk.denials["a"] is CPUS  # the waiver pass's refusal replaces the first
+
+
+def test_no_waiver_when_nothing_was_demand_only() -> None:
+    walk = Walk(["a", "b"])
+    tried = drive(walk, {("a", True): CPUS, ("b", True): CLUSTER})
+    assert len(tried) == 2 and not walk.waived and walk.admitted_on is None
+
+
+def test_an_empty_walk_ends_at_once() -> None:
+    walk = Walk([])
+    assert walk.next_attempt() is None and walk.admitted_on is None
+
+
+def test_the_waiver_pass_runs_once() -> None:
+    walk = Walk(["a"])
+    tried = drive(walk, {("a", True): DEMAND, ("a", False): DEMAND})
+    assert len(tried) == 2 and walk.admitted_on is None
+
+
+def test_waiver_candidates_and_duplicates() -> None:
+    assert waiver_candidates(["a", "b"], {"a": CPUS, "b": DEMAND}) == ["b"]
+    with pytest.raises(ValueError, match="candidates"):
+        Walk(["a", "a"])
