@@ -54,6 +54,14 @@ def _cluster(pm: Any, settings: Settings, clock: Any) -> Any:
     return plugins.make_cluster(pm, settings.cluster, dict(settings.cluster_options), clock)
 
 
+def _rotation_controller(
+    settings: Settings, cluster: Any, clock: Any, events: Any, registry: Any
+) -> Any:
+    from fleetgate.apps.controller.command import build_controller
+
+    return build_controller(settings, cluster, clock, events, registry)
+
+
 class Container(containers.DeclarativeContainer):
     """Providers for everything fleetgate runs with. Override any of them in tests."""
 
@@ -72,6 +80,14 @@ class Container(containers.DeclarativeContainer):
     )
     token_store = providers.Singleton(_token_store, ledger=ledger)
     api_app = providers.Singleton(_api_app, container=__self__)
+    rotation_controller = providers.Singleton(
+        _rotation_controller,
+        settings=settings,
+        cluster=cluster,
+        clock=clock,
+        events=event_sink,
+        registry=metrics_registry,
+    )
 
 
 def build_container(settings: Settings | None = None, **overrides: Any) -> Container:

@@ -1,0 +1,128 @@
+"""``fleetgate controller``: build the controller from the composition root and run it.
+
+Policies come from the files named in ``controller.policies`` and, when the cluster backend
+carries RotationPolicy objects (Karpenter), from the cluster as well; they are re-read on every
+pass, so editing a policy takes effect without a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from fleetgate.apps.controller.metrics import RotationMetrics
+from fleetgate.apps.controller.shell import PassResult, PolicySource, RotationController
+from fleetgate.apps.policyfile import PolicyFileError, load_policies
+from fleetgate.apps.settings import Settings
+from fleetgate.domain.rotation.constants import LONG_REQUEUE
+from fleetgate.domain.rotation.machine import MachineConfig
+from fleetgate.domain.rotation.manifest import read_manifest
+from fleetgate.domain.rotation.policy import RotationPolicy
+
+_log = structlog.get_logger("fleetgate.controller")
+
+
+def policy_source(files: Sequence[Path], cluster: Any) -> PolicySource:
+    """Policies from the files, then from the cluster (an invalid one still takes part, so a
+    pool it wins is reported as conflicted rather than silently falling to another policy)."""
+
+    async def policies() -> list[RotationPolicy]:
+        found: list[RotationPolicy] = []
+        for path in files:
+            found.extend(load_policies(path))
+        manifests = await cluster.list_policies()
+        for manifest in manifests or ():
+            policy, errors = read_manifest(manifest)
+            if errors:
+                _log.warning(
+                    "invalid RotationPolicy in the cluster", policy=policy.name, errors=errors
+                )
+            found.append(policy)
+        return found
+
+    return policies
+
+
+def build_controller(
+    settings: Settings, cluster: Any, clock: Any, events: Any, registry: Any
+) -> RotationController:
+    """The controller for one process (the container's ``rotation_controller`` provider)."""
+    ctl = settings.controller
+    return RotationController(
+        cluster,
+        policy_source(ctl.policies, cluster),
+        clock,
+        events,
+        RotationMetrics(registry),
+        MachineConfig(namespace=ctl.namespace),
+        placeholder_image=ctl.placeholder_image,
+        priority_class=ctl.priority_class,
+    )
+
+
+async def run_loop(
+    controller: RotationController, *, once: bool, stop: asyncio.Event | None = None
+) -> list[PassResult]:
+    """Run passes as pools fall due (real time) until ``stop`` is set; ``once``: one round."""
+    if once:
+        return await controller.run_once()
+    stop = stop or asyncio.Event()
+    while not stop.is_set():
+        await controller.run_due()
+        due = controller.next_due()
+        now = controller.clock.now()
+        wait = LONG_REQUEUE if due is None else min(max(due - now, timedelta(0)), LONG_REQUEUE)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=max(wait.total_seconds(), 0.05))
+    return []
+
+
+def run_controller(once: bool) -> int:
+    """Entry point of ``fleetgate controller``: 0 when it ran, 2 on invalid configuration."""
+    from fleetgate.apps.container import build_container
+    from fleetgate.apps.logging import configure_logging
+    from fleetgate.apps.settings import ConfigError
+
+    try:
+        container = build_container()
+        settings = container.settings()
+        configure_logging(settings.log_format)
+        controller = container.rotation_controller()
+    except (ConfigError, PolicyFileError, LookupError) as exc:
+        structlog.get_logger("fleetgate").error("cannot start the controller", error=str(exc))
+        return 2
+    return asyncio.run(_main(controller, once))
+
+
+async def _main(controller: RotationController, once: bool) -> int:
+    cluster = controller.cluster
+    start = getattr(cluster, "start", None)
+    if start is not None:
+        await start()
+    try:
+        results = await run_loop(controller, once=once)
+    except PolicyFileError as exc:
+        _log.error("cannot read the policies", error=str(exc))
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        close = getattr(cluster, "close", None)
+        if close is not None:
+            await close()
+    for result in results:
+        report = result.step.report if result.step else None
+        _log.info(
+            "pass",
+            nodepool=result.pool,
+            anchor=report.anchor if report else None,
+            reason=report.reason if report else "gone",
+            interrupted=result.interrupted,
+        )
+    return 0
