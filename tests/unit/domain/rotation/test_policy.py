@@ -159,10 +159,11 @@ def test_resolve_with_tgp_set() -> None:
     assert r.lead_time_base == 2 * 96 * H + 15 * M + BUFFER  # tGP excluded on purpose
 
 
-def test_resolve_with_tgp_unset_uses_the_bare_fallback() -> None:
+def test_resolve_with_tgp_unset_uses_the_fallback_plus_buffer() -> None:
     r = V1.resolve(None)
     assert (r.tgp, r.tgp_was_unset) == (DRAIN_FALLBACK, True)
-    assert r.drain_bound == DRAIN_FALLBACK  # no buffer (spec §12.1)
+    # Spec §12.1, safer reading: the same bound the derivation uses (the reference drops Buffer).
+    assert r.drain_bound == DRAIN_FALLBACK + BUFFER == V1.resolve(DRAIN_FALLBACK).drain_bound
 
 
 def test_lead_time_uses_the_claims_own_tgp() -> None:

