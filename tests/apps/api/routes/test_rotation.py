@@ -1,0 +1,78 @@
+"""``POST /v1/rotation/check``: the same JSON as ``fleetgate check``, 422 naming bad fields."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleetgate.apps.check import check_report
+from fleetgate.apps.policyfile import load_policy
+from tests.apps.api.conftest import ADMIN, Api
+
+EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
+TOKYO = EXAMPLES / "tokyo-policy.yaml"
+URL = "/v1/rotation/check"
+
+
+def tokyo_manifest() -> dict[str, Any]:
+    manifest: dict[str, Any] = yaml.safe_load(TOKYO.read_text())
+    return manifest
+
+
+async def test_the_answer_is_the_check_report_for_object_and_yaml_forms(api: Api) -> None:
+    expected = check_report(load_policy(TOKYO), timedelta(hours=336), timedelta(hours=1), 10)
+    facts = {"expire_after": "336h", "termination_grace_period": "1h", "nodes": 10}
+    as_object = await api.client.post(
+        URL, json={"policy": tokyo_manifest(), **facts}, headers=ADMIN
+    )
+    as_text = await api.client.post(URL, json={"policy": TOKYO.read_text(), **facts}, headers=ADMIN)
+    assert as_object.status_code == 200, as_object.text
+    assert as_object.json() == expected == as_text.json()
+    assert expected["G"] == 2 and expected["findings"] == []  # vector V1 of the rotation spec
+
+
+async def test_any_valid_token_may_check(api: Api) -> None:
+    body = {"policy": tokyo_manifest(), "expire_after": "14d"}
+    r = await api.client.post(URL, json=body, headers=await api.token("team-a"))
+    assert r.status_code == 200
+    assert (await api.client.post(URL, json=body)).status_code == 401
+
+
+async def test_never_expiring_pools_have_nothing_to_derive(api: Api) -> None:
+    r = await api.client.post(
+        URL, json={"policy": tokyo_manifest(), "expire_after": "Never"}, headers=ADMIN
+    )
+    assert r.status_code == 200 and r.json()["inputs"]["E"] is None
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"expire_after": "fortnight"}, "expire_after"),
+        ({"expire_after": "-1h"}, "expire_after"),
+        ({"termination_grace_period": "-5m"}, "termination_grace_period"),
+        ({"nodes": -1}, "nodes"),
+        ({"policy": "kind: [unclosed"}, "policy"),
+        ({"policy": ""}, "policy"),
+        ({"policy": 7}, "policy"),
+    ],
+)
+async def test_bad_facts_are_422_naming_the_field(
+    api: Api, change: dict[str, Any], field: str
+) -> None:
+    body = {"policy": tokyo_manifest(), "expire_after": "14d", **change}
+    r = await api.client.post(URL, json=body, headers=ADMIN)
+    assert r.status_code == 422, r.text
+    assert any(f["field"].startswith(field) for f in r.json()["fields"])
+
+
+async def test_an_invalid_manifest_names_the_manifest_field(api: Api) -> None:
+    manifest = tokyo_manifest()
+    manifest["spec"]["minRotationChances"] = 0
+    r = await api.client.post(URL, json={"policy": manifest, "expire_after": "14d"}, headers=ADMIN)
+    assert r.status_code == 422
+    assert "policy.spec.minRotationChances" in [f["field"] for f in r.json()["fields"]]
