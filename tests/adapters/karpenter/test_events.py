@@ -28,14 +28,14 @@ async def test_pool_and_claim_events_become_kubernetes_events(
                 "RotationStarted",
                 AT,
                 subject="default",
-                data={"subject_kind": "NodePool", "message": f"rotating {claim}"},
+                data={"object": "NodePool", "message": f"rotating {claim}"},
             ),
             Event(
                 "RotationFailed",
                 AT,
                 subject=claim,
                 level=Level.WARNING,
-                data={"subject_kind": "NodeClaim", "message": "surge not ready within 15m"},
+                data={"object": "NodeClaim", "message": "surge not ready within 15m"},
             ),
         ]
     )
@@ -70,7 +70,7 @@ async def test_event_about_a_vanished_object_goes_out_without_uid(
     api: KubeAPIServer, gateway: KarpenterGateway
 ) -> None:
     await gateway.event_sink().emit(
-        [Event("RotationCompleted", AT, subject="gone-claim", data={"subject_kind": "NodeClaim"})]
+        [Event("RotationCompleted", AT, subject="gone-claim", data={"object": "NodeClaim"})]
     )
     [post] = api.writes()
     assert "uid" not in post.body["regarding"]
@@ -88,7 +88,7 @@ async def test_delivery_failure_is_not_raised(
             AT,
             subject="default",
             level=Level.WARNING,
-            data={"subject_kind": "NodePool"},
+            data={"object": "NodePool"},
         )
     ] * 3
     await gateway.event_sink().emit(events)  # no exception
@@ -101,7 +101,7 @@ def test_long_notes_are_cut_to_the_api_limit() -> None:
             "ThroughputBelowArrival",
             AT,
             subject="p",
-            data={"subject_kind": "NodePool", "message": "x" * 5000},
+            data={"object": "NodePool", "message": "x" * 5000},
         ),
         instance="i",
         serial=0,
@@ -111,7 +111,7 @@ def test_long_notes_are_cut_to_the_api_limit() -> None:
 
 
 def test_event_names_differ_within_one_instant() -> None:
-    event = Event("RotationStarted", AT, subject="p", data={"subject_kind": "NodePool"})
+    event = Event("RotationStarted", AT, subject="p", data={"object": "NodePool"})
     names = {
         event_body(event, instance="i", serial=s, uid=None)["metadata"]["name"]  # type: ignore[index]
         for s in range(3)

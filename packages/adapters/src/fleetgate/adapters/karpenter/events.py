@@ -1,12 +1,13 @@
 """Rotation events as Kubernetes Events (``events.k8s.io/v1``), so ``kubectl describe nodepool``
 shows why a pool is or is not rotating.
 
-An ``Event`` whose ``data["subject_kind"]`` names a Karpenter object (``NodePool``,
-``NodeClaim``) or a ``Node`` becomes one Kubernetes Event *regarding* that object; any other
-event (the capacity ledger's, say) is not a Kubernetes matter and is skipped. The events live in
-the ``default`` namespace, as client-go records events about cluster-scoped objects. Delivery is
-best-effort: a failure is logged, never raised (the ``EventSink`` contract). De-duplication is the
-controller's job (spec 8.2: once per transition), not this sink's.
+An ``Event`` whose ``data["object"]`` (the controller's ``Announce.subject_kind``) names a
+Karpenter object (``NodePool``, ``NodeClaim``) or a ``Node`` becomes one Kubernetes Event
+*regarding* that object; any other event (the capacity ledger's, say) is not a Kubernetes matter
+and is skipped. The events live in the ``default`` namespace, as client-go records events about
+cluster-scoped objects. Delivery is best-effort: a failure is logged, never raised (the
+``EventSink`` contract). De-duplication is the controller's job (spec 8.2: once per
+transition), not this sink's.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def event_body(
     event: Event, *, instance: str, serial: int, uid: str | None
 ) -> dict[str, Any] | None:
     """The ``events.k8s.io/v1`` Event for ``event``, or None when it regards no cluster object."""
-    kind = str(event.data.get("subject_kind") or "")
+    kind = str(event.data.get("object") or "")
     if kind not in _REGARDING or not event.subject:
         return None
     api_version, _ = _REGARDING[kind]
@@ -85,7 +86,7 @@ class KubernetesEventSink:
                 )
 
     async def _emit_one(self, event: Event) -> None:
-        kind = str(event.data.get("subject_kind") or "")
+        kind = str(event.data.get("object") or "")
         if kind not in _REGARDING:
             return
         api = await self._api_client()

@@ -1,0 +1,171 @@
+"""Done-when: the real controller runs a FULL rotation through the Karpenter gateway.
+
+The controller shell and the pure machine are the production ones; the cluster is the local API
+server, with Karpenter's reactions played between passes: it provisions a node for the pending
+placeholder and finishes the drain of a deleted NodeClaim. Time is virtual, shared by the
+controller and the server's timestamps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+from prometheus_client import CollectorRegistry
+
+from fleetgate.adapters.clock import VirtualClock
+from fleetgate.adapters.karpenter.gateway import KarpenterGateway
+from fleetgate.apps.controller.metrics import RotationMetrics
+from fleetgate.apps.controller.shell import PassResult, RotationController
+from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.machine import MachineConfig
+from fleetgate.domain.rotation.policy import RotationPolicy
+from fleetgate.domain.rotation.selector import LabelSelector
+from fleetgate.domain.rotation.windows import MaintenanceWindow
+from tests.adapters.karpenter.conftest import NAMESPACE
+from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
+from tests.adapters.karpenter.kubeapi import KubeAPIServer
+
+ALWAYS = MaintenanceWindow(
+    "UTC", ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"), "00:00", "24:00"
+)
+POLICY = RotationPolicy(
+    name="all", node_pool_selector=LabelSelector(), maintenance_windows=(ALWAYS,)
+)
+
+
+def _controller(
+    gateway: KarpenterGateway,
+    clock: VirtualClock,
+    passes: list[PassResult],
+    registry: CollectorRegistry,
+) -> RotationController:
+    async def policies() -> list[RotationPolicy]:
+        return [POLICY]
+
+    return RotationController(
+        gateway,
+        policies,
+        clock,
+        gateway.event_sink(),
+        RotationMetrics(registry),
+        MachineConfig(namespace=NAMESPACE),
+        on_pass=passes.append,
+    )
+
+
+async def _run(
+    controller: RotationController,
+    sim: KarpenterSim,
+    clock: VirtualClock,
+    done: Callable[[], bool],
+    rounds: int = 60,
+) -> None:
+    """Passes when due; between them time moves on and Karpenter reacts."""
+    for _ in range(rounds):
+        await controller.run_due()
+        if done():
+            return
+        due = controller.next_due()
+        assert due is not None
+        clock.set(due)
+        sim.provision()
+        sim.terminate()
+    raise AssertionError("the rotation did not finish")
+
+
+async def test_a_full_surge_rotation_through_the_karpenter_gateway(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    api.seed(nodepool("pool", expire_after="336h", tgp="1h"))
+    now = clock.now()
+    old, old_node = sim.node("pool", created=now - timedelta(days=14) + timedelta(minutes=30))
+    young, _ = sim.node("pool", created=now - timedelta(days=1))
+    sim.pod("web-0", old_node, {"cpu": "3", "memory": "1Gi"})
+    passes: list[PassResult] = []
+    registry = CollectorRegistry()
+    controller = _controller(gateway, clock, passes, registry)
+
+    await _run(
+        controller,
+        sim,
+        clock,
+        lambda: api.get("NodeClaim", old) is None and ann.LAST_ROTATION_AT in _annotations(api),
+    )
+
+    # The old claim and its node are gone; a new Ready node of the pool replaced it.
+    claims = {c["metadata"]["name"] for c in api.list("NodeClaim")}
+    assert old not in claims and young in claims and len(claims) == 2
+    assert api.get("Node", old_node) is None
+    pool = _annotations(api)
+    assert ann.ACTIVE_ROTATION not in pool and ann.ACTIVE_ROTATION_STATE not in pool
+    assert pool[ann.LAST_ROTATION_AT]
+    assert api.list("Pod", NAMESPACE) == []  # the placeholder was removed
+    for node in api.list("Node"):  # nothing is left frozen or cordoned
+        assert ann.SURGE_FOR not in (node["metadata"].get("annotations") or {})
+        assert not node["spec"].get("unschedulable")
+    assert (
+        registry.get_sample_value(
+            "fleetgate_rotation_completed_total", {"nodepool": "pool", "outcome": "success"}
+        )
+        == 1.0
+    )
+
+    # What went over the wire: the anchor carried the version, the placeholder was the spec's
+    # Pod, and the drain started by deleting the old NodeClaim (never by evicting or creating).
+    writes = api.writes()
+    anchor = next(
+        w
+        for w in writes
+        if w.path == "/apis/karpenter.sh/v1/nodepools/pool"
+        and ann.ACTIVE_ROTATION in w.body["metadata"]["annotations"]
+        and w.body["metadata"]["annotations"][ann.ACTIVE_ROTATION] == old
+    )
+    assert anchor.method == "PATCH" and anchor.body["metadata"]["resourceVersion"]
+    [placeholder] = [w for w in writes if w.method == "POST" and w.path.endswith("/pods")]
+    assert placeholder.body["spec"]["preemptionPolicy"] == "Never"
+    assert placeholder.body["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "3"
+    deletes = {(w.method, w.path) for w in writes if w.method == "DELETE"}
+    assert ("DELETE", f"/apis/karpenter.sh/v1/nodeclaims/{old}") in deletes
+    assert all("nodeclaims" not in w.path for w in writes if w.method == "POST")
+    assert all("/eviction" not in w.path for w in writes)
+    assert writes.index(placeholder) < min(
+        i
+        for i, w in enumerate(writes)
+        if (w.method, w.path) == ("DELETE", f"/apis/karpenter.sh/v1/nodeclaims/{old}")
+    )  # make before break
+    reasons = [e["reason"] for e in api.list("Event", "default")]
+    assert "RotationStarted" in reasons and "RotationCompleted" in reasons
+
+
+async def test_a_lost_anchor_race_requeues_and_writes_nothing_else(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    api.seed(nodepool("pool", expire_after="336h", tgp="1h"))
+    old, node = sim.node("pool", created=clock.now() - timedelta(days=14) + timedelta(minutes=30))
+    sim.pod("web-0", node, {"cpu": "1"})
+    passes: list[PassResult] = []
+    controller = _controller(gateway, clock, passes, CollectorRegistry())
+    await controller.startup_sweep()
+    api.requests.clear()
+    api.fail_next("PATCH", r"/nodepools/pool$", 409)  # another writer got in first
+
+    result = await controller.reconcile("pool")
+
+    assert result.interrupted is not None and "409" in result.interrupted
+    assert result.requeue_at == clock.now() + timedelta(minutes=1)
+    [write] = api.writes()  # the anchor attempt, and nothing after it
+    assert write.method == "PATCH" and write.body["metadata"]["resourceVersion"]
+    assert ann.ACTIVE_ROTATION not in _annotations(api)
+    assert (api.get("NodeClaim", old) or {})["metadata"].get("annotations") in (None, {})
+
+    # Next time round the anchor goes through and the rotation starts.
+    clock.set(result.requeue_at)
+    await controller.run_due()
+    assert _annotations(api)[ann.ACTIVE_ROTATION] == old
+
+
+def _annotations(api: KubeAPIServer) -> dict[str, str]:
+    pool = api.get("NodePool", "pool")
+    assert pool is not None
+    return dict(pool["metadata"].get("annotations") or {})
