@@ -329,6 +329,7 @@ class _Reader:
         defaults = Surge()
 
         def duration(key: str, default: timedelta) -> timedelta:
+            """The duration under ``key``, or ``default`` when absent or unreadable."""
             parsed = self.optional(body, key, path, self.duration)
             return default if parsed is None else parsed
 

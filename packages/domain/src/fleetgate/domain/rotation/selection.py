@@ -220,6 +220,7 @@ def order(claims: Iterable[ClaimView], rules: SelectionRules) -> list[ClaimView]
     """Earliest deadline first (auto mode; claims with one first), then oldest, then name."""
 
     def key(claim: ClaimView) -> tuple[int, datetime, datetime, str]:
+        """Claims with a deadline first (by deadline), then by creation time and name."""
         due = deadline(claim) if rules.override is None else None
         return (
             (0, due, claim.created_at, claim.name)

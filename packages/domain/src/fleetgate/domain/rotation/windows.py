@@ -24,6 +24,8 @@ from datetime import UTC, date, datetime, time, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from fleetgate.domain.rotation.wallclock import instants_of_wall_time
+
 __all__ = [
     "ANCHOR",
     "CONTINUOUS_WINDOW_PERIOD",
@@ -52,7 +54,6 @@ CONTINUOUS_WINDOW_PERIOD = timedelta(minutes=1)
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MINUTES_PER_DAY = 24 * 60
 _CLOCK = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
-_ONE_SECOND = timedelta(seconds=1)
 
 
 class WindowError(ValueError):
@@ -352,7 +353,7 @@ class Schedule:
             first = start.astimezone(rule.zone).date() - timedelta(days=1)
             last = end.astimezone(rule.zone).date() + timedelta(days=1)
             for wall in rule.boundary_walls(first, last):
-                points.update(p for p in _instants_of(wall, rule.zone) if start < p < end)
+                points.update(p for p in instants_of_wall_time(wall, rule.zone) if start < p < end)
         return _runs(sorted(points), end, self.in_window)
 
     def open_intervals(self, start: datetime, end: datetime) -> list[Interval]:
@@ -407,32 +408,6 @@ def _require_aware(instant: datetime) -> None:
     """Reject naive datetimes: window arithmetic on them would silently use local time."""
     if instant.tzinfo is None:
         raise ValueError("instants passed to a Schedule must be timezone-aware")
-
-
-def _instants_of(wall: datetime, zone: ZoneInfo) -> set[datetime]:
-    """UTC instants at which the wall clock of ``zone`` reaches or jumps past ``wall``.
-
-    A normal wall time has one instant. A repeated fall-back time has two, and membership also
-    flips at the DST transition between them. A spring-forward time never shows on the clock: the
-    transition instant, where the clock jumps past it, is where membership changes.
-    """
-    readings = [wall.replace(tzinfo=zone, fold=fold).astimezone(UTC) for fold in (0, 1)]
-    real = {r for r in readings if r.astimezone(zone).replace(tzinfo=None) == wall}
-    if len(real) != 1:
-        real.add(_transition_between(min(readings), max(readings), zone))
-    return real
-
-
-def _transition_between(low: datetime, high: datetime, zone: ZoneInfo) -> datetime:
-    """The first whole second in ``(low, high]`` whose UTC offset differs from ``low``'s."""
-    offset = low.astimezone(zone).utcoffset()
-    while high - low > _ONE_SECOND:
-        middle = low + _ONE_SECOND * (((high - low) // _ONE_SECOND) // 2)
-        if middle.astimezone(zone).utcoffset() == offset:
-            low = middle
-        else:
-            high = middle
-    return high
 
 
 def _runs(
