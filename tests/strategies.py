@@ -186,3 +186,47 @@ def cluster_guard_rows(draw: st.DrawFn) -> dict[str, object]:
         row[f"claimed_{d}"] = draw(st.integers(0, total + 5))
         row[f"unclaimed_used_{d}"] = draw(st.integers(0, total + 5))
     return row
+
+
+# --- cluster / fleets (rotation controller and simulator) -------------------------------------
+
+SIM_START = datetime(2024, 1, 1, tzinfo=UTC)
+"""Where simulated fleets start (a Monday)."""
+
+SIM_WINDOWS = (
+    (MaintenanceWindow("Asia/Tokyo", ("Wed", "Sat"), "02:00", "06:00"),),
+    (MaintenanceWindow("UTC", ("Mon", "Wed", "Fri"), "00:00", "03:00"),),
+    (MaintenanceWindow("UTC", DAY_NAMES, "22:00", "23:30"),),
+    (MaintenanceWindow("Europe/Berlin", ("Tue", "Thu"), "01:00", "05:00"),
+     MaintenanceWindow("Europe/Berlin", ("Sun",), "10:00", "16:00")),
+)
+"""Window sets an operator would write: twice weekly, three times weekly, nightly, mixed."""
+
+
+@st.composite
+def sim_policies(draw: st.DrawFn) -> RotationPolicy:
+    """Valid policies for simulation (K ≥ 2, whole-minute cooldown of at least a minute)."""
+    return RotationPolicy(
+        name="sim",
+        maintenance_windows=draw(st.sampled_from(SIM_WINDOWS)),
+        min_rotation_chances=draw(st.integers(2, 3)),
+        surge=Surge(
+            cooldown_after=draw(st.sampled_from([1, 5, 10])) * timedelta(minutes=1),
+            ready_timeout=timedelta(minutes=15),
+        ),
+    )
+
+
+@st.composite
+def sim_fleets(draw: st.DrawFn) -> dict[str, object]:
+    """A fleet document: template expireAfter/tGP and generated nodes aged over a spread."""
+    return {
+        "fleet": {
+            "expireAfter": draw(st.sampled_from(["7d", "14d", "21d"])),
+            "terminationGracePeriod": draw(st.sampled_from(["30m", "1h", "2h"])),
+            "generate": {
+                "count": draw(st.integers(1, 16)),
+                "spread": f"{draw(st.integers(0, 7 * 24))}h",
+            },
+        }
+    }

@@ -29,11 +29,13 @@ def policy(
     *,
     windows: Sequence[MaintenanceWindow] = (MaintenanceWindow("UTC", ALL_DAYS, "00:00", "24:00"),),
     match_labels: dict[str, str] | None = None,
+    k: int = 2,
     **surge: Any,
 ) -> RotationPolicy:
-    """A policy with the given windows (default: always open) and surge fields."""
+    """A policy with the given windows (default: always open), K and surge fields."""
     return RotationPolicy(
         name=name,
+        min_rotation_chances=k,
         node_pool_selector=LabelSelector(match_labels=match_labels or {}),
         maintenance_windows=tuple(windows),
         surge=Surge(**surge),

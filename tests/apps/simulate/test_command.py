@@ -1,0 +1,114 @@
+"""``fleetgate simulate`` end to end through the CLI: formats, report, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from fleetgate.apps.cli import app
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+SPAN = ["--from", "2024-01-01T00:00:00Z", "--to", "2024-02-01T00:00:00Z"]
+
+
+def simulate(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["simulate", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_json_output_is_the_document_and_is_byte_identical_across_runs(tmp_path: Path) -> None:
+    args = [
+        str(EXAMPLES / "policy-simulate.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-generated.yaml"),
+        *SPAN,
+        "--format",
+        "json",
+    ]
+    code, out, _ = simulate(*args)
+    assert code == 0
+    doc = json.loads(out)
+    assert set(doc) >= {
+        "result",
+        "events",
+        "generations",
+        "rotations",
+        "windows",
+        "diagnostics",
+        "partial",
+        "simulatedThrough",
+    }
+    assert doc["env"] == {"provisioning": "3m", "drain": "8m"}
+    assert simulate(*args)[1] == out
+
+
+def test_the_report_is_a_self_contained_page_with_a_timeline(tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    code, out, _ = simulate(
+        str(EXAMPLES / "policy-simulate.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-listed.yaml"),
+        *SPAN,
+        "--report",
+        str(report),
+    )
+    assert code == 0 and "no node outlived its expireAfter" in out
+    page = report.read_text()
+    assert page.count("<svg") == 1 and "ip-10-0-1-14" in page
+    assert "<script" not in page and "src=" not in page and "href=" not in page
+
+
+def test_breaches_exit_with_one_and_are_named(tmp_path: Path) -> None:
+    code, out, _ = simulate(
+        str(EXAMPLES / "policy-weekly.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-infeasible.yaml"),
+        *SPAN,
+    )
+    assert code == 1
+    assert "expire-after-breach" in out and "outlived their expireAfter" in out
+
+
+def test_the_env_flags_override_the_fleet_file() -> None:
+    code, out, _ = simulate(
+        str(EXAMPLES / "policy-simulate.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-generated.yaml"),
+        *SPAN,
+        "--format",
+        "json",
+        "--env-provisioning",
+        "4m",
+        "--env-drain",
+        "12m",
+    )
+    assert code == 0 and json.loads(out)["env"] == {"provisioning": "4m", "drain": "12m"}
+
+
+def test_bad_input_exits_with_two_naming_the_input(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text("fleet: {generate: {count: 2}}\n")
+    code, _, err = simulate(str(EXAMPLES / "policy-simulate.yaml"), "--fleet", str(fleet), *SPAN)
+    assert code == 2 and "fleet.expireAfter" in err
+    code, _, err = simulate(
+        str(EXAMPLES / "policy-simulate.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-generated.yaml"),
+        "--from",
+        "never",
+        "--to",
+        "2024-02-01T00:00:00Z",
+    )
+    assert code == 2 and "--from" in err
+    code, _, err = simulate(
+        str(EXAMPLES / "policy-simulate.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-generated.yaml"),
+        "--from",
+        "2024-02-01T00:00:00Z",
+        "--to",
+        "2024-01-01T00:00:00Z",
+    )
+    assert code == 2 and "--to" in err

@@ -1,0 +1,99 @@
+"""The fleet file: listed or generated nodes, and errors that name the field."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from fleetgate.apps.simulate.fleet import FleetError, load_fleet
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def test_listed_nodes_keep_their_own_expiry_and_grace_period() -> None:
+    fleet = load_fleet(
+        {
+            "fleet": {
+                "expireAfter": "14d",
+                "terminationGracePeriod": "1h",
+                "labels": {"a": "b"},
+                "nodes": [
+                    {"name": "n1", "createdAt": "2023-12-30T00:00:00Z"},
+                    {
+                        "name": "n2",
+                        "createdAt": "2023-12-31T00:00:00Z",
+                        "expireAfter": "28d",
+                        "terminationGracePeriod": "2h",
+                    },
+                ],
+            },
+            "env": {"provisioning": "3m", "drain": "8m"},
+        },
+        START,
+    )
+    assert fleet.expire_after == timedelta(days=14) and fleet.tgp == timedelta(hours=1)
+    assert [n.name for n in fleet.nodes] == ["n1", "n2"]
+    assert fleet.nodes[0].expire_after is None  # inherits the template
+    assert fleet.nodes[1].expire_after == timedelta(days=28)
+    assert fleet.nodes[1].tgp == timedelta(hours=2)
+    assert fleet.env_provisioning == timedelta(minutes=3) and dict(fleet.labels) == {"a": "b"}
+
+
+def test_generated_ages_are_spread_evenly_from_brand_new_to_nearly_the_spread() -> None:
+    fleet = load_fleet(
+        {"fleet": {"expireAfter": "14d", "generate": {"count": 4, "spread": "4d"}}}, START
+    )
+    ages = [START - n.created_at for n in fleet.nodes]
+    assert ages == [timedelta(days=3), timedelta(days=2), timedelta(days=1), timedelta(0)]
+    assert [n.name for n in fleet.nodes] == ["node-1", "node-2", "node-3", "node-4"]
+
+
+@pytest.mark.parametrize(
+    ("document", "field"),
+    [
+        ({}, "fleet:"),
+        ({"fleet": {"generate": {"count": 1}}}, "fleet.expireAfter"),
+        ({"fleet": {"expireAfter": "0s", "generate": {"count": 1}}}, "fleet.expireAfter"),
+        ({"fleet": {"expireAfter": "soon", "generate": {"count": 1}}}, "fleet.expireAfter"),
+        ({"fleet": {"expireAfter": "14d"}}, "exactly one of nodes"),
+        ({"fleet": {"expireAfter": "14d", "generate": {"count": 0}}}, "fleet.generate.count"),
+        ({"fleet": {"expireAfter": "14d", "nodes": [{"name": "a"}]}}, "fleet.nodes[0].createdAt"),
+        (
+            {
+                "fleet": {
+                    "expireAfter": "14d",
+                    "nodes": [{"name": "a", "createdAt": "2025-01-01T00:00:00Z"}],
+                }
+            },
+            "after the simulation start",
+        ),
+        (
+            {"fleet": {"expireAfter": "14d", "nodes": [{"name": "a", "createdAt": "yesterday"}]}},
+            "fleet.nodes[0].createdAt",
+        ),
+        (
+            {
+                "fleet": {
+                    "expireAfter": "14d",
+                    "nodes": [
+                        {"name": "a", "createdAt": "2023-01-01T00:00:00Z"},
+                        {"name": "a", "createdAt": "2023-01-01T00:00:00Z"},
+                    ],
+                }
+            },
+            "appears twice",
+        ),
+        (
+            {"fleet": {"expireAfter": "14d", "generate": {"count": 1}}, "env": {"drain": "-1m"}},
+            "env.drain",
+        ),
+        (
+            {"fleet": {"expireAfter": "14d", "generate": {"count": 1}, "color": "red"}},
+            "unknown keys",
+        ),
+    ],
+)
+def test_bad_fleets_are_rejected_naming_the_field(document: dict[str, object], field: str) -> None:
+    with pytest.raises(FleetError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        load_fleet(document, START)

@@ -1,0 +1,159 @@
+"""The simulator: the real controller on the fake cluster, in virtual time."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from fleetgate.apps.simulate.fleet import load_fleet
+from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
+from fleetgate.domain.rotation.findings import FindingCode
+from fleetgate.domain.rotation.policy import RotationPolicy
+from fleetgate.domain.rotation.windows import MaintenanceWindow
+from tests.apps.controller.world import policy
+from tests.strategies import SIM_START, sim_fleets, sim_policies
+
+TOKYO = (MaintenanceWindow("Asia/Tokyo", ("Wed", "Sat"), "02:00", "06:00"),)
+WEEKLY = (MaintenanceWindow("UTC", ("Sun",), "01:00", "02:30"),)
+THROUGHPUT = {
+    FindingCode.THROUGHPUT_BELOW_ARRIVAL,
+    FindingCode.THROUGHPUT_BURST_SHORTFALL,
+    FindingCode.ROTATION_SPANS_NEXT_WINDOW,
+}
+
+
+def run(pol: RotationPolicy, document: dict[str, object], days: int = 60, **kw: object) -> dict:
+    fleet = load_fleet(document, SIM_START)
+    return simulate(Inputs(pol, fleet, SIM_START, SIM_START + timedelta(days=days), **kw))
+
+
+def generated(count: int, spread: str, expire: str = "14d") -> dict[str, object]:
+    return {
+        "fleet": {
+            "expireAfter": expire,
+            "terminationGracePeriod": "1h",
+            "generate": {"count": count, "spread": spread},
+        }
+    }
+
+
+def test_a_feasible_fleet_is_rotated_make_before_break_and_never_breaches() -> None:
+    doc = run(policy(windows=TOKYO), generated(12, "5d"))
+    assert doc["result"]["findings"] == [] and doc["summary"]["breaches"] == 0
+    assert doc["summary"]["rotations"] == doc["summary"]["succeeded"] > 12
+    # Every rotation started inside a window, and the slot moved to the surge node.
+    windows = [(w["start"], w["end"]) for w in doc["windows"]]
+    for r in doc["rotations"]:
+        assert any(a <= r["start"] < b for a, b in windows), r
+        assert r["mode"] == "surge" and r["ready"] is not None and r["replacement"]
+    births = {g["birthMode"] for g in doc["generations"]}
+    assert births == {"initial", "surge"}
+
+
+def test_an_infeasible_fleet_breaches_and_the_simulator_says_so() -> None:
+    pol = policy(windows=WEEKLY, k=1)
+    doc = run(pol, generated(40, "1d"), days=30)
+    codes = {f["code"] for f in doc["result"]["findings"]}
+    assert FindingCode.THROUGHPUT_BURST_SHORTFALL in codes
+    assert doc["summary"]["breaches"] > 0
+    breaches = [e for e in doc["events"] if e["type"] == "expire-after-breach"]
+    assert len(breaches) == doc["summary"]["breaches"]
+    assert any(d["code"] == "ExpireAfterBreach" for d in doc["diagnostics"])
+    assert all(
+        g["breached"] == (g["name"] in {e["node"] for e in breaches}) for g in doc["generations"]
+    )
+
+
+def test_identical_inputs_give_identical_output() -> None:
+    pol = policy(windows=TOKYO)
+    first = json.dumps(run(pol, generated(8, "3d")), sort_keys=True)
+    second = json.dumps(run(pol, generated(8, "3d")), sort_keys=True)
+    assert first == second
+
+
+def test_months_of_virtual_time_take_seconds_not_minutes() -> None:
+    began = time.perf_counter()
+    doc = run(policy(windows=TOKYO), generated(6, "5d"), days=180)
+    assert time.perf_counter() - began < 15.0  # generous: this guards against minute stepping
+    assert doc["simulatedThrough"] == "2024-06-29T00:00:00Z" and not doc["partial"]
+    assert doc["summary"]["controllerPasses"] < 5_000  # idle minutes were folded away
+
+
+def test_reasons_are_coalesced_into_one_event_per_change() -> None:
+    doc = run(policy(windows=TOKYO), generated(2, "1d"), days=10)
+    reasons = [e for e in doc["events"] if e["type"] in ("blocked-by-gate", "no-eligible-claim")]
+    assert reasons[0]["type"] == "blocked-by-gate" and reasons[0]["gate"] == "outOfWindow"
+    assert {e["type"] for e in reasons} == {"blocked-by-gate", "no-eligible-claim"}
+    last = None
+    for e in doc["events"]:
+        if e["type"] == "rotation-start":
+            last = None  # a rotation in between is a change of its own
+        elif e in reasons:
+            key = (e["type"], e.get("gate"), json.dumps(e.get("census")))
+            assert key != last, e
+            last = key
+
+
+def test_windows_are_reported_with_their_clipping() -> None:
+    always = policy()  # open all week: one window clipped at both ends
+    doc = run(always, generated(1, "0s"), days=2)
+    assert doc["windows"] == [
+        {
+            "start": "2024-01-01T00:00:00Z",
+            "end": "2024-01-03T00:00:00Z",
+            "startClipped": True,
+            "endClipped": True,
+        }
+    ]
+    assert not any(e["type"].startswith("window-") for e in doc["events"])
+
+
+def test_a_slow_environment_is_diagnosed_and_its_surges_fail() -> None:
+    doc = run(
+        policy(windows=TOKYO),
+        generated(2, "5d"),
+        days=10,
+        env_provisioning=timedelta(minutes=20),
+        env_drain=timedelta(hours=2),
+    )
+    codes = {d["code"] for d in doc["diagnostics"]}
+    assert {"EnvProvisioningAboveReadyTimeout", "EnvDrainAboveTGP"} <= codes
+    assert doc["summary"]["failed"] > 0 and doc["summary"]["succeeded"] == 0
+
+
+def test_a_policy_that_does_not_select_the_pool_is_an_input_error() -> None:
+    pol = policy(match_labels={"team": "web"})
+    with pytest.raises(SimulationError, match="nodePoolSelector"):
+        run(pol, generated(1, "0s"))
+
+
+def test_the_pass_budget_makes_the_result_partial() -> None:
+    doc = run(policy(windows=TOKYO), generated(4, "5d"), budget=10)
+    assert doc["partial"] and any(d["code"] == "StepBudgetExhausted" for d in doc["diagnostics"])
+
+
+def test_an_estimate_far_from_reality_is_reported_from_observed_rotations() -> None:
+    doc = run(policy(windows=TOKYO), generated(6, "5d"), days=30, env_drain=timedelta(minutes=40))
+    events = [e for e in doc["events"] if e["type"] == "estimate-disagrees"]
+    assert (
+        events and "40m" in events[0]["message"] and "surge.drainEstimate" in events[0]["message"]
+    )
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pol=sim_policies(), document=sim_fleets())
+def test_a_fleet_derive_calls_feasible_never_breaches(pol: RotationPolicy, document: dict) -> None:
+    fleet = load_fleet(document, SIM_START)
+    derivation = pol.resolve(fleet.tgp).derive(fleet.expire_after, len(fleet.nodes))
+    feasible = not derivation.fatal and not THROUGHPUT & set(derivation.codes)
+    oldest = max(SIM_START - n.created_at for n in fleet.nodes)
+    # Feasibility is about a pool in its steady state: no node already past the age threshold.
+    if not feasible or oldest > derivation.age_threshold:
+        return
+    days = 2 * fleet.expire_after.days + 1
+    doc = simulate(Inputs(pol, fleet, SIM_START, SIM_START + timedelta(days=days)))
+    assert doc["summary"]["breaches"] == 0, doc["events"]
