@@ -10,6 +10,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from fleetgate.domain.capacity.claims import (
+    Claim,
+    ClaimDeletion,
+    ClaimOutcome,
+    ClaimRequest,
+    ClaimUpdate,
+)
 from fleetgate.domain.capacity.model import (
     Admission,
     AdmitRequest,
@@ -22,6 +29,7 @@ from fleetgate.domain.capacity.model import (
     RecordedEvent,
     Release,
 )
+from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event
 from fleetgate.domain.rotation.cluster import PlaceholderSpec, PoolObservation
 from fleetgate.domain.tokens import ApiToken
@@ -167,6 +175,47 @@ class CapacityLedger(Protocol):
 
     async def record_events(self, events: Sequence[Event]) -> None:
         """Append events to the audit trail (raises on failure; the event sink does not)."""
+        ...
+
+    # claims and the reconciler (issue: namespace capacity claims) ------------------------------
+
+    async def create_claim(self, request: ClaimRequest) -> ClaimOutcome:
+        """Reserve ``request.limit`` for the namespace, migrating its current usage into the claim.
+
+        Refusals (``outcome.refusal``): ``exists`` (an active claim already; of two racing
+        creates the database lets exactly one through), ``capacity`` (the cluster cannot promise
+        it; per-dimension detail), ``no_cluster_capacity`` (no cluster row), ``conflict``.
+        """
+        ...
+
+    async def claim(self, claim_id: str, *, namespace: str | None = None) -> Claim | None:
+        """One claim, its ``state`` the effective coverage now; None if absent or in another
+        namespace (when ``namespace`` is given)."""
+        ...
+
+    async def claims(self, namespace: str | None = None) -> list[Claim]:
+        """Claims, expired ones included, oldest first; ``state`` is the effective coverage."""
+        ...
+
+    async def update_claim(
+        self, claim_id: str, update: ClaimUpdate, *, namespace: str | None = None
+    ) -> ClaimOutcome:
+        """Apply a field-masked update: grow (an admission), shrink (down to usage), re-date.
+
+        Refusals: ``not_found``, ``not_active`` (expired, swept or not), ``below_usage``,
+        ``capacity``, ``no_cluster_capacity``, ``conflict``.
+        """
+        ...
+
+    async def delete_claim(self, claim_id: str, *, namespace: str | None = None) -> ClaimDeletion:
+        """Delete a claim; its usage goes back to the unclaimed side. Idempotent (``deleted``
+        false when absent)."""
+        ...
+
+    async def reconcile(self) -> PassReport:
+        """One reconcile pass: expire due claims, recompute every counter from the placements,
+        decay expected demand, and report the drift it corrected. One transaction; an admission
+        committing meanwhile is never erased."""
         ...
 
 

@@ -13,8 +13,17 @@ from datetime import datetime
 from typing import Any
 
 from fleetgate.adapters.sql import admission, events, migrate, nodes, reads, release, tokens
+from fleetgate.adapters.sql import claims as claim_ops
+from fleetgate.adapters.sql import reconcile as reconcile_ops
 from fleetgate.adapters.sql.dialect import DialectSupport
 from fleetgate.adapters.sql.engine import Store
+from fleetgate.domain.capacity.claims import (
+    Claim,
+    ClaimDeletion,
+    ClaimOutcome,
+    ClaimRequest,
+    ClaimUpdate,
+)
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Overcommit
 from fleetgate.domain.capacity.model import (
@@ -29,6 +38,7 @@ from fleetgate.domain.capacity.model import (
     RecordedEvent,
     Release,
 )
+from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event
 from fleetgate.domain.ports import Clock, EventSink
 from fleetgate.domain.tokens import ApiToken
@@ -191,6 +201,34 @@ class SqlLedger:
     async def record_events(self, batch: Sequence[Event]) -> None:
         """Append events."""
         await events.record(self.store, batch)
+
+    # claims and the reconciler ---------------------------------------------------------------
+
+    async def create_claim(self, request: ClaimRequest) -> ClaimOutcome:
+        """Create a namespace claim (migrating its usage) or refuse it."""
+        return await claim_ops.create(self.store, request)
+
+    async def claim(self, claim_id: str, *, namespace: str | None = None) -> Claim | None:
+        """One claim, as readers see it now."""
+        return await claim_ops.get(self.store, claim_id, namespace)
+
+    async def claims(self, namespace: str | None = None) -> list[Claim]:
+        """Claims, expired ones included."""
+        return await claim_ops.list_claims(self.store, namespace)
+
+    async def update_claim(
+        self, claim_id: str, update: ClaimUpdate, *, namespace: str | None = None
+    ) -> ClaimOutcome:
+        """Grow, shrink or re-date a claim, or refuse."""
+        return await claim_ops.update(self.store, claim_id, update, namespace)
+
+    async def delete_claim(self, claim_id: str, *, namespace: str | None = None) -> ClaimDeletion:
+        """Delete a claim (idempotent)."""
+        return await claim_ops.delete(self.store, claim_id, namespace)
+
+    async def reconcile(self) -> PassReport:
+        """One reconcile pass."""
+        return await reconcile_ops.run_pass(self.store, self.demand.decay_seconds)
 
     # API tokens (the TokenStore port) -------------------------------------------------------
 

@@ -22,7 +22,7 @@ sweep has yet stored its new state.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Final
@@ -86,6 +86,10 @@ class Claim:
         """The effective coverage at ``now`` (expired from ``expires_at`` on, swept or not)."""
         return ClaimState.ACTIVE if self.is_active(now) else ClaimState.EXPIRED
 
+    def effective(self, now: datetime) -> Claim:
+        """This claim as readers must see it at ``now``: with its effective coverage as state."""
+        return replace(self, state=self.coverage(now))
+
     @property
     def overage(self) -> Resources:
         """Usage above the limit (advisory enforcement lets a namespace go over)."""
@@ -106,6 +110,38 @@ class ClaimRefusal:
         if self.denial is not None:
             out["dimensions"] = [d.as_dict() for d in self.denial.dimensions]
         return out
+
+
+@dataclass(frozen=True)
+class ClaimOutcome:
+    """The result of a create or an update: the claim as it now is, or why it was refused.
+
+    ``clamped`` is set when a cluster counter had drifted below what the transition moved and
+    was floored at zero (the next reconcile pass repairs it).
+    """
+
+    claim: Claim | None = None
+    refusal: ClaimRefusal | None = None
+    clamped: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the operation was applied."""
+        return self.claim is not None and self.refusal is None
+
+
+@dataclass(frozen=True)
+class ClaimDeletion:
+    """The result of a delete: ``deleted`` false when there was no such claim (double delete).
+
+    ``claim`` is the claim as it was before deletion; ``returned`` the usage that went back to
+    the unclaimed pool (zero for an already expired claim, whose usage went back at expiry).
+    """
+
+    deleted: bool
+    claim: Claim | None = None
+    returned: Resources = field(default_factory=Resources)
+    clamped: bool = False
 
 
 def check_expires_in(value: object, field_name: str = EXPIRES_FIELD) -> int:
@@ -421,6 +457,8 @@ __all__ = [
     "MAX_EXPIRES_IN_SECONDS",
     "UPDATE_FIELDS",
     "Claim",
+    "ClaimDeletion",
+    "ClaimOutcome",
     "ClaimRefusal",
     "ClaimRequest",
     "ClaimState",

@@ -175,11 +175,14 @@ class Summary:
     drifted_claims: int
     cluster_drifted: bool
     duration_seconds: float
+    reattributed: int = 0
 
     @property
     def clean(self) -> bool:
         """True when nothing at all had drifted."""
-        return not (self.drifted_nodes or self.drifted_claims or self.cluster_drifted)
+        return not (
+            self.drifted_nodes or self.drifted_claims or self.cluster_drifted or self.reattributed
+        )
 
 
 @dataclass(frozen=True)
@@ -194,8 +197,8 @@ class Reconciliation:
     #: namespace → the id of its active claim: whose side each placement is charged to.
     claim_of: Mapping[str, str] = field(default_factory=dict)
 
-    def summary(self, duration_seconds: float = 0.0) -> Summary:
-        """The summary line, with the pass's wall-clock ``duration_seconds``."""
+    def summary(self, duration_seconds: float = 0.0, reattributed: int = 0) -> Summary:
+        """The summary line, with the pass's wall-clock duration and re-attributed placements."""
         drifted = [n for n in self.nodes if not n.drift.is_zero()]
         return Summary(
             nodes=len(self.nodes),
@@ -205,20 +208,24 @@ class Reconciliation:
             drifted_claims=sum(1 for c in self.claims if not c.drift.is_zero()),
             cluster_drifted=any(not d.is_zero() for d in self.cluster.drift.values()),
             duration_seconds=duration_seconds,
+            reattributed=reattributed,
         )
 
 
 @dataclass(frozen=True)
 class PassReport:
-    """A finished pass as the ledger returns it: the reconciliation and its timing."""
+    """A finished pass as the ledger returns it: the reconciliation, its timing, and how many
+    placements had to be pointed at their namespace's claim (``reattributed``: each one a
+    release that would have credited the wrong side — drift in the making)."""
 
     reconciliation: Reconciliation
     duration_seconds: float
+    reattributed: int = 0
 
     @property
     def summary(self) -> Summary:
         """The summary with this pass's duration."""
-        return self.reconciliation.summary(self.duration_seconds)
+        return self.reconciliation.summary(self.duration_seconds, self.reattributed)
 
 
 # --- the pass ---------------------------------------------------------------------------------

@@ -1,0 +1,437 @@
+"""Namespace claims in the ledger: create, read, list, update and delete, one transaction each.
+
+Each write locks what it reads before reading it, in the canonical order every capacity
+transaction uses — the namespace's placements (create only), the claim row, then the cluster
+row — so the domain decides on values no concurrent admission can change before commit:
+
+* create: the namespace's placement rows (their usage is migrated into the claim, and a release
+  of one of them must see which side it is charged to), its active claim row (``exists``, or a
+  claim past ``expires_at`` that is expired first), the cluster row; then the claim INSERT.
+  ``claims.active_namespace`` is UNIQUE, so of two racing creates the database lets exactly one
+  commit; the other answers ``exists``.
+* update: the claim row, then the cluster row when a limit moves.
+* delete: the claim row, then the cluster row when the claim was active.
+
+Every first statement is an UPDATE (a no-op that takes the row lock), and every later read is
+a locking read of rows already held, so MariaDB's snapshot isolation has nothing to refuse. The
+writes are compare-and-set: their WHERE restates the values the domain decided on. Under the
+locks they always match; if one ever does not, the whole transaction is run again (at most
+``ATTEMPTS`` times, then ``conflict``) rather than write over a change it did not see.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.elements import ColumnElement
+
+from fleetgate.adapters.sql.engine import Store
+from fleetgate.adapters.sql.guarded import lock, read_locked
+from fleetgate.adapters.sql.rows import cluster_state, resources
+from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, placements
+from fleetgate.adapters.sql.sqltypes import epoch, instant
+from fleetgate.domain.capacity.claims import (
+    Claim,
+    ClaimDeletion,
+    ClaimOutcome,
+    ClaimRefusal,
+    ClaimRequest,
+    ClaimState,
+    ClaimUpdate,
+    ClusterChange,
+    RefusalReason,
+    plan_create,
+    plan_release,
+    plan_update,
+)
+from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
+from fleetgate.domain.capacity.errors import LedgerUnavailable
+from fleetgate.domain.capacity.model import ClusterState
+
+#: Attempts of a claim transaction whose compare-and-set missed (capacity spec 8's 4).
+ATTEMPTS = 4
+
+
+class Stale(Exception):
+    """A compare-and-set matched no row: the transaction is rolled back and run again."""
+
+
+class Refused(Exception):
+    """Raised inside a transaction to roll it back; carries the refusal out."""
+
+    def __init__(self, refusal: ClaimRefusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
+# --- rows -------------------------------------------------------------------------------------
+
+
+def claim_of(row: Mapping[Any, Any]) -> Claim:
+    """A ``claims`` row as a Claim (with its *stored* state)."""
+    return Claim(
+        id=row["id"],
+        namespace=row["namespace"],
+        limit=resources(row, "limit_"),
+        used=resources(row, "used_"),
+        state=ClaimState(row["state"]),
+        expires_at=instant(row["expires_at"]),
+        created_at=instant(row["created_at"]),
+        updated_at=instant(row["updated_at"]),
+    )
+
+
+def _columns(prefix: str, amount: Resources) -> dict[str, int]:
+    return {f"{prefix}{d}": amount.get(d) for d in ALLOCATION}
+
+
+def _equal(table: sa.Table, prefix: str, amount: Resources) -> list[ColumnElement[bool]]:
+    return [table.c[f"{prefix}{d}"] == amount.get(d) for d in ALLOCATION]
+
+
+async def _lock_read(
+    conn: AsyncConnection, table: sa.Table, key: ColumnElement[bool]
+) -> dict[str, Any] | None:
+    """Lock the keyed row (no-op UPDATE) and read it under that lock; None if there is none."""
+    if await lock(conn, table, key) == 0:
+        return None
+    return await read_locked(conn, table, key)
+
+
+async def _lock_cluster(conn: AsyncConnection) -> ClusterState | None:
+    row = await _lock_read(conn, cluster, cluster.c.id == CLUSTER_ID)
+    return None if row is None else cluster_state(row)
+
+
+async def _write_cluster(
+    conn: AsyncConnection, before: ClusterState, change: ClusterChange, now: float
+) -> ClusterState:
+    """Compare-and-set the cluster's claimed and unclaimed sums to what the domain decided."""
+    result = await conn.execute(
+        sa.update(cluster)
+        .where(
+            cluster.c.id == CLUSTER_ID,
+            *_equal(cluster, "claimed_", before.claimed),
+            *_equal(cluster, "unclaimed_used_", before.unclaimed_used),
+        )
+        .values(
+            **_columns("claimed_", change.claimed),
+            **_columns("unclaimed_used_", change.unclaimed_used),
+            updated_at=now,
+        )
+    )
+    if result.rowcount != 1:
+        raise Stale("the cluster row changed under its lock")
+    return ClusterState(before.total, change.claimed, change.unclaimed_used, instant(now))
+
+
+async def _expire(
+    conn: AsyncConnection, claim: Claim, row: ClusterState | None, now: float
+) -> tuple[ClusterState | None, bool]:
+    """Expire a stored-active claim: its limits and usage go back to the unclaimed side."""
+    result = await conn.execute(
+        sa.update(claims)
+        .where(claims.c.id == claim.id, claims.c.state == ClaimState.ACTIVE.value)
+        .values(state=ClaimState.EXPIRED.value, active_namespace=None, updated_at=now)
+    )
+    if result.rowcount != 1:
+        raise Stale(f"claim {claim.id} changed under its lock")
+    if row is None:
+        return None, False
+    change = plan_release(claim, row)
+    return await _write_cluster(conn, row, change, now), change.clamped
+
+
+async def _reread(conn: AsyncConnection, claim_id: str) -> Claim:
+    row = await read_locked(conn, claims, claims.c.id == claim_id)
+    if row is None:  # pragma: no cover - the claim is locked by this transaction
+        raise Stale(f"claim {claim_id} vanished under its lock")
+    return claim_of(row)
+
+
+async def _run(store: Store, work: Any, what: str) -> Any:
+    """``store.write`` with the optimistic retry of a missed compare-and-set."""
+    for _ in range(ATTEMPTS):
+        try:
+            return await store.write(work, what=what)
+        except Stale:
+            continue
+    return ClaimOutcome(
+        refusal=ClaimRefusal(
+            RefusalReason.CONFLICT,
+            f"{what}: the ledger kept changing under the operation; try again",
+        )
+    )
+
+
+# --- create -----------------------------------------------------------------------------------
+
+
+async def create_in(
+    conn: AsyncConnection, request: ClaimRequest, claim_id: str, now_epoch: float
+) -> ClaimOutcome:
+    """The whole create inside the caller's transaction (raises Refused to roll back)."""
+    now = instant(now_epoch)
+    ns = request.namespace
+    # 1. The namespace's placements: their usage moves into the claim, and nobody may release
+    #    one of them (crediting the unclaimed side) between our read and our commit.
+    in_ns = placements.c.namespace == ns
+    await conn.execute(sa.update(placements).where(in_ns).values(claim_id=placements.c.claim_id))
+    # 2. The namespace's active claim, if any.
+    existing = await _lock_read(conn, claims, claims.c.active_namespace == ns)
+    # 3. The cluster row.
+    row = await _lock_cluster(conn)
+    if row is None:
+        raise Refused(
+            ClaimRefusal(
+                RefusalReason.NO_CLUSTER_CAPACITY,
+                "the cluster row is missing: no claim can be promised (run `fleetgate db upgrade`)",
+            )
+        )
+    clamped = False
+    if existing is not None:
+        current = claim_of(existing)
+        if current.is_active(now):
+            raise Refused(
+                ClaimRefusal(
+                    RefusalReason.EXISTS,
+                    f"namespace {ns} already has an active claim ({current.id})",
+                )
+            )
+        # Past its expiry but not yet swept: expire it now, so the new claim can take its place.
+        row, clamped = await _expire(conn, current, row, now_epoch)
+        assert row is not None
+    sizes = await conn.execute(
+        sa.select(placements.c.cpus, placements.c.memory_mb, placements.c.disk_gb)
+        .where(in_ns)
+        .with_for_update()
+    )
+    migrated = Resources()
+    for cpus, memory_mb, disk_gb in sizes:
+        migrated = migrated.plus(Resources(int(cpus), int(memory_mb), int(disk_gb)))
+    plan = plan_create(request, row, migrated, now)
+    if isinstance(plan, ClaimRefusal):
+        raise Refused(plan)
+    await _write_cluster(conn, row, plan.cluster, now_epoch)
+    await conn.execute(
+        sa.insert(claims).values(
+            id=claim_id,
+            namespace=ns,
+            **_columns("limit_", plan.limit),
+            **_columns("used_", plan.used),
+            state=ClaimState.ACTIVE.value,
+            active_namespace=ns,
+            expires_at=epoch(plan.expires_at),
+            created_at=now_epoch,
+            updated_at=now_epoch,
+        )
+    )
+    # From now on a release of any of these placements credits the claim.
+    await conn.execute(sa.update(placements).where(in_ns).values(claim_id=claim_id))
+    return ClaimOutcome(
+        claim=await _reread(conn, claim_id), clamped=clamped or plan.cluster.clamped
+    )
+
+
+async def create(store: Store, request: ClaimRequest) -> ClaimOutcome:
+    """Create a claim for ``request.namespace``, or say why not (``exists``, ``capacity``...)."""
+    claim_id = str(uuid.uuid4())
+
+    async def work(conn: AsyncConnection) -> ClaimOutcome:
+        return await create_in(conn, request, claim_id, store.now_epoch())
+
+    what = f"create claim for {request.namespace}"
+    try:
+        outcome: ClaimOutcome = await _run(store, work, what)
+    except Refused as refused:
+        return ClaimOutcome(refusal=refused.refusal)
+    except IntegrityError:
+        # A racing create committed first: the unique active_namespace let only one through.
+        return ClaimOutcome(
+            refusal=ClaimRefusal(
+                RefusalReason.EXISTS, f"namespace {request.namespace} already has an active claim"
+            )
+        )
+    return outcome
+
+
+# --- reads ------------------------------------------------------------------------------------
+
+
+def _key(claim_id: str, namespace: str | None) -> ColumnElement[bool]:
+    key = claims.c.id == claim_id
+    return key if namespace is None else sa.and_(key, claims.c.namespace == namespace)
+
+
+async def get(store: Store, claim_id: str, namespace: str | None = None) -> Claim | None:
+    """One claim as readers see it now (state = effective coverage); None if absent.
+
+    With ``namespace``, a claim of another namespace is absent too.
+    """
+
+    async def work(conn: AsyncConnection) -> Claim | None:
+        row = (await conn.execute(sa.select(claims).where(_key(claim_id, namespace)))).first()
+        return None if row is None else claim_of(row._mapping).effective(store.now())
+
+    found: Claim | None = await store.read(work, what=f"read claim {claim_id}")
+    return found
+
+
+async def list_claims(store: Store, namespace: str | None = None) -> list[Claim]:
+    """Claims (expired ones included), oldest first, as readers see them now."""
+    query = sa.select(claims).order_by(claims.c.created_at, claims.c.id)
+    if namespace is not None:
+        query = query.where(claims.c.namespace == namespace)
+
+    async def work(conn: AsyncConnection) -> list[Claim]:
+        now = store.now()
+        return [claim_of(r).effective(now) for r in (await conn.execute(query)).mappings()]
+
+    found: list[Claim] = await store.read(work, what="read claims")
+    return found
+
+
+# --- update -----------------------------------------------------------------------------------
+
+
+def _not_found(claim_id: str) -> ClaimOutcome:
+    return ClaimOutcome(
+        refusal=ClaimRefusal(RefusalReason.NOT_FOUND, f"namespace claim {claim_id} not found")
+    )
+
+
+async def update_in(
+    conn: AsyncConnection,
+    claim_id: str,
+    change: ClaimUpdate,
+    namespace: str | None,
+    now_epoch: float,
+) -> ClaimOutcome:
+    """The whole update inside the caller's transaction (raises Refused to roll back)."""
+    now = instant(now_epoch)
+    locked = await _lock_read(conn, claims, _key(claim_id, namespace))
+    if locked is None:
+        return _not_found(claim_id)
+    claim = claim_of(locked)
+    if claim.is_due(now):
+        # Effective since expires_at: store it, and answer not_active like any expired claim.
+        await _expire(conn, claim, await _lock_cluster(conn), now_epoch)
+        claim = await _reread(conn, claim_id)
+    moves = change.limit_after(claim.limit) != claim.limit
+    row = await _lock_cluster(conn) if moves and claim.is_active(now) else None
+    plan = plan_update(claim, change, row, now)
+    if isinstance(plan, ClaimRefusal):
+        if plan.reason is RefusalReason.NOT_ACTIVE:
+            return ClaimOutcome(refusal=plan)  # commit a just-stored expiry
+        raise Refused(plan)
+    if plan.cluster is not None:
+        assert row is not None
+        await _write_cluster(conn, row, plan.cluster, now_epoch)
+    result = await conn.execute(
+        sa.update(claims)
+        .where(
+            claims.c.id == claim.id,
+            claims.c.state == ClaimState.ACTIVE.value,
+            *_equal(claims, "limit_", claim.limit),
+            *_equal(claims, "used_", claim.used),
+        )
+        .values(
+            **_columns("limit_", plan.limit),
+            expires_at=epoch(plan.expires_at),
+            updated_at=now_epoch,
+        )
+    )
+    if result.rowcount != 1:
+        raise Stale(f"claim {claim.id} changed under its lock")
+    clamped = plan.cluster is not None and plan.cluster.clamped
+    return ClaimOutcome(claim=await _reread(conn, claim.id), clamped=clamped)
+
+
+async def update(
+    store: Store, claim_id: str, change: ClaimUpdate, namespace: str | None = None
+) -> ClaimOutcome:
+    """Apply a field-masked update, or say why not (``not_active``, ``below_usage``...)."""
+
+    async def work(conn: AsyncConnection) -> ClaimOutcome:
+        return await update_in(conn, claim_id, change, namespace, store.now_epoch())
+
+    try:
+        outcome: ClaimOutcome = await _run(store, work, f"update claim {claim_id}")
+    except Refused as refused:
+        return ClaimOutcome(refusal=refused.refusal)
+    return outcome
+
+
+# --- delete -----------------------------------------------------------------------------------
+
+
+async def delete_in(
+    conn: AsyncConnection, claim_id: str, namespace: str | None, now_epoch: float
+) -> ClaimDeletion:
+    """The whole delete inside the caller's transaction."""
+    locked = await _lock_read(conn, claims, _key(claim_id, namespace))
+    if locked is None:
+        return ClaimDeletion(deleted=False)
+    claim = claim_of(locked)
+    returned = Resources()
+    clamped = False
+    if claim.state is ClaimState.ACTIVE:
+        row = await _lock_cluster(conn)
+        if row is not None:
+            change = plan_release(claim, row)
+            await _write_cluster(conn, row, change, now_epoch)
+            clamped = change.clamped
+        returned = claim.used
+    result = await conn.execute(
+        sa.delete(claims).where(
+            claims.c.id == claim.id,
+            claims.c.state == claim.state.value,
+            *_equal(claims, "limit_", claim.limit),
+            *_equal(claims, "used_", claim.used),
+        )
+    )
+    if result.rowcount != 1:
+        raise Stale(f"claim {claim.id} changed under its lock")
+    # Placements keep the id of a claim that no longer exists; a release then credits the
+    # unclaimed side, which is where their usage now is.
+    return ClaimDeletion(
+        deleted=True, claim=claim.effective(instant(now_epoch)), returned=returned, clamped=clamped
+    )
+
+
+async def delete(store: Store, claim_id: str, namespace: str | None = None) -> ClaimDeletion:
+    """Delete a claim, returning its usage to the unclaimed side; ``deleted`` false if absent."""
+
+    async def work(conn: AsyncConnection) -> ClaimDeletion:
+        return await delete_in(conn, claim_id, namespace, store.now_epoch())
+
+    for _ in range(ATTEMPTS):
+        try:
+            deletion: ClaimDeletion = await store.write(work, what=f"delete claim {claim_id}")
+            return deletion
+        except Stale:
+            continue
+    raise LedgerUnavailable(
+        f"delete claim {claim_id}: the ledger kept changing under the operation; nothing changed"
+    )
+
+
+__all__ = [
+    "ATTEMPTS",
+    "Refused",
+    "Stale",
+    "claim_of",
+    "create",
+    "create_in",
+    "delete",
+    "delete_in",
+    "get",
+    "list_claims",
+    "update",
+    "update_in",
+]
