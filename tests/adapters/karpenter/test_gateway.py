@@ -6,7 +6,7 @@ import pytest
 
 from fleetgate.adapters.karpenter.connection import KubernetesAPIError
 from fleetgate.adapters.karpenter.gateway import KarpenterGateway
-from fleetgate.domain.ports import ClusterGateway
+from fleetgate.domain.ports import ClusterGateway, ClusterRuntime, Leadership
 from fleetgate.domain.rotation.cluster import (
     ClusterConflict,
     ObjectNotFound,
@@ -20,8 +20,10 @@ from tests.adapters.karpenter.kubeapi import KubeAPIServer
 MERGE = "application/merge-patch+json"
 
 
-def test_gateway_satisfies_the_port(gateway: KarpenterGateway) -> None:
+def test_gateway_satisfies_the_ports(gateway: KarpenterGateway) -> None:
     assert isinstance(gateway, ClusterGateway)
+    assert isinstance(gateway, ClusterRuntime)
+    assert isinstance(gateway.leader_elector(), Leadership)
 
 
 async def test_observe_reads_the_pool_and_everything_hanging_off_it(

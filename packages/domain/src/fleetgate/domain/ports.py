@@ -6,7 +6,7 @@ fake cluster and the Karpenter gateway are interchangeable behind these.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -288,6 +288,54 @@ class ClusterGateway(Protocol):
 
         A claim already deleting or gone is not an error.
         """
+        ...
+
+
+# --- running on a real cluster (issue: Karpenter backend) -----------------------------------
+
+
+@runtime_checkable
+class Leadership(Protocol):
+    """One actor among replicas: a Kubernetes Lease held by at most one of them at a time."""
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this replica holds the lease (readiness follows it)."""
+        ...
+
+    async def run(self, work: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Campaign, run ``work`` only while leading (cancelled on loss, then campaign again),
+        and release the lease on return or cancellation."""
+        ...
+
+
+@runtime_checkable
+class ClusterRuntime(Protocol):
+    """What a cluster backend that talks to a real cluster offers besides ``ClusterGateway``.
+
+    The controller command uses it when present: connect, prove the cluster serves what the
+    controller needs (fail fast, with an actionable message), elect one leader among the
+    replicas, and report events natively. The fake cluster has none of it and needs none.
+    """
+
+    async def start(self) -> None:
+        """Connect (idempotent)."""
+        ...
+
+    async def close(self) -> None:
+        """Disconnect."""
+        ...
+
+    async def preflight(self) -> None:
+        """Raise an error whose message says what is missing and what to do, or return."""
+        ...
+
+    def leader_elector(self) -> Leadership:
+        """The election this replica takes part in."""
+        ...
+
+    def event_sink(self) -> EventSink:
+        """An ``EventSink`` that records rotation events on the cluster's objects."""
         ...
 
 
