@@ -221,3 +221,12 @@ def test_derive_inputs_carry_every_policy_value() -> None:
         3 * M,
         5 * M,
     )
+
+
+def test_resolved_estimates_match_the_derivation() -> None:
+    unset = V1.resolve(24 * H)
+    assert (unset.drain_estimate, unset.provisioning_estimate) == (10 * M, 5 * M)
+    clamped = with_surge(drain_estimate=2 * H, provisioning_estimate=20 * M).resolve(H)
+    assert (clamped.drain_estimate, clamped.provisioning_estimate) == (H, 15 * M)
+    derived = clamped.derive(timedelta(days=14))
+    assert (derived.drain_estimate, derived.provisioning_estimate) == (H, 15 * M)

@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from fleetgate.domain.rotation.constants import BUFFER, DRAIN_FALLBACK, FAILURE_PAUSE_FLOOR
-from fleetgate.domain.rotation.derive import Derivation, DeriveInputs, derive
+from fleetgate.domain.rotation.derive import (
+    Derivation,
+    DeriveInputs,
+    derive,
+    resolve_drain_estimate,
+    resolve_provisioning_estimate,
+)
 from fleetgate.domain.rotation.selection import SelectionRules, lead_time_for
 from fleetgate.domain.rotation.selector import LabelSelector
 from fleetgate.domain.rotation.windows import (
@@ -261,6 +267,18 @@ class ResolvedPolicy:
     def preferred_keys(self) -> tuple[str, ...]:
         """surge.matchNodeRequirements.preferred."""
         return self.policy.surge.match_node_requirements.preferred
+
+    @property
+    def drain_estimate(self) -> timedelta:
+        """The drain estimate the forecast uses: explicit (clamped to tGP) or min(tGP, 10m)."""
+        explicit = self.policy.surge.drain_estimate
+        return resolve_drain_estimate(explicit, self.tgp, self.tgp_was_unset)[0]
+
+    @property
+    def provisioning_estimate(self) -> timedelta:
+        """The provisioning estimate used: explicit (clamped) or min(readyTimeout, 5m)."""
+        explicit = self.policy.surge.provisioning_estimate
+        return resolve_provisioning_estimate(explicit, self.ready_timeout)[0]
 
     # --- derived ----------------------------------------------------------------------------
 
