@@ -23,6 +23,7 @@ from tests.conftest import Backend
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 #: Child tables first, so foreign keys never object.
 _EMPTY_ORDER = ("placements", "claims", "events", "api_tokens", "nodes")
+_MIGRATED: set[str] = set()
 
 
 async def empty(ledger: SqlLedger) -> None:
@@ -46,6 +47,9 @@ async def open_ledger(
     """A started, emptied ledger on the backend, built through the plugin manager."""
     options = backend.ledger_options(**capacity)
     options["claims"] = {"enforcement": enforcement}
+    # Migrating is idempotent but not free: do it once per database per test session.
+    options["migrate"] = backend.url not in _MIGRATED
+    _MIGRATED.add(backend.url)
     ledger = plugins.make_ledger(
         plugins.plugin_manager(), backend.url, options, clock or VirtualClock(START)
     )

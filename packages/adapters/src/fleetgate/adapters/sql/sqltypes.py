@@ -1,8 +1,9 @@
 """Small SQL building blocks shared by the ledger modules: typed parameters and DOUBLE casts.
 
-MariaDB parses a bound ``0.1`` as an exact DECIMAL literal, so ``0.1 + 0.2 <= 0.3`` would be true
-there and false in Python. Every real-valued parameter is therefore cast to DOUBLE, so all three
-databases do IEEE double arithmetic, exactly as the domain's evaluator does.
+MariaDB reads a literal ``0.1`` as an exact DECIMAL, so ``0.1 + 0.2 <= 0.3`` is true there and
+false in Python. aiomysql happens to send floats with an exponent (``1e-1``, a DOUBLE literal);
+the explicit cast makes that a property of the SQL rather than of one driver's escaping, so all
+three databases do IEEE double arithmetic whatever the driver, as the domain's evaluator does.
 """
 
 from __future__ import annotations
