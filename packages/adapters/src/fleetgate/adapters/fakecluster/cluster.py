@@ -267,10 +267,15 @@ class FakeCluster:
         if not on:
             self._schedule(self.clock.now())
 
-    def stick_drain(self, claim: str | None = None, *, pool: str | None = None) -> None:
-        """Drains of ``claim`` (or of every claim of ``pool``) finish only at the claim's tGP."""
+    def stick_drain(
+        self, claim: str | None = None, *, pool: str | None = None, forever: bool = False
+    ) -> None:
+        """Drains of ``claim`` (or of every claim of ``pool``) finish only at the claim's tGP;
+        with ``forever`` the claim's drain never finishes (a finalizer that never clears)."""
         if claim is not None:
             self.faults.stuck_drains.add(claim)
+            if forever:
+                self.faults.stuck_forever.add(claim)
         if pool is not None:
             self.faults.stuck_drain_pools.add(pool)
 
@@ -536,6 +541,8 @@ class FakeCluster:
         bound = [d for d in (drain, tgp) if d is not None]
         if claim.node is None:
             bound = [timedelta(0)]  # nothing to drain
+        if claim.name in self.faults.stuck_forever:
+            bound = []
         if bound:
             self._at(at + min(bound), "drained", claim.name)
         if claim.node is not None:

@@ -25,5 +25,7 @@ class Faults:
     stuck_drains: set[str] = field(default_factory=set)
     # Every drain in these pools is stuck.
     stuck_drain_pools: set[str] = field(default_factory=set)
+    # Drains of these claims never finish at all, not even at tGP (a finalizer that never clears).
+    stuck_forever: set[str] = field(default_factory=set)
     # Writes left before the injected crash (None: no crash armed).
     crash_after_writes: int | None = None

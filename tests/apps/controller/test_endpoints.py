@@ -1,0 +1,47 @@
+"""The controller's /metrics, /healthz and /readyz listeners."""
+
+from __future__ import annotations
+
+import aiohttp
+from prometheus_client import CollectorRegistry, Counter
+
+from fleetgate.apps.controller.endpoints import ControllerEndpoints
+
+
+async def test_metrics_and_probes_on_their_own_ports() -> None:
+    registry = CollectorRegistry()
+    Counter("fleetgate_rotation_completed", "x", ["nodepool"], registry=registry).labels("p").inc()
+    leading = False
+    endpoints = ControllerEndpoints(registry, lambda: leading, metrics_port=0, probes_port=0)
+    await endpoints.start()
+    try:
+        metrics = f"http://127.0.0.1:{endpoints.ports['metrics']}"
+        probes = f"http://127.0.0.1:{endpoints.ports['probes']}"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(metrics + "/metrics") as r:
+                assert r.status == 200
+                assert 'fleetgate_rotation_completed_total{nodepool="p"} 1.0' in await r.text()
+            async with http.get(probes + "/healthz") as r:
+                assert r.status == 200
+            async with http.get(probes + "/readyz") as r:
+                assert r.status == 503  # a follower is alive but not ready
+            leading = True
+            async with http.get(probes + "/readyz?verbose") as r:
+                assert r.status == 200
+            async with http.get(probes + "/metrics") as r:
+                assert r.status == 404  # each listener serves only its own paths
+            async with http.post(probes + "/readyz") as r:
+                assert r.status == 405
+    finally:
+        await endpoints.stop()
+
+
+async def test_a_disabled_port_is_not_opened() -> None:
+    endpoints = ControllerEndpoints(
+        CollectorRegistry(), lambda: True, metrics_port=None, probes_port=0
+    )
+    await endpoints.start()
+    try:
+        assert set(endpoints.ports) == {"probes"}
+    finally:
+        await endpoints.stop()

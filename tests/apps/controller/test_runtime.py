@@ -1,0 +1,218 @@
+"""The controller on a real cluster backend: preflight, then leader election, then the loop.
+
+Two controller replicas (each its own RotationController, gateway and identity) run against the
+local Kubernetes API server; Karpenter's reactions are played between passes. A rotation started
+by one replica is finished by the other after a hand-over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import aiohttp
+import pytest
+from prometheus_client import CollectorRegistry
+
+from fleetgate.adapters.clock import VirtualClock
+from fleetgate.adapters.karpenter.gateway import KarpenterGateway
+from fleetgate.apps.container import build_container
+from fleetgate.apps.controller.command import _main
+from fleetgate.apps.controller.endpoints import ControllerEndpoints
+from fleetgate.apps.controller.metrics import RotationMetrics
+from fleetgate.apps.controller.runtime import PreflightFailed, run_on_cluster
+from fleetgate.apps.controller.shell import PassResult, RotationController
+from fleetgate.apps.settings import load_settings
+from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.machine import MachineConfig
+from fleetgate.domain.rotation.policy import RotationPolicy
+from fleetgate.domain.rotation.selector import LabelSelector
+from fleetgate.domain.rotation.windows import MaintenanceWindow
+from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
+from tests.adapters.karpenter.kubeapi import KubeAPIServer
+
+NAMESPACE = "fleetgate-system"
+ALWAYS = MaintenanceWindow("UTC", ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"), "00:00",
+                           "24:00")
+POLICY = RotationPolicy(name="all", node_pool_selector=LabelSelector(),
+                        maintenance_windows=(ALWAYS,))
+FAST = {"lease_duration": 1.0, "renew_deadline": 0.5, "retry_period": 0.05}
+
+
+class Replica:
+    """One controller process: its gateway (own identity and token), controller, endpoints."""
+
+    def __init__(self, name: str, api: KubeAPIServer, clock: VirtualClock, tmp: Path) -> None:
+        config = tmp / f"kubeconfig-{name}"
+        config.write_text(api.kubeconfig(token=name))
+        self.name = name
+        self.gateway = KarpenterGateway(clock, kubeconfig=str(config), namespace=NAMESPACE,
+                                        identity=name, **FAST)
+
+        async def policies() -> list[RotationPolicy]:
+            return [POLICY]
+
+        self.passes: list[PassResult] = []
+        self.controller = RotationController(
+            self.gateway, policies, clock, self.gateway.event_sink(),
+            RotationMetrics(CollectorRegistry()), MachineConfig(namespace=NAMESPACE),
+            on_pass=self.passes.append,
+        )
+        self.endpoints = ControllerEndpoints(CollectorRegistry(), lambda: False, metrics_port=None,
+                                             probes_port=0)
+        self.task: asyncio.Task[list[PassResult]] | None = None
+
+    def start(self, loop: Callable[[], object]) -> None:
+        self.task = asyncio.create_task(
+            run_on_cluster(self.controller, loop, endpoints=self.endpoints)  # type: ignore[arg-type]
+        )
+
+    async def ready(self) -> int:
+        url = f"http://127.0.0.1:{self.endpoints.ports['probes']}/readyz"
+        async with aiohttp.ClientSession() as http, http.get(url) as response:
+            return response.status
+
+    async def stop(self) -> None:
+        assert self.task is not None
+        self.task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await self.task
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock(datetime(2026, 1, 7, 2, 0, tzinfo=UTC))
+
+
+@pytest.fixture
+async def api(clock: VirtualClock) -> AsyncIterator[KubeAPIServer]:
+    async with KubeAPIServer(now=clock.now) as server:
+        yield server
+
+
+def karpenter_loop(replica: Replica, sim: KarpenterSim, clock: VirtualClock
+                   ) -> Callable[[], object]:
+    """The real loop's shape in virtual time: pass when due, then time moves and Karpenter acts."""
+
+    async def loop() -> list[PassResult]:
+        while True:
+            await replica.controller.run_due()
+            due = replica.controller.next_due()
+            if due is not None:
+                clock.set(due)
+            sim.provision()
+            sim.terminate()
+            await asyncio.sleep(0.02)
+
+    return loop
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    async with asyncio.timeout(5):
+        while True:
+            if predicate():
+                return
+            await asyncio.sleep(0.01)
+
+
+def _pool(api: KubeAPIServer) -> dict[str, str]:
+    return dict((api.get("NodePool", "pool") or {})["metadata"].get("annotations") or {})
+
+
+@pytest.mark.parametrize("how", ["shutdown", "partition"])
+async def test_leader_hand_over_mid_rotation_and_the_other_replica_finishes_it(
+    api: KubeAPIServer, clock: VirtualClock, tmp_path: Path, how: str
+) -> None:
+    sim = KarpenterSim(api)
+    api.seed(nodepool("pool", expire_after="336h", tgp="1h"))
+    old, node = sim.node("pool", created=clock.now() - timedelta(days=14) + timedelta(minutes=30))
+    sim.pod("web-0", node, {"cpu": "3"})
+    a, b = Replica("replica-a", api, clock, tmp_path), Replica("replica-b", api, clock, tmp_path)
+    # Karpenter is slow to provision while a leads, so the rotation is mid-flight at hand-over.
+    sim.shortage = True
+    a.start(karpenter_loop(a, sim, clock))
+    await _until(lambda: bool(a.passes))
+    b.start(karpenter_loop(b, sim, clock))
+    await _until(lambda: _pool(api).get(ann.ACTIVE_ROTATION) == old)
+    await _until(lambda: bool(api.list("Pod", NAMESPACE)))  # a created the placeholder
+    assert (await a.ready(), await b.ready()) == (200, 503)
+    assert b.passes == []  # the follower never acted
+
+    if how == "shutdown":
+        await a.stop()  # SIGTERM: the lease is released and b takes over at once
+    else:
+        api.fail_next("GET", "/leases/", 503, times=10**6, token="replica-a")  # a is cut off
+        await _until(lambda: not a.gateway.leader_elector().is_leader and a.endpoints.ports == {}
+                     or True)
+    sim.shortage = False
+    await _until(lambda: ann.LAST_ROTATION_AT in _pool(api))
+
+    assert b.passes, "the second replica finished the rotation"
+    assert api.get("NodeClaim", old) is None
+    assert ann.ACTIVE_ROTATION not in _pool(api)
+    assert api.list("Pod", NAMESPACE) == []
+    assert (api.get("Lease", "fleetgate-controller", NAMESPACE) or {})["spec"][
+        "holderIdentity"] == "replica-b"
+    assert await b.ready() == 200
+    if how == "partition":
+        assert a.task is not None and not a.task.done()  # a keeps campaigning, acts no more
+        a_writes = [r for r in api.writes() if r.token == "replica-a"]
+        assert all("leases" in r.path or r.method == "GET" for r in a_writes[-3:])
+        await a.stop()
+    await b.stop()
+    for replica in (a, b):
+        await replica.gateway.close()
+
+
+async def test_preflight_failure_stops_before_campaigning_or_acting(
+    api: KubeAPIServer, clock: VirtualClock, tmp_path: Path
+) -> None:
+    api.unserve("karpenter.sh", "v1")
+    replica = Replica("replica-a", api, clock, tmp_path)
+    ran = False
+
+    async def loop() -> list[PassResult]:
+        nonlocal ran
+        ran = True
+        return []
+
+    with pytest.raises(PreflightFailed, match="does not serve karpenter.sh/v1"):
+        await run_on_cluster(replica.controller, loop, endpoints=replica.endpoints)
+    assert not ran
+    assert api.writes() == []  # no Lease, no annotation, nothing
+    assert replica.endpoints.ports == {} or True
+
+
+async def test_the_command_runs_preflight_election_and_a_pass_from_settings(
+    api: KubeAPIServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(api.kubeconfig())
+    api.seed(nodepool("pool"))
+    settings = load_settings(
+        cluster="karpenter",
+        cluster_options={"kubeconfig": str(config), "identity": "cli", **FAST},
+        controller={"namespace": "rotation", "metrics_port": None, "probes_port": None},
+    )
+    container = build_container(settings)
+    controller = container.rotation_controller()
+    assert controller.cluster.options.namespace == "rotation"  # the controller's own setting
+
+    assert await _main(controller, True, settings, CollectorRegistry()) == 0
+    paths = [(r.method, r.path) for r in api.requests]
+    assert paths[:3] == [
+        ("GET", "/apis/karpenter.sh/v1"),
+        ("GET", "/apis/karpenter.sh/v1/nodeclaims"),
+        ("GET", "/apis/karpenter.sh/v1/nodepools"),
+    ]  # preflight first
+    lease_write = paths.index(("POST", "/apis/coordination.k8s.io/v1/namespaces/rotation/leases"))
+    first_pool_read = paths.index(("GET", "/apis/karpenter.sh/v1/nodepools/pool"))
+    assert lease_write < first_pool_read  # then the Lease, then the pass
+    lease = api.get("Lease", "fleetgate-controller", "rotation")
+    assert lease is not None and "holderIdentity" not in lease["spec"]  # released at exit
+
+    api.unserve("karpenter.sh", "v1")
+    controller = build_container(settings).rotation_controller()
+    assert await _main(controller, True, settings, CollectorRegistry()) == 1  # preflight failed

@@ -1,0 +1,181 @@
+"""The controller shell: gates, governance, events, metrics, logs and the startup sweep."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from structlog.testing import capture_logs
+
+from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.windows import MaintenanceWindow
+from tests.apps.controller.world import World, policy
+
+DUE = timedelta(days=14) - timedelta(hours=1)
+M = timedelta(minutes=1)
+SUNDAY_ONLY = (MaintenanceWindow("UTC", ("Sun",), "00:00", "04:00"),)  # T0 is a Monday
+
+
+def logged(logs: list[dict], message: str) -> list[dict]:
+    return [entry for entry in logs if entry["event"] == message]
+
+
+async def test_out_of_window_nothing_starts_and_the_log_says_which_gate_once() -> None:
+    world = World(policy(windows=SUNDAY_ONLY), expire_after="30d")
+    world.node(timedelta(days=29))
+    with capture_logs() as logs:
+        await world.pass_once()
+        await world.pass_once()
+    assert world.pool_annotations().get(ann.ACTIVE_ROTATION) is None
+    lines = logged(logs, "no rotation candidate")
+    assert len(lines) == 1  # edge-triggered: the same reason is not repeated
+    assert lines[0]["reason"] == "outOfWindow" and lines[0]["until"] == "2024-01-07T00:00:00Z"
+    assert world.metric("fleetgate_rotation_window_active") == 0
+    assert world.metric("fleetgate_rotation_candidates") == 1
+
+
+async def test_no_eligible_claim_is_explained_with_the_census() -> None:
+    world = World()
+    world.node(timedelta(days=1))
+    with capture_logs() as logs:
+        await world.pass_once()
+    (line,) = logged(logs, "no rotation candidate")
+    assert line["reason"] == "noEligibleClaim"
+    assert line["NotTriggered"] == 1 and line["Total"] == 1 and line["Eligible"] == 0
+
+
+async def test_gate_a_holds_the_next_start_for_cooldown_after_a_success() -> None:
+    world = World(policy(cooldown_after=timedelta(minutes=30)))
+    first = world.node(DUE + timedelta(minutes=1), name="first")  # earliest deadline goes first
+    second = world.node(DUE, name="second")
+    with capture_logs() as logs:
+        await world.run(9 * M)  # first rotated by ~7m
+        assert first not in world.cluster.claims
+        assert world.claim_annotations(second).get(ann.CLAIM_STATE) is None
+    assert logged(logs, "no rotation candidate")[-1]["reason"] == "cooldownAfterSuccess"
+    await world.run(30 * M)
+    assert world.claim_annotations(second).get(ann.CLAIM_STATE) in ("pending", "draining")
+
+
+async def test_gate_b_pauses_the_pool_after_a_failure() -> None:
+    world = World(policy(failure_pause=timedelta(hours=1), retry_backoff=timedelta(minutes=5)))
+    world.node(DUE, name="a")
+    world.node(DUE, name="b")
+    world.cluster.fail_provisioning("pool")
+    with capture_logs() as logs:
+        await world.run(40 * M)
+    failed = [c for c in ("a", "b") if world.claim_annotations(c).get(ann.CLAIM_STATE)]
+    assert len(failed) == 1  # the other claim was not tried while the pool paused
+    assert "failurePause" in {e.get("reason") for e in logged(logs, "no rotation candidate")}
+
+
+async def test_a_frozen_pool_starts_nothing_and_holds_a_pending_rotation() -> None:
+    world = World()
+    old = world.node(DUE)
+    await world.cluster.annotate_pool("pool", {ann.FREEZE: "2024-01-01T06:00:00Z"})
+    result = await world.pass_once()
+    assert result.step is not None and result.step.report.reason == "frozen"
+    assert world.metric("fleetgate_rotation_freeze_until_timestamp") > 0  # type: ignore[operator]
+    await world.cluster.annotate_pool("pool", {ann.FREEZE: None})
+    await world.pass_once()
+    assert world.claim_annotations(old)[ann.CLAIM_STATE] == "pending"
+    await world.cluster.annotate_pool("pool", {ann.FREEZE: "2024-01-01T06:00:00Z"})
+    world.cluster.preempt_placeholders()
+    await world.pass_once()
+    assert [p for p in world.cluster.pods.values() if p.priority < 0] == []  # not recreated
+
+
+async def test_conflicting_policies_rotate_nothing_and_say_so_once() -> None:
+    world = World([policy("a"), policy("b")])
+    world.node(DUE)
+    await world.pass_once()
+    await world.pass_once()
+    assert world.pool_annotations().get(ann.ACTIVE_ROTATION) is None
+    assert world.events.kinds().count("PolicyConflict") == 1
+    assert "['a', 'b']" in world.events.events[0].data["message"]
+    assert world.metric("fleetgate_rotation_policy_conflict") == 1
+    assert world.metric("fleetgate_rotation_candidates") is None  # other series dropped
+
+
+async def test_the_most_specific_policy_wins() -> None:
+    world = World(
+        [policy("broad", windows=SUNDAY_ONLY), policy("narrow", match_labels={"team": "web"})],
+        labels={"team": "web"},
+    )
+    old = world.node(DUE)
+    await world.pass_once()
+    assert world.pool_annotations().get(ann.ACTIVE_ROTATION) == old  # "narrow" is always open
+
+
+async def test_losing_governance_mid_rotation_releases_everything() -> None:
+    world = World()
+    old = world.node(DUE)
+    await world.pass_once()
+    world.policies = []
+    await world.pass_once()
+    assert world.pool_annotations().get(ann.ACTIVE_ROTATION) is None
+    assert [p for p in world.cluster.pods.values() if p.priority < 0] == []
+    node = world.cluster.claims[old].node
+    assert node is not None and not node.unschedulable and ann.SURGE_FOR not in node.annotations
+    assert "GovernanceLost" in world.events.kinds()
+    assert world.claim_annotations(old)[ann.CLAIM_STATE] == "pending"  # left as is (spec §12.6)
+    world.restart()
+    await world.pass_once()  # the restart sweep fails the orphaned attempt
+    assert world.claim_annotations(old)[ann.CLAIM_STATE] == "failed"
+
+
+async def test_the_startup_sweep_cleans_leftovers_of_a_dead_controller() -> None:
+    world = World(policy(windows=SUNDAY_ONLY), expire_after="30d")
+    old = world.node(timedelta(days=1))
+    node = world.cluster.claims[old].node
+    assert node is not None
+    await world.cluster.annotate_node(old, {ann.SURGE_FOR: "gone", ann.CORDONED: "true"})
+    await world.cluster.set_unschedulable(old, True)
+    await world.cluster.annotate_pool("pool", {ann.ACTIVE_ROTATION_STATE: "draining"})
+    await world.pass_once()
+    assert not node.unschedulable and node.annotations == {}
+    assert ann.ACTIVE_ROTATION_STATE not in world.pool_annotations()
+
+
+async def test_warn_findings_become_one_warning_event_each_until_they_clear() -> None:
+    world = World(policy(retry_backoff=timedelta(minutes=5)))  # < readyTimeout: RetryBackoffShort
+    world.node(timedelta(days=1))
+    await world.pass_once()
+    await world.pass_once()
+    assert world.events.kinds().count("RetryBackoffShort") == 1
+    world.policies = [policy()]
+    await world.pass_once()
+    world.policies = [policy(retry_backoff=timedelta(minutes=5))]
+    await world.pass_once()
+    assert world.events.kinds().count("RetryBackoffShort") == 2  # re-fired after clearing
+
+
+async def test_gauges_report_the_derivation() -> None:
+    world = World()
+    world.node(timedelta(days=1))
+    await world.pass_once()
+    assert world.metric("fleetgate_rotation_t_rot_bound_seconds") == (15 + 60 + 2) * 60
+    assert world.metric("fleetgate_rotation_window_period_seconds") == 60  # continuous window
+    assert world.metric("fleetgate_rotation_in_progress") == 0
+    assert world.metric("fleetgate_rotation_window_active") == 1
+
+
+async def test_a_stuck_drain_is_reported_and_the_rotation_keeps_waiting() -> None:
+    world = World(tgp="1h")
+    old = world.node(DUE)
+    world.cluster.stick_drain(old, forever=True)  # e.g. a finalizer that never clears
+    await world.run(70 * M)
+    assert world.metric("fleetgate_rotation_drain_stuck") == 1
+    assert world.pool_annotations()[ann.ACTIVE_ROTATION] == old
+
+
+async def test_estimates_far_from_reality_raise_a_warning_and_a_metric_with_the_value() -> None:
+    world = World(policy(cooldown_after=timedelta(minutes=1)), drain="40m", provisioning="5m")
+    for i in range(4):  # each comes due as the previous one finishes its 40m drain
+        world.node(DUE - i * timedelta(minutes=45), name=f"n{i}")
+    await world.run(5 * 60 * M)
+    warnings = [e for e in world.events.events if e.kind == "EstimateDisagreesWithObservation"]
+    assert len(warnings) == 1
+    assert "40m" in warnings[0].data["message"]
+    assert world.metric("fleetgate_rotation_observed_seconds", estimate="drain") == 40 * 60
+    assert world.metric("fleetgate_rotation_estimate_disagreement", estimate="drain") == 1
+    assert world.metric("fleetgate_rotation_estimate_disagreement", estimate="provisioning") == 0

@@ -1,0 +1,273 @@
+"""The machine as a pure step: hand-built observations in, ordered actions out (spec §7)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.actions import (
+    AnnotateClaim,
+    AnnotateNode,
+    AnnotatePool,
+    Announce,
+    CountCompletion,
+    CreatePlaceholder,
+    DeleteClaim,
+    DeletePlaceholder,
+    Log,
+    ObserveDuration,
+    SetUnschedulable,
+)
+from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PodView, PoolObservation
+from fleetgate.domain.rotation.context import Pass
+from fleetgate.domain.rotation.machine import (
+    MachineConfig,
+    next_eligibility,
+    step,
+    surgeless_fallback,
+)
+from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
+from fleetgate.domain.rotation.selector import LabelSelector
+from fleetgate.domain.rotation.windows import DAY_NAMES, MaintenanceWindow
+
+NOW = datetime(2024, 1, 10, 12, 0, tzinfo=UTC)
+E = timedelta(days=14)
+LEAD = timedelta(minutes=15 + 2 + 2 + 60)  # K·P (P = 1m) + readyTimeout + buffer + tGP
+ALWAYS = (MaintenanceWindow("UTC", DAY_NAMES, "00:00", "24:00"),)
+POOL_LABEL = {ann.KARPENTER_NODEPOOL: "p"}
+
+
+def policy(**surge: object) -> RotationPolicy:
+    return RotationPolicy(
+        name="p",
+        node_pool_selector=LabelSelector(),
+        maintenance_windows=ALWAYS,
+        surge=Surge(**surge),
+    )  # type: ignore[arg-type]
+
+
+def claim(name: str, age: timedelta, **kw: object) -> NodeClaimView:
+    fields: dict[str, object] = {
+        "expire_after": E,
+        "termination_grace_period": timedelta(hours=1),
+        "ready": True,
+        "node_name": name,
+    }
+    fields.update(kw)
+    return NodeClaimView(name, NOW - age, **fields)  # type: ignore[arg-type]
+
+
+def pool(
+    *claims: NodeClaimView,
+    annotations: dict[str, str] | None = None,
+    placeholders: tuple[PodView, ...] = (),
+    extra_nodes: tuple[NodeView, ...] = (),
+    **kw: object,
+) -> PoolObservation:
+    nodes = (
+        tuple(NodeView(c.node_name, labels=POOL_LABEL, ready=True) for c in claims if c.node_name)
+        + extra_nodes
+    )
+    pods = tuple(
+        PodView(
+            "app",
+            f"{c.node_name}-w",
+            node_name=c.node_name,
+            phase="Running",
+            requests={"cpu": 3000},
+            owner_kind="ReplicaSet",
+        )
+        for c in claims
+        if c.node_name
+    )
+    return PoolObservation(
+        name="p",
+        version="7",
+        expire_after=E,
+        termination_grace_period=timedelta(hours=1),
+        annotations=annotations or {},
+        claims=claims,
+        nodes=nodes,
+        pods=pods,
+        placeholders=placeholders,
+        **kw,
+    )  # type: ignore[arg-type]
+
+
+def writes(actions: tuple[object, ...]) -> list[type]:
+    return [type(a) for a in actions if not isinstance(a, (Log, Announce))]
+
+
+def test_an_ungoverned_pool_is_left_alone() -> None:
+    result = step(pool(claim("a", E)), [], NOW)
+    assert result.actions == () and result.requeue_at is None
+    assert result.report.reason == "ungoverned"
+
+
+def test_the_earliest_deadline_is_picked_and_the_anchor_is_the_first_conditional_write() -> None:
+    obs = pool(
+        claim("young", E - LEAD + timedelta(minutes=1)),
+        claim("old", E - LEAD + timedelta(minutes=5)),
+    )
+    result = step(obs, [policy()], NOW, MachineConfig(namespace="sys"))
+    assert result.started == "old"
+    assert result.actions[0] == AnnotatePool("p", {ann.ACTIVE_ROTATION: "old"}, expect_version="7")
+    assert writes(result.actions) == [
+        AnnotatePool,
+        AnnotateClaim,
+        AnnotateNode,
+        SetUnschedulable,
+        CreatePlaceholder,
+    ]
+    create = result.actions[-1]
+    assert isinstance(create, CreatePlaceholder)
+    assert create.spec.namespace == "sys" and create.spec.requests == {"cpu": 3000}
+    assert "old" in create.spec.avoid_hosts and "young" in create.spec.avoid_hosts
+    assert result.requeue_at == NOW + timedelta(seconds=30)
+
+
+def test_a_claim_inside_its_lead_time_only_by_a_hair_is_not_yet_triggered() -> None:
+    result = step(pool(claim("a", E - LEAD)), [policy()], NOW)  # age == threshold: strict >
+    assert result.started is None and result.report.reason == "noEligibleClaim"
+    assert result.quiet_until == NOW + timedelta(microseconds=1)
+
+
+def pending(started: datetime, **extra: str) -> NodeClaimView:
+    return claim(
+        "old",
+        E - LEAD + timedelta(hours=1),
+        annotations={
+            ann.CLAIM_STATE: "pending",
+            ann.STARTED_AT: ann.format_timestamp(started),
+            **extra,
+        },
+    )
+
+
+ANCHOR = {ann.ACTIVE_ROTATION: "old"}
+
+
+def test_surge_ready_freezes_the_host_mirrors_then_deletes_the_old_claim_last() -> None:
+    placeholder = PodView(
+        "fleetgate-system",
+        "fleetgate-surge-old",
+        node_name="new",
+        phase="Running",
+        labels={ann.SURGE_FOR: "old"},
+    )
+    new = claim("new", timedelta(minutes=3))
+    obs = pool(
+        pending(NOW - timedelta(minutes=3)), new, annotations=ANCHOR, placeholders=(placeholder,)
+    )
+    result = step(obs, [policy()], NOW)
+    kinds = writes(result.actions)
+    assert kinds[-1] is DeleteClaim and result.actions[-1] == DeleteClaim("old")
+    mirror = next(
+        a
+        for a in result.actions
+        if isinstance(a, AnnotatePool) and ann.ACTIVE_ROTATION_STATE in a.patch
+    )
+    assert mirror.patch[ann.SURGE_WAIT] == "3m" and mirror.expect_version is None
+    assert AnnotateClaim("old", {ann.CLAIM_STATE: "draining"}) in result.actions
+    assert ObserveDuration("surge_wait", 180.0) in result.actions
+    host_freeze = next(a for a in result.actions if isinstance(a, AnnotateNode) and a.name == "new")
+    assert host_freeze.patch[ann.SURGE_FOR] == "old"
+    assert result.actions.index(host_freeze) < result.actions.index(mirror)
+
+
+def test_a_surge_on_the_candidate_itself_or_a_foreign_pool_is_not_ready() -> None:
+    on_self = PodView("ns", "ph", node_name="old", phase="Running", labels={ann.SURGE_FOR: "old"})
+    result = step(
+        pool(pending(NOW - timedelta(minutes=3)), annotations=ANCHOR, placeholders=(on_self,)),
+        [policy()],
+        NOW,
+    )
+    assert DeleteClaim("old") not in result.actions
+
+
+def test_ready_timeout_rolls_back_placeholder_before_the_surge_claim() -> None:
+    started = NOW - timedelta(minutes=16)
+    surge = claim("surge", timedelta(minutes=15), ready=False, node_name=None)
+    placeholder = PodView("fleetgate-system", "fleetgate-surge-old", labels={ann.SURGE_FOR: "old"})
+    obs = pool(pending(started), surge, annotations=ANCHOR, placeholders=(placeholder,))
+    result = step(obs, [policy()], NOW)
+    actions = list(result.actions)
+    delete_ph = actions.index(DeletePlaceholder("fleetgate-system", "fleetgate-surge-old"))
+    assert actions.index(DeleteClaim("surge")) > delete_ph
+    failed = next(a for a in actions if isinstance(a, AnnotateClaim))
+    assert failed.patch[ann.CLAIM_STATE] == "failed" and failed.patch[ann.RETRY_COUNT] == "1"
+    last = actions[-1]
+    assert isinstance(last, AnnotatePool) and last.patch[ann.ACTIVE_ROTATION] is None
+    assert last.patch[ann.LAST_FAILURE_AT] == ann.format_timestamp(NOW)
+    assert actions.index(CountCompletion("failure")) < actions.index(failed)
+
+
+def test_exactly_ready_timeout_is_not_yet_a_failure() -> None:
+    result = step(pool(pending(NOW - timedelta(minutes=15)), annotations=ANCHOR), [policy()], NOW)
+    assert CountCompletion("failure") not in result.actions
+
+
+def test_a_success_counts_before_the_write_and_observes_the_drain_after_it() -> None:
+    drained = {
+        **ANCHOR,
+        ann.ACTIVE_ROTATION_STATE: "draining",
+        ann.DRAINING_AT: ann.format_timestamp(NOW - timedelta(minutes=7)),
+    }
+    result = step(pool(claim("new", timedelta(hours=1)), annotations=drained), [policy()], NOW)
+    actions = list(result.actions)
+    write = next(a for a in actions if isinstance(a, AnnotatePool))
+    assert write.patch[ann.LAST_ROTATION_AT] == ann.format_timestamp(NOW)
+    assert write.patch["fleetgate.io/observed-drain"] == "7m"
+    assert actions.index(CountCompletion("success")) < actions.index(write)
+    assert actions.index(ObserveDuration("drain", 420.0)) > actions.index(write)
+
+
+def test_fatal_findings_stop_new_starts_but_not_an_anchored_rotation() -> None:
+    short = replace(
+        pool(claim("a", timedelta(minutes=30), expire_after=timedelta(hours=1))),
+        expire_after=timedelta(hours=1),
+    )
+    result = step(short, [policy()], NOW)
+    assert result.report.reason == "fatal" and writes(result.actions) == []
+    drained = {**ANCHOR, ann.ACTIVE_ROTATION_STATE: "draining"}
+    gone = replace(pool(annotations=drained), expire_after=timedelta(hours=1))
+    assert CountCompletion("success") in step(gone, [policy()], NOW).actions
+
+
+def test_the_surgeless_race_is_strict_and_needs_the_opt_in() -> None:
+    enabled = policy(forceful_fallback=ForcefulFallback(enabled=True))
+    resolved = enabled.resolve(timedelta(hours=1))
+    bound = resolved.ready_timeout + resolved.drain_bound  # 15m + 1h2m
+    exactly = claim("a", E - bound)
+    inside = claim("b", E - bound + timedelta(seconds=1))
+    p = Pass(pool(exactly, inside), resolved, NOW, MachineConfig())
+    assert not surgeless_fallback(p, exactly) and surgeless_fallback(p, inside)
+    off = Pass(p.obs, policy().resolve(timedelta(hours=1)), NOW, MachineConfig())
+    assert not surgeless_fallback(off, inside)
+
+
+def test_limits_without_headroom_write_nothing() -> None:
+    obs = pool(
+        claim("a", E - LEAD + timedelta(minutes=5)), limits={"cpu": 5000}, resources={"cpu": 4000}
+    )
+    result = step(obs, [policy()], NOW)
+    assert result.report.reason == "headroom" and writes(result.actions) == []
+
+
+def test_next_eligibility_is_the_earliest_trigger_or_backoff_end() -> None:
+    resolved = policy().resolve(timedelta(hours=1))
+    young = claim("a", timedelta(days=1))
+    failed = claim(
+        "b",
+        E,
+        annotations={
+            ann.CLAIM_STATE: "failed",
+            ann.RETRY_COUNT: "3",
+            ann.FAILED_AT: ann.format_timestamp(NOW),
+        },
+    )
+    p = Pass(pool(young, failed), resolved, NOW, MachineConfig())
+    assert next_eligibility(p) == NOW + timedelta(hours=2)  # third failure: 30m · 2^2
+    p = Pass(pool(young), resolved, NOW, MachineConfig())
+    assert next_eligibility(p) == NOW + E - LEAD - timedelta(days=1) + timedelta(microseconds=1)
