@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import lru_cache
 
 from fleetgate.domain.durations import format_duration, parse_duration
 from fleetgate.domain.rotation.annotations import PREFIX
@@ -41,13 +42,18 @@ KEYS = {"provisioning": OBSERVED_PROVISIONING, "drain": OBSERVED_DRAIN}
 
 def read_samples(annotations: Mapping[str, str], key: str) -> list[timedelta]:
     """The observations stored under ``key``; unparseable entries are skipped."""
+    return list(_parse_samples(annotations.get(key) or ""))
+
+
+@lru_cache(maxsize=1024)
+def _parse_samples(text: str) -> tuple[timedelta, ...]:
     out = []
-    for part in (annotations.get(key) or "").split(","):
+    for part in text.split(","):
         try:
             out.append(parse_duration(part.strip()))
         except ValueError:
             continue
-    return out
+    return tuple(out)
 
 
 def append_sample(annotations: Mapping[str, str], key: str, value: timedelta) -> str:

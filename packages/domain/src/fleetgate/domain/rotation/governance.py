@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+from functools import lru_cache
 
 from fleetgate.domain.rotation.policy import PolicyError, ResolvedPolicy, RotationPolicy
 
@@ -70,7 +71,7 @@ def govern(
         )
     winner = next(p for p in candidates if specificity(p) == top)
     try:
-        resolved = winner.resolve(template_tgp)
+        resolved = _resolve(winner, template_tgp)
     except PolicyError as exc:
         return Governance(
             Status.CONFLICT,
@@ -78,3 +79,9 @@ def govern(
             detail=f"RotationPolicy {winner.name!r} is invalid: {exc}",
         )
     return Governance(Status.GOVERNED, resolved=resolved, winner=winner.name)
+
+
+@lru_cache(maxsize=256)
+def _resolve(policy: RotationPolicy, template_tgp: timedelta | None) -> ResolvedPolicy:
+    """``policy.resolve`` memoised: both are immutable values, and every pass asks again."""
+    return policy.resolve(template_tgp)
