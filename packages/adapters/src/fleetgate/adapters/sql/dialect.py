@@ -41,11 +41,13 @@ class DialectSupport:
 def error_code(error: DBAPIError) -> int | str | None:
     """The driver's error code: MySQL errno, PostgreSQL SQLSTATE, or SQLite's extended code."""
     orig = error.orig
+    # The MySQL errno first: PyMySQL also sets ``sqlstate`` from the server's error packet
+    # ("40001" for a deadlock), which would hide the errno the MariaDB plugin matches on.
+    args = getattr(orig, "args", ())
+    if args and isinstance(args[0], int):
+        return args[0]
     for attr in ("sqlstate", "pgcode", "sqlite_errorcode"):
         value = getattr(orig, attr, None)
         if value is not None:
             return value  # type: ignore[no-any-return]
-    args = getattr(orig, "args", ())
-    if args and isinstance(args[0], int):
-        return args[0]
     return None
