@@ -178,8 +178,8 @@ class KubeAPIServer:
     def fail_next(
         self, method: str, path_regex: str, status: int, times: int = 1, token: str | None = None
     ) -> None:
-        """Answer the next ``times`` matching requests (of the client with ``token``, if given)
-        with ``status`` (409 is a Conflict)."""
+        """Answer the next ``times`` matching requests (``method`` "*": any) of the client with
+        ``token`` (if given) with ``status`` (409 is a Conflict)."""
         self._faults.append(_Fault(method.upper(), re.compile(path_regex), status, times, token))
 
     def heal(self) -> None:
@@ -357,7 +357,7 @@ class KubeAPIServer:
         for fault in self._faults:
             if fault.token is not None and fault.token != token:
                 continue
-            if fault.times > 0 and fault.method == method and fault.path.search(path):
+            if fault.times > 0 and fault.method in (method, "*") and fault.path.search(path):
                 fault.times -= 1
                 reason = {409: "Conflict", 404: "NotFound", 403: "Forbidden"}.get(
                     fault.status, "InternalError"

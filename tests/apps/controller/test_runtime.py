@@ -17,6 +17,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from fleetgate.adapters.clock import VirtualClock
+from fleetgate.adapters.karpenter.connection import KubernetesAPIError
 from fleetgate.adapters.karpenter.gateway import KarpenterGateway
 from fleetgate.apps.container import build_container
 from fleetgate.apps.controller.command import _main
@@ -34,10 +35,12 @@ from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import KubeAPIServer
 
 NAMESPACE = "fleetgate-system"
-ALWAYS = MaintenanceWindow("UTC", ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"), "00:00",
-                           "24:00")
-POLICY = RotationPolicy(name="all", node_pool_selector=LabelSelector(),
-                        maintenance_windows=(ALWAYS,))
+ALWAYS = MaintenanceWindow(
+    "UTC", ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"), "00:00", "24:00"
+)
+POLICY = RotationPolicy(
+    name="all", node_pool_selector=LabelSelector(), maintenance_windows=(ALWAYS,)
+)
 FAST = {"lease_duration": 1.0, "renew_deadline": 0.5, "retry_period": 0.05}
 
 
@@ -48,20 +51,26 @@ class Replica:
         config = tmp / f"kubeconfig-{name}"
         config.write_text(api.kubeconfig(token=name))
         self.name = name
-        self.gateway = KarpenterGateway(clock, kubeconfig=str(config), namespace=NAMESPACE,
-                                        identity=name, **FAST)
+        self.gateway = KarpenterGateway(
+            clock, kubeconfig=str(config), namespace=NAMESPACE, identity=name, **FAST
+        )
 
         async def policies() -> list[RotationPolicy]:
             return [POLICY]
 
         self.passes: list[PassResult] = []
         self.controller = RotationController(
-            self.gateway, policies, clock, self.gateway.event_sink(),
-            RotationMetrics(CollectorRegistry()), MachineConfig(namespace=NAMESPACE),
+            self.gateway,
+            policies,
+            clock,
+            self.gateway.event_sink(),
+            RotationMetrics(CollectorRegistry()),
+            MachineConfig(namespace=NAMESPACE),
             on_pass=self.passes.append,
         )
-        self.endpoints = ControllerEndpoints(CollectorRegistry(), lambda: False, metrics_port=None,
-                                             probes_port=0)
+        self.endpoints = ControllerEndpoints(
+            CollectorRegistry(), lambda: False, metrics_port=None, probes_port=0
+        )
         self.task: asyncio.Task[list[PassResult]] | None = None
 
     def start(self, loop: Callable[[], object]) -> None:
@@ -92,13 +101,18 @@ async def api(clock: VirtualClock) -> AsyncIterator[KubeAPIServer]:
         yield server
 
 
-def karpenter_loop(replica: Replica, sim: KarpenterSim, clock: VirtualClock
-                   ) -> Callable[[], object]:
+def karpenter_loop(
+    replica: Replica, sim: KarpenterSim, clock: VirtualClock
+) -> Callable[[], object]:
     """The real loop's shape in virtual time: pass when due, then time moves and Karpenter acts."""
 
     async def loop() -> list[PassResult]:
         while True:
-            await replica.controller.run_due()
+            try:
+                await replica.controller.run_due()
+            except KubernetesAPIError:
+                await asyncio.sleep(0.02)  # as run_loop does: cut off, try again later
+                continue
             due = replica.controller.next_due()
             if due is not None:
                 clock.set(due)
@@ -143,9 +157,9 @@ async def test_leader_hand_over_mid_rotation_and_the_other_replica_finishes_it(
     if how == "shutdown":
         await a.stop()  # SIGTERM: the lease is released and b takes over at once
     else:
-        api.fail_next("GET", "/leases/", 503, times=10**6, token="replica-a")  # a is cut off
-        await _until(lambda: not a.gateway.leader_elector().is_leader and a.endpoints.ports == {}
-                     or True)
+        api.fail_next("*", "", 503, times=10**6, token="replica-a")  # a is cut off entirely
+        await _until(lambda: b.passes != [])  # b waited out the lease a could not renew
+        assert await a.ready() == 503
     sim.shortage = False
     await _until(lambda: ann.LAST_ROTATION_AT in _pool(api))
 
@@ -154,12 +168,14 @@ async def test_leader_hand_over_mid_rotation_and_the_other_replica_finishes_it(
     assert ann.ACTIVE_ROTATION not in _pool(api)
     assert api.list("Pod", NAMESPACE) == []
     assert (api.get("Lease", "fleetgate-controller", NAMESPACE) or {})["spec"][
-        "holderIdentity"] == "replica-b"
+        "holderIdentity"
+    ] == "replica-b"
     assert await b.ready() == 200
     if how == "partition":
         assert a.task is not None and not a.task.done()  # a keeps campaigning, acts no more
-        a_writes = [r for r in api.writes() if r.token == "replica-a"]
-        assert all("leases" in r.path or r.method == "GET" for r in a_writes[-3:])
+        api.heal()
+        await asyncio.sleep(0.2)
+        assert await a.ready() == 503
         await a.stop()
     await b.stop()
     for replica in (a, b):
@@ -178,11 +194,10 @@ async def test_preflight_failure_stops_before_campaigning_or_acting(
         ran = True
         return []
 
-    with pytest.raises(PreflightFailed, match="does not serve karpenter.sh/v1"):
+    with pytest.raises(PreflightFailed, match=r"does not serve karpenter\.sh/v1"):
         await run_on_cluster(replica.controller, loop, endpoints=replica.endpoints)
     assert not ran
     assert api.writes() == []  # no Lease, no annotation, nothing
-    assert replica.endpoints.ports == {} or True
 
 
 async def test_the_command_runs_preflight_election_and_a_pass_from_settings(

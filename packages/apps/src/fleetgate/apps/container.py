@@ -51,7 +51,18 @@ def _placement_service(
 
 
 def _cluster(pm: Any, settings: Settings, clock: Any) -> Any:
-    return plugins.make_cluster(pm, settings.cluster, dict(settings.cluster_options), clock)
+    options = dict(settings.cluster_options)
+    if settings.cluster == "karpenter":
+        # The controller's own settings are the Karpenter backend's defaults, so the namespace
+        # the machine puts placeholders in is the one the gateway reads them (and the Lease) from.
+        ctl = settings.controller
+        options = {
+            "namespace": ctl.namespace,
+            "placeholder_image": ctl.placeholder_image,
+            "priority_class": ctl.priority_class,
+            **options,
+        }
+    return plugins.make_cluster(pm, settings.cluster, options, clock)
 
 
 def _rotation_controller(

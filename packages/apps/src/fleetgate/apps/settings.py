@@ -61,6 +61,9 @@ class ControllerSettings(_Section):
     placeholder_image: str = "registry.k8s.io/pause:3.10"
     priority_class: str = "fleetgate-placeholder"
     leader_election: bool = True
+    endpoints_host: str = "0.0.0.0"  # probes and metrics must be reachable from outside the Pod
+    metrics_port: int | None = Field(8080, ge=0, le=65535)
+    probes_port: int | None = Field(8081, ge=0, le=65535)
 
 
 class Settings(BaseSettings):

@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, TypeVar
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -28,6 +29,7 @@ from fleetgate.adapters.karpenter.connection import (
     POLICY_GROUP,
     POLICY_VERSION,
     KarpenterOptions,
+    KubernetesAPIError,
     connect,
     translate,
 )
@@ -297,3 +299,5 @@ async def _call(what: str, request: Awaitable[T]) -> T:
         return await request
     except ApiException as exc:
         raise translate(exc, what) from exc
+    except (aiohttp.ClientError, TimeoutError) as exc:
+        raise KubernetesAPIError(f"{what}: the API server is unreachable: {exc}") from exc

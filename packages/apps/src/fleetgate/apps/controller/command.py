@@ -16,16 +16,21 @@ from typing import Any
 
 import structlog
 
+from fleetgate.apps.controller.endpoints import ControllerEndpoints
 from fleetgate.apps.controller.metrics import RotationMetrics
+from fleetgate.apps.controller.runtime import PreflightFailed, cancelled_on_signals, run_on_cluster
 from fleetgate.apps.controller.shell import PassResult, PolicySource, RotationController
+from fleetgate.apps.eventsink import FanOutEventSink
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.settings import Settings
+from fleetgate.domain.ports import ClusterRuntime
 from fleetgate.domain.rotation.constants import LONG_REQUEUE
 from fleetgate.domain.rotation.machine import MachineConfig
 from fleetgate.domain.rotation.manifest import read_manifest
 from fleetgate.domain.rotation.policy import RotationPolicy
 
 _log = structlog.get_logger("fleetgate.controller")
+ROUND_RETRY = timedelta(seconds=5)
 
 
 def policy_source(files: Sequence[Path], cluster: Any) -> PolicySource:
@@ -54,6 +59,8 @@ def build_controller(
 ) -> RotationController:
     """The controller for one process (the container's ``rotation_controller`` provider)."""
     ctl = settings.controller
+    if isinstance(cluster, ClusterRuntime):  # also as Kubernetes Events on the pool/claim
+        events = FanOutEventSink(events, cluster.event_sink())
     return RotationController(
         cluster,
         policy_source(ctl.policies, cluster),
@@ -74,7 +81,18 @@ async def run_loop(
         return await controller.run_once()
     stop = stop or asyncio.Event()
     while not stop.is_set():
-        await controller.run_due()
+        try:
+            await controller.run_due()
+        except PolicyFileError:
+            raise
+        except Exception as exc:
+            # The API server restarting or throttling must not end the controller: every pass
+            # re-reads the cluster, so the next round simply tries again.
+            _log.warning("pass round failed; retrying", error=str(exc), kind=type(exc).__name__)
+            controller.poke()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=ROUND_RETRY.total_seconds())
+            continue
         due = controller.next_due()
         now = controller.clock.now()
         wait = LONG_REQUEUE if due is None else min(max(due - now, timedelta(0)), LONG_REQUEUE)
@@ -94,28 +112,45 @@ def run_controller(once: bool) -> int:
         settings = container.settings()
         configure_logging(settings.log_format)
         controller = container.rotation_controller()
-    except (ConfigError, PolicyFileError, LookupError) as exc:
+    except (ConfigError, PolicyFileError, LookupError, ValueError) as exc:
         structlog.get_logger("fleetgate").error("cannot start the controller", error=str(exc))
         return 2
-    return asyncio.run(_main(controller, once))
+    return asyncio.run(_main(controller, once, settings, container.metrics_registry()))
 
 
-async def _main(controller: RotationController, once: bool) -> int:
-    cluster = controller.cluster
-    start = getattr(cluster, "start", None)
-    if start is not None:
-        await start()
+async def _main(
+    controller: RotationController, once: bool, settings: Settings, registry: Any
+) -> int:
+    ctl = settings.controller
+    # --once is a one-shot job: no listeners; it still waits for the Lease, never acting
+    # beside a running leader.
+    endpoints = (
+        None
+        if once
+        else ControllerEndpoints(
+            registry,
+            lambda: False,
+            host=ctl.endpoints_host,
+            metrics_port=ctl.metrics_port,
+            probes_port=ctl.probes_port,
+        )
+    )
     try:
-        results = await run_loop(controller, once=once)
+        with cancelled_on_signals():
+            results = await run_on_cluster(
+                controller,
+                lambda: run_loop(controller, once=once),
+                leader_election=ctl.leader_election,
+                endpoints=endpoints,
+            )
+    except PreflightFailed as exc:
+        _log.error("preflight failed; not starting", error=str(exc))
+        return 1
     except PolicyFileError as exc:
         _log.error("cannot read the policies", error=str(exc))
         return 2
-    except KeyboardInterrupt:
-        return 0
-    finally:
-        close = getattr(cluster, "close", None)
-        if close is not None:
-            await close()
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        return 0  # SIGTERM/SIGINT: the loop stopped and the Lease was released
     for result in results:
         report = result.step.report if result.step else None
         _log.info(

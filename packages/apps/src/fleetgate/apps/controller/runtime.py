@@ -1,0 +1,102 @@
+"""How ``fleetgate controller`` runs on a real cluster: preflight, leader election, then the loop.
+
+Against a cluster backend that offers ``ClusterRuntime`` (Karpenter), the order is fixed:
+
+1. connect, and **preflight**: fail fast, before campaigning, when the cluster cannot serve the
+   controller (Karpenter v1 missing, RBAC too narrow), with the backend's actionable message;
+2. **leader election**: of all replicas only the Lease holder runs the loop; readiness follows
+   leadership; a replica that loses the Lease has its loop cancelled mid-pass (safe: every pass
+   re-reads the cluster and every write is idempotent or conditional) and campaigns again;
+3. the **loop**; on SIGTERM/SIGINT it is cancelled and the Lease is released, so the other
+   replica takes over at once.
+
+The fake cluster offers none of this: the loop just runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+
+import structlog
+
+from fleetgate.apps.controller.endpoints import ControllerEndpoints
+from fleetgate.apps.controller.shell import PassResult, RotationController
+from fleetgate.domain.ports import ClusterRuntime, Leadership
+
+_log = structlog.get_logger("fleetgate.controller")
+
+
+class PreflightFailed(RuntimeError):
+    """The cluster cannot run the controller; the message is the backend's actionable one."""
+
+
+async def run_on_cluster(
+    controller: RotationController,
+    loop: Callable[[], Awaitable[list[PassResult]]],
+    *,
+    leader_election: bool = True,
+    endpoints: ControllerEndpoints | None = None,
+) -> list[PassResult]:
+    """Preflight, campaign, run ``loop`` while leading; return what the loop returned."""
+    cluster = controller.cluster
+    runtime = cluster if isinstance(cluster, ClusterRuntime) else None
+    elector: Leadership | None = None
+    running = False
+    results: list[PassResult] = []
+
+    def ready() -> bool:
+        return elector.is_leader if elector is not None else running
+
+    if endpoints is not None:
+        endpoints.ready = ready
+        await endpoints.start()
+    try:
+        if runtime is not None:
+            await runtime.start()
+            try:
+                await runtime.preflight()
+            except Exception as exc:
+                raise PreflightFailed(str(exc)) from exc
+            if leader_election:
+                elector = runtime.leader_elector()
+
+        async def work() -> None:
+            nonlocal running
+            running = True
+            try:
+                results.extend(await loop())
+            finally:
+                running = False
+
+        if elector is None:
+            await work()
+        else:
+            _log.info("waiting for leadership before acting")
+            await elector.run(work)
+        return results
+    finally:
+        if endpoints is not None:
+            await endpoints.stop()
+        if runtime is not None:
+            await runtime.close()
+
+
+@contextlib.contextmanager
+def cancelled_on_signals() -> Iterator[None]:
+    """Turn SIGTERM/SIGINT into cancelling the running task (so the Lease gets released)."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    installed = []
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, task.cancel)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
