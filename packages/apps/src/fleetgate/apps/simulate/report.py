@@ -51,24 +51,57 @@ def timeline_svg(doc: dict[str, Any]) -> str:
         f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="11">',
         f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
     ]
+    out += _windows(doc, x, slots)
+    out += _day_ticks(start, span, x, slots)
+    out += _generations(doc, x, start, end)
+    out += _rotations(doc, x)
+    for e in doc["events"]:
+        if e["type"] == "expire-after-breach":
+            y, xb = TOP + e["slot"] * ROW, x(e["at"])
+            out.append(
+                f'<text x="{xb}" y="{y + 15}" text-anchor="middle" fill="#c92a2a" '
+                f'font-weight="bold" font-size="14">✕<title>breach: {html.escape(e["node"])} '
+                f"at {e['at']}</title></text>"
+            )
+    out += _legend(TOP + slots * ROW + 24)
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _windows(doc: dict[str, Any], x: Any, slots: int) -> list[str]:
+    out = []
     for w in doc["windows"]:
         x0, x1 = x(w["start"]), x(w["end"])
         out.append(
-            f'<rect x="{x0}" y="{TOP - 6}" width="{max(x1 - x0, 0.5)}" '
-            f'height="{slots * ROW + 6}" fill="#fff3bf"><title>window {w["start"]} – '
-            f"{w['end']}</title></rect>"
+            f'<rect x="{x0}" y="{TOP - 6}" width="{max(x1 - x0, 1.5)}" '
+            f'height="{slots * ROW + 6}" fill="#ffe066" fill-opacity="0.5"><title>window '
+            f"{w['start']} – {w['end']}</title></rect>"
         )
+    return out
+
+
+def _day_ticks(start: datetime, span: float, x: Any, slots: int) -> list[str]:
+    out = []
     days = int(span // 86400)
     step = max(1, days // 12) if days else 1
+    last = -100.0
     for d in range(0, days + 1, step):
-        tick = start.timestamp() + d * 86400
-        xi = x(datetime.fromtimestamp(tick, tz=start.tzinfo))
-        label = datetime.fromtimestamp(tick, tz=start.tzinfo).strftime("%m-%d")
+        when = datetime.fromtimestamp(start.timestamp() + d * 86400, tz=start.tzinfo)
+        xi = x(when)
+        if xi - last < 40:  # the run ends just after a tick: do not print two labels on top
+            continue
+        last = xi
+        anchor = "end" if xi > WIDTH - 40 else "middle"  # keep the last label on the canvas
         out.append(
             f'<line x1="{xi}" y1="{TOP - 10}" x2="{xi}" y2="{TOP + slots * ROW}" '
-            f'stroke="#ddd"/><text x="{xi}" y="{TOP - 14}" text-anchor="middle">'
-            f"{label}</text>"
+            f'stroke="#ddd"/><text x="{xi}" y="{TOP - 14}" text-anchor="{anchor}">'
+            f"{when.strftime('%m-%d')}</text>"
         )
+    return out
+
+
+def _generations(doc: dict[str, Any], x: Any, start: datetime, end: datetime) -> list[str]:
+    out = []
     for g in doc["generations"]:
         y = TOP + g["slot"] * ROW
         if g["gen"] == 0:
@@ -78,67 +111,75 @@ def timeline_svg(doc: dict[str, Any]) -> str:
             )
         x0, x1 = x(g["createdAt"]), x(g["removedAt"])
         color = COLORS.get(g["birthMode"], "#999")
+        shade = "1" if g["gen"] % 2 == 0 else "0.55"  # successive generations stay apart
         out.append(
             f'<rect x="{x0}" y="{y + 3}" width="{max(x1 - x0, 1)}" height="{ROW - 8}" '
-            f'fill="{color}" stroke="#555" stroke-width="0.5"><title>'
+            f'fill="{color}" fill-opacity="{shade}" stroke="#555" stroke-width="0.5"><title>'
             f"{html.escape(g['name'])} ({g['birthMode']}) created {g['createdAt']}, "
             f"deadline {g['deadline']}</title></rect>"
         )
-        if g["eligibilityBoundary"] and start <= (_t(g["eligibilityBoundary"]) or start) <= end:
-            xb = x(g["eligibilityBoundary"])
+        boundary = _t(g["eligibilityBoundary"])
+        if boundary is not None and start <= boundary <= end:
+            xb = x(boundary)
             out.append(
                 f'<line x1="{xb}" y1="{y + 2}" x2="{xb}" y2="{y + ROW - 3}" '
                 'stroke="#1c7ed6" stroke-dasharray="2,2"/>'
             )
-        if g["deadline"] and (_t(g["deadline"]) or end) <= end:
-            xd = x(g["deadline"])
+        deadline = _t(g["deadline"])
+        if deadline is not None and deadline <= end:
+            xd = x(deadline)
             out.append(
                 f'<line x1="{xd}" y1="{y + 1}" x2="{xd}" y2="{y + ROW - 2}" '
                 'stroke="#c92a2a" stroke-width="1.5"/>'
             )
+    return out
+
+
+def _rotations(doc: dict[str, Any], x: Any) -> list[str]:
+    out = []
     for r in doc["rotations"]:
         if r["slot"] is None:
             continue
-        y = TOP + r["slot"] * ROW + ROW / 2
+        top = TOP + r["slot"] * ROW + 1
         xs, xe = x(r["start"]), x(r["done"])
         color = "#2b8a3e" if r["outcome"] == "success" else "#e67700"
         out.append(
-            f'<line x1="{xs}" y1="{y}" x2="{max(xe, xs + 2)}" y2="{y}" stroke="{color}" '
-            f'stroke-width="3"><title>{r["mode"]} rotation of {html.escape(r["node"])}: '
-            f"{r['start']} → {r['done']} ({r['outcome']})</title></line>"
+            f'<polygon points="{xs - 4},{top} {xs + 4},{top} {xs},{top + 7}" fill="{color}">'
+            f"<title>{r['mode']} rotation of {html.escape(r['node'])}: {r['start']} → "
+            f"{r['done']} ({r['outcome']})</title></polygon>"
+            f'<line x1="{xs}" y1="{top + ROW / 2}" x2="{max(xe, xs + 2)}" y2="{top + ROW / 2}" '
+            f'stroke="{color}" stroke-width="3"/>'
         )
-    for e in doc["events"]:
-        if e["type"] == "expire-after-breach":
-            y = TOP + e["slot"] * ROW
-            xb = x(e["at"])
-            out.append(
-                f'<text x="{xb}" y="{y + 15}" text-anchor="middle" fill="#c92a2a" '
-                f'font-weight="bold" font-size="14">✕<title>breach: {e["node"]} at '
-                f"{e['at']}</title></text>"
-            )
-    legend_y = TOP + slots * ROW + 24
-    items = [
-        ("#fff3bf", "maintenance window"),
+    return out
+
+
+def _legend(y: float) -> list[str]:
+    out = []
+    lx = float(LEFT)
+    swatches = [
+        ("#ffe066", "maintenance window"),
         (COLORS["initial"], "initial node"),
         (COLORS["surge"], "surge replacement"),
         (COLORS["surgeless"], "surge-less"),
         (COLORS["replacement"], "forced replacement"),
     ]
-    lx = LEFT
-    for color, label in items:
+    for color, label in swatches:
         out.append(
-            f'<rect x="{lx}" y="{legend_y - 9}" width="12" height="10" fill="{color}" '
-            f'stroke="#555" stroke-width="0.5"/><text x="{lx + 16}" y="{legend_y}">'
-            f"{label}</text>"
+            f'<rect x="{lx}" y="{y - 9}" width="12" height="10" fill="{color}" stroke="#555" '
+            f'stroke-width="0.5"/><text x="{lx + 16}" y="{y}">{label}</text>'
         )
-        lx += 30 + 7 * len(label)
+        lx += 34 + 6.5 * len(label)
     out.append(
-        f'<line x1="{lx}" y1="{legend_y - 9}" x2="{lx}" y2="{legend_y + 1}" '
-        f'stroke="#c92a2a" stroke-width="1.5"/><text x="{lx + 5}" y="{legend_y}">'
-        "deadline (expireAfter)</text>"
+        f'<line x1="{lx}" y1="{y - 9}" x2="{lx}" y2="{y + 1}" stroke="#c92a2a" '
+        f'stroke-width="1.5"/><text x="{lx + 5}" y="{y}">deadline</text>'
+        f'<line x1="{lx + 65}" y1="{y - 9}" x2="{lx + 65}" y2="{y + 1}" stroke="#1c7ed6" '
+        f'stroke-dasharray="2,2"/><text x="{lx + 70}" y="{y}">eligible</text>'
+        f'<polygon points="{lx + 126},{y - 9} {lx + 134},{y - 9} {lx + 130},{y - 2}" '
+        f'fill="#2b8a3e"/><text x="{lx + 138}" y="{y}">rotation</text>'
+        f'<text x="{lx + 195}" y="{y + 1}" fill="#c92a2a" font-weight="bold" font-size="14">'
+        f'✕</text><text x="{lx + 209}" y="{y}">breach</text>'
     )
-    out.append("</svg>")
-    return "\n".join(out)
+    return out
 
 
 def render_html(doc: dict[str, Any]) -> str:
