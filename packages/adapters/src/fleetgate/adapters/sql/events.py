@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -20,9 +21,13 @@ MAX_LIMIT = 1000
 _log = logging.getLogger("fleetgate.ledger.events")
 
 
+def _jsonable(value: object) -> str:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
 def _plain(data: dict[str, Any]) -> dict[str, Any]:
     # Events carry domain values (datetimes, enums); the JSON column takes their string forms.
-    loaded: dict[str, Any] = json.loads(json.dumps(data, default=str))
+    loaded: dict[str, Any] = json.loads(json.dumps(data, default=_jsonable))
     return loaded
 
 

@@ -1,0 +1,94 @@
+"""Bounded, jittered retries: which errors, how many times, and the clear error at the end."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy.exc import OperationalError
+
+from fleetgate.adapters import plugins
+from fleetgate.adapters.sql.retry import ATTEMPTS, backoff, with_retries
+from fleetgate.domain.capacity.dimensions import Capacity, Resources
+from fleetgate.domain.capacity.errors import LedgerUnavailable
+from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
+
+
+class Orig(Exception):
+    """Stands in for a driver error carrying an errno."""
+
+
+def deadlock() -> OperationalError:
+    return OperationalError("UPDATE ...", {}, Orig(1213, "Deadlock found"))
+
+
+async def no_sleep(_: float) -> None:
+    return None
+
+
+async def test_a_retryable_error_is_retried_until_it_succeeds() -> None:
+    calls = []
+
+    async def run() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise deadlock()
+        return "done"
+
+    result = await with_retries(run, retryable=lambda e: True, what="admit", sleep=no_sleep)
+    assert result == "done" and len(calls) == 3
+
+
+async def test_exhausting_the_budget_raises_ledger_unavailable() -> None:
+    calls = []
+    delays: list[float] = []
+
+    async def run() -> None:
+        calls.append(1)
+        raise deadlock()
+
+    async def sleep(seconds: float) -> None:
+        delays.append(seconds)
+
+    with pytest.raises(LedgerUnavailable, match=r"admit onto a: gave up after 4 attempts"):
+        await with_retries(run, retryable=lambda e: True, what="admit onto a", sleep=sleep)
+    assert len(calls) == ATTEMPTS and len(delays) == ATTEMPTS - 1
+    assert delays[0] < delays[-1]  # exponential, even with jitter (base x 8 vs base x 1.5)
+
+
+async def test_other_errors_are_not_retried() -> None:
+    calls = []
+
+    async def run() -> None:
+        calls.append(1)
+        raise deadlock()
+
+    with pytest.raises(OperationalError):
+        await with_retries(run, retryable=lambda e: False, what="x", sleep=no_sleep)
+    assert len(calls) == 1
+
+
+def test_backoff_is_jittered_within_half_to_one_and_a_half() -> None:
+    rng = random.Random(1)
+    for attempt in range(4):
+        for _ in range(50):
+            assert 0.5 * 0.005 * 2**attempt <= backoff(attempt, rng) <= 1.5 * 0.005 * 2**attempt
+
+
+async def test_a_busy_sqlite_database_is_retried_then_reported(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'busy.db'}"
+    ledger = plugins.make_ledger(plugins.plugin_manager(), url, {"busy_timeout_ms": 20})
+    await ledger.start()
+    await ledger.add_node(NodeSpec("a", Capacity(4, 100, 10)))
+    holder = sqlite3.connect(tmp_path / "busy.db", isolation_level=None)
+    try:
+        holder.execute("BEGIN IMMEDIATE")  # another writer holds the lock throughout
+        with pytest.raises(LedgerUnavailable, match="gave up after 4 attempts"):
+            await ledger.admit(AdmitRequest("team", "a", Resources(1, 1, 1)))
+        holder.execute("ROLLBACK")
+        assert (await ledger.admit(AdmitRequest("team", "a", Resources(1, 1, 1)))).admitted
+    finally:
+        holder.close()
+        await ledger.close()
