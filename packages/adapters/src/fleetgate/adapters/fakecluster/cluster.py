@@ -22,27 +22,25 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetgate.adapters.fakecluster import scheduler
-from fleetgate.adapters.fakecluster.faults import ControllerCrash, Faults
+from fleetgate.adapters.fakecluster.faults import Faults
+from fleetgate.adapters.fakecluster.lifecycle import KarpenterLifecycle
 from fleetgate.adapters.fakecluster.model import (
     ARCH_LABEL,
     CAPACITY_TYPE_LABEL,
-    HOSTNAME_LABEL,
-    NODEPOOL_LABEL,
     ZONE_LABEL,
     Claim,
+    ClusterRecord,
     Node,
+    NodeChange,
     Pod,
     Pool,
+    is_placeholder,
 )
-from fleetgate.adapters.fakecluster.scheduler import BATCH
 from fleetgate.domain.rotation.cluster import (
     ClusterConflict,
-    ObjectNotFound,
     PlaceholderSpec,
     PoolObservation,
     Requirement,
@@ -51,33 +49,6 @@ from fleetgate.domain.rotation.cluster import (
 
 UNSET: Any = object()
 """Marker for "inherit from the pool template" in ``add_node``."""
-
-
-@dataclass(frozen=True)
-class NodeChange:
-    """A change of a Node that listeners hear about: ``ready``, ``removed``, ``cordoned``,
-    ``uncordoned``."""
-
-    kind: str
-    node: str
-    pool: str
-    at: datetime
-
-
-@dataclass(frozen=True)
-class ClusterRecord:
-    """One line of the cluster's history (for the simulator and for assertions in tests).
-
-    Kinds: ``claim-created``, ``claim-ready``, ``claim-deleting``, ``claim-removed``,
-    ``claim-expired`` (forced expiry started), ``placeholder-created``,
-    ``placeholder-deleted``, ``placeholder-bound``, ``placeholder-preempted``, ``pod-bound``.
-    """
-
-    at: datetime
-    kind: str
-    name: str
-    pool: str
-    data: tuple[tuple[str, str], ...] = ()
 
 
 def _duration(value: timedelta | str | None, field: str) -> timedelta | None:
@@ -91,7 +62,7 @@ def _duration(value: timedelta | str | None, field: str) -> timedelta | None:
         raise ValueError(f"{field}: {exc}") from exc
 
 
-class FakeCluster:
+class FakeCluster(KarpenterLifecycle):
     """An in-memory cluster on a (virtual) clock. Implements ``ClusterGateway``.
 
     Options (all optional; also accepted as ``cluster_options`` settings): ``provisioning_delay``
@@ -347,7 +318,7 @@ class FakeCluster:
         pods = [
             pod.view()
             for pod in sorted(self.pods.values(), key=lambda p: p.key)
-            if pod.node_name in node_names and not _is_placeholder(pod)
+            if pod.node_name in node_names and not is_placeholder(pod)
         ]
         return PoolObservation(
             name=p.name,
@@ -451,217 +422,10 @@ class FakeCluster:
 
     # --- inspection --------------------------------------------------------------------------
 
-    def pool_resources(self, pool: str) -> dict[str, int]:
-        """``status.resources``: the summed allocatable of the pool's claims."""
-        total: dict[str, int] = {}
-        for claim in self.claims.values():
-            if claim.pool == pool:
-                for name, value in claim.allocatable.items():
-                    total[name] = total.get(name, 0) + value
-        return total
-
     def node_of(self, claim: str) -> Node | None:
         """The Node of ``claim``, if launched."""
         c = self.claims.get(claim)
         return c.node if c else None
-
-    # --- Karpenter's behaviour ---------------------------------------------------------------
-
-    def _new_claim(
-        self,
-        pool: Pool,
-        name: str,
-        created_at: datetime,
-        expire_after: timedelta | None,
-        tgp: timedelta | None,
-        allocatable: dict[str, int],
-    ) -> Claim:
-        if name in self.claims:
-            raise ValueError(f"node: {name!r} already exists")
-        claim = Claim(
-            name=name,
-            pool=pool.name,
-            created_at=created_at,
-            expire_after=expire_after,
-            termination_grace_period=tgp,
-            allocatable=allocatable,
-            labels={NODEPOOL_LABEL: pool.name, **pool.node_labels},
-        )
-        self.claims[name] = claim
-        self.archive[name] = claim
-        self._record(created_at, "claim-created", name, pool.name)
-        if expire_after is not None:
-            self._at(created_at + expire_after, "expire", name)
-        return claim
-
-    def _launch(self, claim: Claim, at: datetime, *, ready: bool = True) -> None:
-        claim.node = Node(
-            name=claim.name,
-            pool=claim.pool,
-            allocatable=dict(claim.allocatable),
-            labels={**claim.labels, HOSTNAME_LABEL: claim.name},
-            ready=False,
-        )
-        if ready:
-            self._become_ready(claim, at)
-
-    def _become_ready(self, claim: Claim, at: datetime) -> None:
-        if claim.node is None:
-            self._launch(claim, at, ready=False)
-            assert claim.node is not None
-        claim.ready = claim.node.ready = True
-        self._record(at, "claim-ready", claim.name, claim.pool)
-        self._notify("ready", claim.node, at)
-        self._schedule(at)
-
-    def provision(self, pool: Pool, at: datetime) -> Claim:
-        """Launch a new claim for ``pool`` (Ready after its provisioning delay unless faulted)."""
-        claim = self._new_claim(
-            pool,
-            self._next_name(pool.name),
-            at,
-            pool.expire_after,
-            pool.termination_grace_period,
-            dict(pool.node_allocatable),
-        )
-        if pool.name not in self.faults.provisioning_never_completes:
-            # The pool's delay runs from the Pod going Pending; the batch window is part of it.
-            self._at(at + max(pool.provisioning_delay - BATCH, timedelta(0)), "launch", claim.name)
-        return claim
-
-    def _start_deletion(self, claim: Claim, at: datetime) -> None:
-        claim.deleting_at = at
-        self._record(at, "claim-deleting", claim.name, claim.pool)
-        pool = self.pools[claim.pool]
-        stuck = (
-            claim.name in self.faults.stuck_drains or claim.pool in self.faults.stuck_drain_pools
-        )
-        drain = None if stuck else pool.drain_time
-        tgp = claim.termination_grace_period
-        bound = [d for d in (drain, tgp) if d is not None]
-        if claim.node is None:
-            bound = [timedelta(0)]  # nothing to drain
-        if claim.name in self.faults.stuck_forever:
-            bound = []
-        if bound:
-            self._at(at + min(bound), "drained", claim.name)
-        if claim.node is not None:
-            for pod in sorted(self.pods.values(), key=lambda p: p.seq):
-                if pod.node_name == claim.node.name and pod.owner_kind != "DaemonSet":
-                    if pod.owner_kind is None:
-                        self._delete_pod(
-                            pod,
-                            at,
-                            "placeholder-deleted" if _is_placeholder(pod) else "pod-deleted",
-                        )
-                    else:
-                        pod.node_name = None
-                        pod.pending_since = at
-        self._schedule(at)
-
-    def _force_expire(self, claim: Claim, at: datetime) -> None:
-        if claim.deleting_at is None:
-            record = self._record(at, "claim-expired", claim.name, claim.pool)
-            self.breaches.append(record)
-            self._start_deletion(claim, at)
-
-    def _remove_claim(self, claim: Claim, at: datetime) -> None:
-        del self.claims[claim.name]
-        if claim.node is not None:
-            for pod in list(self.pods.values()):
-                if pod.node_name == claim.node.name:
-                    if pod.owner_kind in (None, "DaemonSet"):
-                        del self.pods[pod.key]
-                    else:
-                        pod.node_name = None
-                        pod.pending_since = at
-            self._notify("removed", claim.node, at)
-        for pod in self.pods.values():
-            if pod.nominated_claim == claim.name:
-                pod.nominated_claim = None
-        self._record(at, "claim-removed", claim.name, claim.pool)
-        self._schedule(at)
-
-    def _schedule(self, at: datetime) -> None:
-        scheduler.schedule(self, at)
-
-    # --- helpers -----------------------------------------------------------------------------
-
-    def _delete_pod(self, pod: Pod, at: datetime, kind: str) -> None:
-        del self.pods[pod.key]
-        if _is_placeholder(pod):
-            self._record(at, kind, pod.name, pod.pool or "")
-            self._schedule(at)
-
-    def _placeholders(self, pool: str | None) -> list[Pod]:
-        return [
-            p for p in self.pods.values() if _is_placeholder(p) and (pool is None or p.pool == pool)
-        ]
-
-    def _at(self, at: datetime, kind: str, name: str) -> None:
-        heapq.heappush(self._queue, (at, next(self._seq), kind, name))
-
-    def _still_due(self, item: tuple[datetime, int, str, str]) -> bool:
-        _, _, kind, name = item
-        if kind == "batch":
-            return any(p.node_name is None and p.pool == name for p in self.pods.values())
-        claim = self.claims.get(name)
-        if claim is None:
-            return False
-        if kind == "launch":
-            return not claim.ready and claim.deleting_at is None
-        if kind == "expire":
-            return claim.deleting_at is None
-        return True
-
-    def _record(self, at: datetime, kind: str, name: str, pool: str, **data: str) -> ClusterRecord:
-        record = ClusterRecord(
-            at=at, kind=kind, name=name, pool=pool, data=tuple(sorted(data.items()))
-        )
-        self.history.append(record)
-        return record
-
-    def _notify(self, kind: str, node: Node, at: datetime) -> None:
-        change = NodeChange(kind=kind, node=node.name, pool=node.pool, at=at)
-        for listener in list(self._listeners):
-            listener(change)
-
-    def _wrote(self) -> None:
-        self.writes += 1
-        left = self.faults.crash_after_writes
-        if left is not None:
-            if left <= 1:
-                self.faults.crash_after_writes = None
-                raise ControllerCrash(f"injected crash after write #{self.writes}")
-            self.faults.crash_after_writes = left - 1
-
-    def _next_name(self, pool: str) -> str:
-        while True:
-            name = f"{pool}-{next(self._names):04d}"
-            if name not in self.claims:
-                return name
-
-    def _pool(self, name: str) -> Pool:
-        try:
-            return self.pools[name]
-        except KeyError:
-            raise ObjectNotFound(f"nodepool {name!r} not found") from None
-
-    def _claim(self, name: str) -> Claim:
-        try:
-            return self.claims[name]
-        except KeyError:
-            raise ObjectNotFound(f"nodeclaim {name!r} not found") from None
-
-    def _node(self, name: str) -> Node:
-        claim = self.claims.get(name)
-        if claim is None or claim.node is None:
-            raise ObjectNotFound(f"node {name!r} not found")
-        return claim.node
-
-
-def _is_placeholder(pod: Pod) -> bool:
-    return pod.priority < 0 and pod.owner_kind is None
 
 
 def _merge(target: dict[str, str], patch: Mapping[str, str | None]) -> None:

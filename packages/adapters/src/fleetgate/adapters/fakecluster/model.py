@@ -162,3 +162,35 @@ def subtract(total: Resources, *used: Resources) -> dict[str, int]:
             if name in out:
                 out[name] -= value
     return out
+
+
+def is_placeholder(pod: Pod) -> bool:
+    """A bare negative-priority Pod: one of the controller's placeholders."""
+    return pod.priority < 0 and pod.owner_kind is None
+
+
+@dataclass(frozen=True)
+class NodeChange:
+    """A change of a Node that listeners hear about: ``ready``, ``removed``, ``cordoned``,
+    ``uncordoned``."""
+
+    kind: str
+    node: str
+    pool: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class ClusterRecord:
+    """One line of the cluster's history (for the simulator and for assertions in tests).
+
+    Kinds: ``claim-created``, ``claim-ready``, ``claim-deleting``, ``claim-removed``,
+    ``claim-expired`` (forced expiry started), ``placeholder-created``,
+    ``placeholder-deleted``, ``placeholder-bound``, ``placeholder-preempted``, ``pod-bound``.
+    """
+
+    at: datetime
+    kind: str
+    name: str
+    pool: str
+    data: tuple[tuple[str, str], ...] = ()

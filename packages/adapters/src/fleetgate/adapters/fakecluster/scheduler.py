@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from fleetgate.adapters.fakecluster.model import Node, Pod, fits, subtract
 
 if TYPE_CHECKING:
-    from fleetgate.adapters.fakecluster.cluster import FakeCluster
+    from fleetgate.adapters.fakecluster.lifecycle import KarpenterLifecycle as FakeCluster
 
 BATCH = timedelta(seconds=1)
 """Karpenter's batch idle duration: how long Pods stay Pending before a launch decision."""

@@ -11,7 +11,7 @@ from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
 from fleetgate.domain.rotation.markers import unfreeze
 from fleetgate.domain.rotation.placeholder import placeholder_name
 from fleetgate.domain.rotation.policy import ResolvedPolicy
-from fleetgate.domain.rotation.selection import ClaimView
+from fleetgate.domain.rotation.selection import ClaimView, opted_out_claims
 
 CLEAR_ANCHOR: dict[str, str | None] = {
     ann.ACTIVE_ROTATION: None,
@@ -72,3 +72,9 @@ def claim_view(claim: NodeClaimView) -> ClaimView:
         node_name=claim.node_name,
         annotations=claim.annotations,
     )
+
+
+def opted_out(obs: PoolObservation) -> frozenset[str]:
+    """Claims whose node carries the operator's own ``do-not-disrupt`` (spec §6 opt-out set)."""
+    views = [claim_view(c) for c in obs.claims]
+    return opted_out_claims(views, {n.name: n.annotations for n in obs.nodes})

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from fleetgate.domain.durations import format_duration
 from fleetgate.domain.rotation import annotations as ann
@@ -29,52 +29,29 @@ from fleetgate.domain.rotation.actions import (
 )
 from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
-from fleetgate.domain.rotation.context import CLEAR_ANCHOR, MachineConfig, Pass, claim_view
-from fleetgate.domain.rotation.derive import Derivation
-from fleetgate.domain.rotation.estimates import (
-    KEYS,
-    OBSERVED_DRAIN,
-    EstimateCheck,
-    append_sample,
-    check_estimate,
-    read_samples,
+from fleetgate.domain.rotation.context import (
+    CLEAR_ANCHOR,
+    MachineConfig,
+    Pass,
+    claim_view,
+    opted_out,
 )
-from fleetgate.domain.rotation.gates import NO_ELIGIBLE_CLAIM, Blocked, PoolMarks, start_gate
+from fleetgate.domain.rotation.estimates import (
+    OBSERVED_DRAIN,
+    append_sample,
+)
+from fleetgate.domain.rotation.gates import NO_ELIGIBLE_CLAIM, PoolMarks, start_gate
 from fleetgate.domain.rotation.governance import Governance, Status, govern
 from fleetgate.domain.rotation.pending import advance_failed, headroom_ok, pending
 from fleetgate.domain.rotation.policy import RotationPolicy
+from fleetgate.domain.rotation.quiet import earliest, gate_change, next_eligibility, quiet_anchored
+from fleetgate.domain.rotation.report import PoolReport, observe
 from fleetgate.domain.rotation.selection import (
-    Census,
     deadline,
-    is_short_lead,
-    opted_out_claims,
     pick,
-    retry_backoff,
-    take_census,
 )
 
 __all__ = ["MachineConfig", "PoolReport", "Step", "step", "surgeless_fallback"]
-
-
-@dataclass(frozen=True)
-class PoolReport:
-    """What one pass saw: the gauges of spec §8.1 and the answer to "why is nothing rotating?"."""
-
-    pool: str
-    governance: Governance
-    anchor: str | None = None
-    window_active: bool = False
-    freeze_until: datetime | None = None
-    derivation: Derivation | None = None
-    census: Census | None = None
-    short_lead: tuple[str, ...] = ()
-    drain_stuck: bool = False
-    retry_count: int = 0
-    blocked: Blocked | None = None
-    reason: str | None = None
-    """Why no rotation started this pass: a gate code, ``noEligibleClaim``, ``fatal``,
-    ``headroom``, ``conflict``, ``ungoverned`` (None when one started or one is in flight)."""
-    estimates: tuple[EstimateCheck, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,10 +95,10 @@ def step(
     if not gov.governed or gov.resolved is None:
         return _ungoverned(obs, gov, anchor, now, config)
     p = Pass(obs, gov.resolved, now, config)
-    report, actions = _observe(p, gov, anchor)
+    report, actions = observe(p, gov, anchor)
     if anchor is not None:
         more, requeue = advance(p, anchor)
-        quiet = _quiet_anchored(p, anchor)
+        quiet = quiet_anchored(p, anchor)
         return Step(tuple(actions + more), requeue, report, quiet_until=quiet)
     derivation = report.derivation
     assert derivation is not None and report.census is not None
@@ -149,10 +126,10 @@ def step(
             tuple(actions),
             requeue,
             blocked_report,
-            quiet_until=_earliest(blocked.until, _gate_change(p)),
+            quiet_until=earliest(blocked.until, gate_change(p)),
         )
     views = [claim_view(c) for c in obs.claims]
-    opted = _opted_out(obs)
+    opted = opted_out(obs)
     chosen = pick(views, now, p.policy.selection, opted)
     if chosen is None:
         census = report.census.as_dict()
@@ -167,7 +144,7 @@ def step(
             tuple(actions),
             now + LONG_REQUEUE,
             _with(report, reason=NO_ELIGIBLE_CLAIM),
-            quiet_until=_earliest(next_eligibility(p), _gate_change(p)),
+            quiet_until=earliest(next_eligibility(p), gate_change(p)),
         )
     claim = obs.claim(chosen.name)
     assert claim is not None
@@ -353,89 +330,6 @@ def _ungoverned(
     return Step(tuple(actions), None, report, quiet_until=None)
 
 
-def _observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, list[Action]]:
-    """Step 1 of a pass: derive, count, and the events that describe the pool's standing."""
-    obs, now = p.obs, p.now
-    derivation = p.policy.derive(obs.expire_after, len(obs.claims))
-    views = [claim_view(c) for c in obs.claims]
-    census = take_census(views, now, p.policy.selection, _opted_out(obs))
-    actions: list[Action] = []
-    for f in derivation.findings:
-        if not f.fatal:
-            actions.append(
-                Announce(f.code.value, f.message, obs.name, warning=True, dedup=f.code.value)
-            )
-    short = tuple(v.name for v in views if is_short_lead(v, p.policy.lead_time_base))
-    for name in short:
-        actions.append(
-            Announce(
-                "ShortLead",
-                "expireAfter is within the lead time; rotated best-effort",
-                name,
-                "NodeClaim",
-                warning=True,
-                dedup=f"ShortLead:{name}",
-            )
-        )
-    checks = _estimate_checks(p, derivation)
-    for check in checks:
-        if check.disagrees:
-            actions.append(
-                Announce(
-                    "EstimateDisagreesWithObservation",
-                    check.message(),
-                    obs.name,
-                    warning=True,
-                    dedup=f"Estimate:{check.kind}:{check.observed}",
-                )
-            )
-    freeze = ann.read_timestamp(obs.annotations, ann.FREEZE)
-    old = obs.claim(anchor) if anchor else None
-    deleting_for = now - old.deleting_at if old is not None and old.deleting_at else None
-    stuck = (
-        obs.annotations.get(ann.ACTIVE_ROTATION_STATE) == ann.MIRROR_DRAINING
-        and deleting_for is not None
-        and deleting_for > p.policy.drain_bound
-    )
-    report = PoolReport(
-        pool=obs.name,
-        governance=gov,
-        anchor=anchor,
-        window_active=p.policy.schedule.in_window(now),
-        freeze_until=freeze if freeze is not None and freeze > now else None,
-        derivation=derivation,
-        census=census,
-        short_lead=short,
-        drain_stuck=stuck,
-        retry_count=max(
-            (ann.parse_retry_count(c.annotations.get(ann.RETRY_COUNT)) for c in obs.claims),
-            default=0,
-        ),
-        estimates=checks,
-    )
-    return report, actions
-
-
-def _estimate_checks(p: Pass, derivation: Derivation) -> tuple[EstimateCheck, ...]:
-    surge = p.policy.policy.surge
-    pairs = (
-        ("provisioning", derivation.provisioning_estimate, surge.provisioning_estimate),
-        ("drain", derivation.drain_estimate, surge.drain_estimate),
-    )
-    out = []
-    for kind, resolved, explicit in pairs:
-        samples = read_samples(p.obs.annotations, KEYS[kind])
-        check = check_estimate(kind, resolved, explicit is not None, samples)
-        if check is not None:
-            out.append(check)
-    return tuple(out)
-
-
-def _opted_out(obs: PoolObservation) -> frozenset[str]:
-    views = [claim_view(c) for c in obs.claims]
-    return opted_out_claims(views, {n.name: n.annotations for n in obs.nodes})
-
-
 def _with(report: PoolReport, **changes: object) -> PoolReport:
     return replace(report, **changes)  # type: ignore[arg-type]
 
@@ -448,65 +342,3 @@ def _with_anchor(p: Pass, name: str) -> Pass:
 def _without_anchor(obs: PoolObservation) -> PoolObservation:
     rest = {k: v for k, v in obs.annotations.items() if k != ann.ACTIVE_ROTATION}
     return replace(obs, annotations=rest)
-
-
-_TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
-
-
-def next_eligibility(p: Pass) -> datetime | None:
-    """The first instant after now at which some claim could become eligible by time alone."""
-    rules = p.policy.selection
-    opted = _opted_out(p.obs)
-    instants = []
-    for claim in p.obs.claims:
-        state = claim.annotations.get(ann.CLAIM_STATE, "")
-        if claim.deleting or not claim.ready or claim.name in opted:
-            continue
-        if state not in ("", ann.ClaimState.FAILED):
-            continue
-        if rules.override is not None:
-            trigger = claim.created_at + rules.override + _TICK
-        elif claim.expire_after is None:
-            continue
-        else:
-            lead = p.policy.lead_time_for(claim.termination_grace_period)
-            trigger = claim.created_at + claim.expire_after - lead + _TICK
-        if state == ann.ClaimState.FAILED:
-            failed_at = ann.read_timestamp(claim.annotations, ann.FAILED_AT)
-            count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT))
-            if failed_at is not None:
-                trigger = max(trigger, failed_at + retry_backoff(rules.retry_backoff, count))
-        if trigger > p.now:
-            instants.append(trigger)
-    return min(instants, default=None)
-
-
-def _quiet_anchored(p: Pass, anchor: str) -> datetime | None:
-    """Until when an anchored rotation waits on the cluster alone (see ``Step.quiet_until``)."""
-    claim = p.obs.claim(anchor)
-    if claim is None:
-        return p.now
-    state = claim.annotations.get(ann.CLAIM_STATE, "")
-    if state == ann.ClaimState.DRAINING and claim.deleting_at is not None:
-        stuck_at = claim.deleting_at + p.policy.drain_bound + _TICK
-        return stuck_at if stuck_at > p.now else None
-    if state == ann.ClaimState.PENDING:
-        started = ann.read_timestamp(claim.annotations, ann.STARTED_AT)
-        if started is None:
-            return p.now
-        until = started + p.policy.ready_timeout + _TICK
-        freeze = ann.read_timestamp(p.obs.annotations, ann.FREEZE)
-        if freeze is not None and p.now < freeze:
-            until = min(until, freeze)
-        return until
-    return p.now
-
-
-def _gate_change(p: Pass) -> datetime | None:
-    """The next window or exclusion transition: the reported gate may change there."""
-    return p.policy.schedule.next_transition(p.now)
-
-
-def _earliest(*instants: datetime | None) -> datetime | None:
-    """The earliest of the given instants (None when none is given)."""
-    return min((i for i in instants if i is not None), default=None)

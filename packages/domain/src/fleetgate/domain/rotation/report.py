@@ -1,0 +1,114 @@
+"""What a pass saw (spec §7.2 step 1, §8): the report behind the gauges and "why not"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.actions import Action, Announce
+from fleetgate.domain.rotation.context import Pass, claim_view, opted_out
+from fleetgate.domain.rotation.derive import Derivation
+from fleetgate.domain.rotation.estimates import KEYS, EstimateCheck, check_estimate, read_samples
+from fleetgate.domain.rotation.gates import Blocked
+from fleetgate.domain.rotation.governance import Governance
+from fleetgate.domain.rotation.selection import Census, is_short_lead, take_census
+
+
+@dataclass(frozen=True)
+class PoolReport:
+    """What one pass saw: the gauges of spec §8.1 and the answer to "why is nothing rotating?"."""
+
+    pool: str
+    governance: Governance
+    anchor: str | None = None
+    window_active: bool = False
+    freeze_until: datetime | None = None
+    derivation: Derivation | None = None
+    census: Census | None = None
+    short_lead: tuple[str, ...] = ()
+    drain_stuck: bool = False
+    retry_count: int = 0
+    blocked: Blocked | None = None
+    reason: str | None = None
+    """Why no rotation started this pass: a gate code, ``noEligibleClaim``, ``fatal``,
+    ``headroom``, ``conflict``, ``ungoverned`` (None when one started or one is in flight)."""
+    estimates: tuple[EstimateCheck, ...] = ()
+
+
+def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, list[Action]]:
+    """Step 1 of a pass (§7.2): derive, take the census, and announce the pool's standing."""
+    obs, now = p.obs, p.now
+    derivation = p.policy.derive(obs.expire_after, len(obs.claims))
+    views = [claim_view(c) for c in obs.claims]
+    census = take_census(views, now, p.policy.selection, opted_out(obs))
+    actions: list[Action] = []
+    for f in derivation.findings:
+        if not f.fatal:
+            actions.append(
+                Announce(f.code.value, f.message, obs.name, warning=True, dedup=f.code.value)
+            )
+    short = tuple(v.name for v in views if is_short_lead(v, p.policy.lead_time_base))
+    for name in short:
+        actions.append(
+            Announce(
+                "ShortLead",
+                "expireAfter is within the lead time; rotated best-effort",
+                name,
+                "NodeClaim",
+                warning=True,
+                dedup=f"ShortLead:{name}",
+            )
+        )
+    checks = _estimate_checks(p, derivation)
+    for check in checks:
+        if check.disagrees:
+            actions.append(
+                Announce(
+                    "EstimateDisagreesWithObservation",
+                    check.message(),
+                    obs.name,
+                    warning=True,
+                    dedup=f"Estimate:{check.kind}:{check.observed}",
+                )
+            )
+    freeze = ann.read_timestamp(obs.annotations, ann.FREEZE)
+    old = obs.claim(anchor) if anchor else None
+    deleting_for = now - old.deleting_at if old is not None and old.deleting_at else None
+    stuck = (
+        obs.annotations.get(ann.ACTIVE_ROTATION_STATE) == ann.MIRROR_DRAINING
+        and deleting_for is not None
+        and deleting_for > p.policy.drain_bound
+    )
+    report = PoolReport(
+        pool=obs.name,
+        governance=gov,
+        anchor=anchor,
+        window_active=p.policy.schedule.in_window(now),
+        freeze_until=freeze if freeze is not None and freeze > now else None,
+        derivation=derivation,
+        census=census,
+        short_lead=short,
+        drain_stuck=stuck,
+        retry_count=max(
+            (ann.parse_retry_count(c.annotations.get(ann.RETRY_COUNT)) for c in obs.claims),
+            default=0,
+        ),
+        estimates=checks,
+    )
+    return report, actions
+
+
+def _estimate_checks(p: Pass, derivation: Derivation) -> tuple[EstimateCheck, ...]:
+    surge = p.policy.policy.surge
+    pairs = (
+        ("provisioning", derivation.provisioning_estimate, surge.provisioning_estimate),
+        ("drain", derivation.drain_estimate, surge.drain_estimate),
+    )
+    out = []
+    for kind, resolved, explicit in pairs:
+        samples = read_samples(p.obs.annotations, KEYS[kind])
+        check = check_estimate(kind, resolved, explicit is not None, samples)
+        if check is not None:
+            out.append(check)
+    return tuple(out)
