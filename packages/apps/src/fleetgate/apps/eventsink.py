@@ -10,6 +10,7 @@ from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import EventSink
 
 _log = structlog.get_logger("fleetgate.events")
+_OWN_FIELDS = frozenset({"event", "subject", "namespace", "at"})
 
 
 class LoggingEventSink:
@@ -19,8 +20,11 @@ class LoggingEventSink:
         """Log each event; never raises."""
         for ev in events:
             method = {Level.INFO: _log.info, Level.WARNING: _log.warning, Level.ERROR: _log.error}
+            # Data keys that repeat the event's own fields (``namespace`` in an over-claim
+            # event) must not collide with them as keyword arguments.
+            data = {k: v for k, v in ev.data.items() if k not in _OWN_FIELDS}
             method[ev.level](
-                ev.kind, subject=ev.subject, namespace=ev.namespace, at=ev.at.isoformat(), **ev.data
+                ev.kind, subject=ev.subject, namespace=ev.namespace, at=ev.at.isoformat(), **data
             )
 
 
