@@ -16,11 +16,19 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import Request
+from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from starlette.responses import Response
 
-from fleetgate.apps.api.errors import ApiError, forbidden, not_found, unauthorized, unavailable
+from fleetgate.apps.api.errors import (
+    ApiError,
+    forbidden,
+    not_found,
+    unauthorized,
+    unavailable,
+    validation_error,
+)
 from fleetgate.domain import tokens
 from fleetgate.domain.ports import TokenStore
 
@@ -120,6 +128,14 @@ async def authorize(request: Request, rule: Access) -> Principal:
     return principal
 
 
+def _query_names(dependant: Dependant) -> frozenset[str]:
+    """The query parameters a route (with its dependencies) declares."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return frozenset(names)
+
+
 def current_principal(request: Request) -> Principal:
     """Dependency: the caller GuardedRoute authenticated for this request."""
     principal: Principal = request.state.principal
@@ -139,6 +155,7 @@ class GuardedRoute(APIRoute):
             raise TypeError(f"route {path} must declare its access rule with @access(...)")
         self.rule = rule
         super().__init__(path, endpoint, **kwargs)
+        self.query_names = _query_names(self.dependant)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """The FastAPI handler, preceded by the access check."""
@@ -147,6 +164,12 @@ class GuardedRoute(APIRoute):
 
         async def guarded(request: Request) -> Response:
             request.state.principal = await authorize(request, rule)
+            # A misspelt query parameter is refused like a misspelt body field, not ignored.
+            unknown = sorted(set(request.query_params) - self.query_names)
+            if unknown:
+                raise validation_error(
+                    [{"loc": ("query", name), "msg": "unknown query parameter"} for name in unknown]
+                )
             return await handler(request)
 
         return guarded

@@ -15,6 +15,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from fleetgate.domain.capacity.errors import (
     LedgerUnavailable,
@@ -27,7 +28,6 @@ _log = structlog.get_logger("fleetgate.api")
 
 # Status codes Starlette raises itself (routing), mapped to our codes.
 _HTTP_CODES = {
-    400: "bad_request",
     401: "unauthorized",
     403: "forbidden",
     404: "not_found",
@@ -127,14 +127,39 @@ async def _request_validation(_: Request, exc: Exception) -> JSONResponse:
     return error_response(validation_error(exc.errors()))
 
 
-async def _http_exception(_: Request, exc: Exception) -> JSONResponse:
+def allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at this path (Starlette names only the first route's)."""
+    methods: set[str] = set()
+    scope = {**request.scope, "method": "GET"}
+    for route in request.app.router.routes:
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return sorted(methods)
+
+
+async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 400:
+        # FastAPI's only 400: a body it could not read (not UTF-8, not JSON at all). That is an
+        # invalid request like any other, so it gets the documented 422 naming the body.
+        return error_response(
+            ApiError(
+                422,
+                "invalid_request",
+                "body: could not be read as JSON",
+                fields=[{"field": "body", "location": "body", "reason": "not readable as JSON"}],
+            )
+        )
     code = _HTTP_CODES.get(exc.status_code, "error")
     message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
+    headers = dict(getattr(exc, "headers", None) or {})
+    if exc.status_code == 405:
+        headers["Allow"] = ", ".join(allowed_methods(request))
     return JSONResponse(
         {"error": code, "message": message.lower() if code == "not_found" else message},
         status_code=exc.status_code,
-        headers=getattr(exc, "headers", None),
+        headers=headers or None,
     )
 
 

@@ -11,7 +11,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
 
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail
 from fleetgate.domain.capacity.dimensions import Resources
@@ -51,9 +58,19 @@ RequestId = Annotated[str, StringConstraints(min_length=1, max_length=128, patte
 ObjectId = Annotated[str, StringConstraints(min_length=1, max_length=36, pattern=r"^[0-9a-f-]+$")]
 EventKind = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=r"^[ -~]+$")]
 
-Cpus = Annotated[StrictInt, Field(ge=0, le=MAX_CPUS)]
-Amount = Annotated[StrictInt, Field(ge=0, le=MAX_AMOUNT)]
-Threads = Annotated[StrictInt, Field(ge=0, le=MAX_THREADS)]
+
+def _whole_float_as_int(value: object) -> object:
+    # JSON Schema's "integer" includes 4.0; a bool, a string or 4.5 is still refused (strict).
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: With ``Field(strict=True)``: a JSON integer, ``4`` or ``4.0``; never ``true``, ``"4"``, ``4.5``.
+_WHOLE = BeforeValidator(_whole_float_as_int)
+Cpus = Annotated[int, Field(strict=True, ge=0, le=MAX_CPUS), _WHOLE]
+Amount = Annotated[int, Field(strict=True, ge=0, le=MAX_AMOUNT), _WHOLE]
+Threads = Annotated[int, Field(strict=True, ge=0, le=MAX_THREADS), _WHOLE]
 
 
 class _Request(BaseModel):
@@ -156,7 +173,13 @@ class NodePut(_Request):
     memory_mb: Amount
     disk_gb: Amount
     pool: PoolName = ""
-    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=MAX_LABELS)
+    labels: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict,
+        max_length=MAX_LABELS,
+        # pydantic states the key pattern as patternProperties; without this a key that does not
+        # match would be unconstrained in the schema while the API refuses it.
+        json_schema_extra={"additionalProperties": False},
+    )
 
 
 class MetricsPut(_Request):
@@ -279,7 +302,7 @@ class PlacementBody(PlacementSummary):
 # --- claims ---------------------------------------------------------------------------------------
 
 
-ClaimSeconds = Annotated[StrictInt, Field(ge=1, le=MAX_CLAIM_SECONDS)]
+ClaimSeconds = Annotated[int, Field(strict=True, ge=1, le=MAX_CLAIM_SECONDS), _WHOLE]
 
 
 class ClaimCreate(_Request):
@@ -402,7 +425,7 @@ class RotationCheckRequest(_Request):
     termination_grace_period: Duration | None = Field(
         None, description="NodePool terminationGracePeriod; unset uses the drain fallback."
     )
-    nodes: Annotated[StrictInt, Field(ge=0, le=1_000_000)] = Field(
+    nodes: Annotated[int, Field(strict=True, ge=0, le=1_000_000), _WHOLE] = Field(
         0, description="NodeClaims in the pool (N)."
     )
 

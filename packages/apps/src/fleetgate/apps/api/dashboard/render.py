@@ -1,0 +1,340 @@
+"""The dashboard's HTML, rendered on the server from a snapshot (a plain JSON-ready mapping).
+
+One renderer for both the first page and every refresh: the JSON endpoint returns the snapshot
+and these same sections as HTML, and the page's script only swaps them in. Every value from the
+snapshot is escaped; capacity bars and timelines are inline SVG (sized by attributes, so the
+page's Content-Security-Policy can forbid inline styles).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from html import escape
+from string import Template
+from typing import Any
+
+DIMENSIONS = (("cpus", "vCPU", ""), ("memory_mb", "memory", " MB"), ("disk_gb", "disk", " GB"))
+SECTIONS = ("summary", "pools", "nodes", "claims", "events")
+_PAGE = Template("""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>fleetgate</title>
+<link rel="stylesheet" href="/dashboard/static/dashboard.css">
+<script src="/dashboard/static/dashboard.js" defer></script>
+</head>
+<body>
+<header>
+  <h1>fleetgate</h1>
+  <p class="tagline">guarded capacity admission · maintenance-window rotation</p>
+  <p id="live" class="live" data-state="loading">live</p>
+</header>
+<section id="summary" class="summary">$summary</section>
+<main>
+  <section class="panel wide"><h2>Node pools</h2><div id="pools">$pools</div></section>
+  <section class="panel wide"><h2>Nodes</h2><div id="nodes">$nodes</div></section>
+  <section class="panel"><h2>Claims</h2><div id="claims">$claims</div></section>
+  <section class="panel"><h2>Recent events</h2><div id="events">$events</div></section>
+</main>
+<footer>Refreshes every 1.5&nbsp;s from <code>/dashboard/data</code>.
+The same numbers are in the API: <code>/v1/admin/resources</code>, <code>/v1/events</code>,
+<code>/metrics</code>.</footer>
+</body>
+</html>
+""")
+_LOGIN = Template("""<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>fleetgate: sign in</title>
+<link rel="stylesheet" href="/dashboard/static/dashboard.css"></head>
+<body class="login">
+<h1>fleetgate</h1>
+<p>$message</p>
+<form method="get" action="/">
+<label>Admin token <input type="password" name="token" autocomplete="off" required></label>
+<button type="submit">Open the dashboard</button>
+</form>
+<p class="hint"><code>fleetgate up</code> prints a link with the token when it starts.</p>
+</body>
+</html>
+""")
+
+
+def e(value: object) -> str:
+    """Escape anything for HTML text and attribute values."""
+    return escape("" if value is None else str(value), quote=True)
+
+
+def _pct(used: float, limit: float) -> float:
+    return 0.0 if limit <= 0 else 100.0 * used / limit
+
+
+def bar(used: float, limit: float, label: str, unit: str = "") -> str:
+    """A capacity bar: ``used`` against ``limit`` (over 100% is drawn full and marked ``over``)."""
+    pct = _pct(used, limit)
+    level = "over" if pct > 100 else "high" if pct >= 75 else "ok"
+    width = f"{min(pct, 100.0):.1f}"
+    text = f"{_num(used)} / {_num(limit)}{unit}"
+    return (
+        f'<div class="bar" data-dimension="{e(label)}" data-used="{e(used)}" '
+        f'data-limit="{e(limit)}" data-level="{level}">'
+        f'<span class="bar-label">{e(label)}</span>'
+        f'<svg viewBox="0 0 100 8" preserveAspectRatio="none" role="img" '
+        f'aria-label="{e(label)} {e(text)}">'
+        f'<rect class="bar-bg" width="100" height="8"/>'
+        f'<rect class="bar-fill {level}" width="{width}" height="8"/></svg>'
+        f'<span class="bar-text">{e(text)}</span></div>'
+    )
+
+
+def _num(value: float | int | None) -> str:
+    if value is None:
+        return "?"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:.1f}"
+    return f"{int(value):,}"
+
+
+def _short(instant: str | None) -> str:
+    if not instant:
+        return "—"
+    return datetime.fromisoformat(instant).strftime("%a %H:%M")
+
+
+# --- sections --------------------------------------------------------------------------------
+
+
+def summary(s: Mapping[str, Any]) -> str:
+    """Virtual time, speed and the cluster row."""
+    c = s["cluster"]
+    total, claimed, unclaimed = c["total"], c["claimed"], c["unclaimed_used"]
+    recon = s.get("reconciler") or {}
+    parts = [
+        f'<div class="stat"><span>virtual time</span><b id="now">{e(_when(s["now"]))}</b></div>',
+        f'<div class="stat"><span>speed</span><b>{e(_num(s["speed"]))}×</b></div>',
+        f'<div class="stat"><span>running for</span><b>{e(s["elapsed"])}</b></div>',
+        f'<div class="stat"><span>placements</span><b id="placements">{e(s["placements"])}'
+        "</b></div>",
+        '<div class="stat wide"><span>cluster vCPU: claimed · unclaimed used · total</span>'
+        f"<b>{_num(claimed['cpus'])} · {_num(unclaimed['cpus'])} · {_num(total['cpus'])}</b></div>",
+    ]
+    if recon:
+        drift = "no drift" if recon.get("clean") else f"{recon.get('drifted_nodes')} drifted"
+        parts.append(
+            f'<div class="stat"><span>last reconcile</span><b>{e(_short(recon.get("at")))} · '
+            f"{e(drift)}</b></div>"
+        )
+    return "".join(parts)
+
+
+def nodes(s: Mapping[str, Any]) -> str:
+    """One row per node: role, placements, a bar per dimension and demand against budget."""
+    rows = []
+    for n in s["nodes"]:
+        bars = "".join(
+            bar(n["used"][d], n["limits"][d], label, unit) for d, label, unit in DIMENSIONS
+        )
+        if n["budget"] is None:
+            demand = '<div class="bar none">demand: no metrics yet</div>'
+        else:
+            demand = bar(n["demand"], n["budget"], "demand")
+        state = "schedulable" if n["schedulable"] else f"cordoned ({n['cordoned_by']})"
+        rows.append(
+            f'<tr data-node="{e(n["name"])}" data-role="{e(n["role"])}" '
+            f'data-schedulable="{str(n["schedulable"]).lower()}">'
+            f"<td><b>{e(n['name'])}</b><br><small>{e(n['pool'])}</small></td>"
+            f'<td><span class="role {e(n["role"])}">{e(n["role"])}</span><br>'
+            f"<small>{e(state)}</small></td>"
+            f'<td class="num">{e(n["placements"])}</td>'
+            f'<td class="bars">{bars}</td><td class="bars">{demand}'
+            f"<small>load {e(_num(n['load']))} + expected {e(_num(n['expected_demand']))}"
+            f"{e(_budget(s, n))}</small></td></tr>"
+        )
+    if not rows:
+        return '<p class="empty">No nodes in the ledger yet.</p>'
+    return (
+        '<table class="nodes"><thead><tr><th>node</th><th>state</th><th>placed</th>'
+        "<th>allocation (used / limit)</th><th>demand / budget</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _budget(s: Mapping[str, Any], n: Mapping[str, Any]) -> str:
+    if n["cpu_schedulable"] is None or s.get("target_load") is None:
+        return ""
+    return f" vs {_num(s['target_load'])} × {n['cpu_schedulable']} threads"
+
+
+def claims(s: Mapping[str, Any]) -> str:
+    """One block per claim: its namespace, state, expiry and used against limit."""
+    out = []
+    for c in s["claims"]:
+        bars = "".join(
+            bar(c["used"][d], c["limit"][d], label, unit) for d, label, unit in DIMENSIONS
+        )
+        out.append(
+            f'<div class="claim" data-claim="{e(c["id"])}" data-namespace="{e(c["namespace"])}">'
+            f'<p><b>{e(c["namespace"])}</b> <span class="state {e(c["state"])}">'
+            f"{e(c['state'])}</span> <small>expires in {e(c['expires_in'])}</small></p>"
+            f"{bars}</div>"
+        )
+    return "".join(out) or '<p class="empty">No claims.</p>'
+
+
+def events(s: Mapping[str, Any]) -> str:
+    """The most recent audit and rotation events, newest first."""
+    items = []
+    for ev in s["events"]:
+        items.append(
+            f'<li data-event-id="{e(ev["id"])}" class="{e(ev["level"])}">'
+            f"<time>{e(_short(ev['at']))}</time> <b>{e(ev['kind'])}</b> "
+            f"<span>{e(_detail(ev))}</span></li>"
+        )
+    return (
+        f'<ol class="events">{"".join(items)}</ol>' if items else '<p class="empty">None yet.</p>'
+    )
+
+
+def _detail(ev: Mapping[str, Any]) -> str:
+    data = ev.get("data") or {}
+    if "message" in data:
+        return str(data["message"])
+    keys = ("node", "target_node", "namespace", "claim", "failing_stage", "error")
+    parts = [f"{k}={data[k]}" for k in keys if data.get(k) is not None]
+    if ev.get("namespace") and "namespace" not in data:
+        parts.insert(0, f"ns={ev['namespace']}")
+    return " ".join(parts) or str(ev.get("subject") or "")
+
+
+def pools(s: Mapping[str, Any]) -> str:
+    """One card per pool: policy, A/G/C, findings, gate or census, the rotation, a timeline."""
+    return "".join(_pool(p, s["now"]) for p in s["pools"]) or '<p class="empty">No pools.</p>'
+
+
+def _pool(p: Mapping[str, Any], now: str) -> str:
+    gov = p.get("governance") or {}
+    status = gov.get("status", "waiting for the first pass")
+    head = (
+        f"<h3>{e(p['name'])} <small>{e(p['nodes'])} nodes · policy "
+        f"{e(p.get('policy') or '—')} · {e(status)}</small></h3>"
+    )
+    d = p.get("derivation")
+    if d:
+        agc = (
+            f'<dl class="agc"><div><dt>A</dt><dd>{e(d["A"])}</dd></div>'
+            f"<div><dt>G</dt><dd>{e(d['G'])}</dd></div><div><dt>C</dt><dd>{e(d['C'])}</dd></div>"
+            f"<div><dt>P</dt><dd>{e(d['P'])}</dd></div>"
+            f"<div><dt>t_rot</dt><dd>{e(d['t_rot'])}</dd></div></dl>"
+        )
+        found = "".join(
+            f'<li class="{e(f["severity"])}"><b>{e(f["code"])}</b> {e(f["message"])}</li>'
+            for f in d["findings"]
+        )
+        findings = f'<ul class="findings">{found}</ul>' if found else "<p>No findings.</p>"
+    else:
+        agc, findings = "", f"<p>{e(gov.get('detail') or '')}</p>"
+    window = {True: "open", False: "closed", None: "—"}[p.get("window_open")]
+    return (
+        f'<article class="pool" data-pool="{e(p["name"])}">{head}'
+        f'<div class="pool-grid"><div>{agc}{findings}</div>'
+        f'<div><p>window <b class="window {e(window)}">{e(window)}</b></p>'
+        f"{_why(p)}{_active(p.get('active'))}</div></div>"
+        f"{timeline(p.get('timeline'), now)}</article>"
+    )
+
+
+def _why(p: Mapping[str, Any]) -> str:
+    """The answer to "why is nothing rotating?": the closed gate, or the census."""
+    if p.get("active"):
+        return ""
+    gate = p.get("gate")
+    if gate:
+        until = f" until {_short(gate['until'])}" if gate.get("until") else ""
+        return f'<p class="why" data-why="gate">gate <b>{e(gate["reason"])}</b>{e(until)}</p>'
+    census = p.get("census")
+    if census:
+        counts = ", ".join(f"{k} {v}" for k, v in census.items() if v and k != "Total")
+        reason = p.get("reason") or "—"
+        return (
+            f'<p class="why" data-why="census">{e(reason)}: census of {e(census["Total"])} '
+            f"— {e(counts or 'empty')}</p>"
+        )
+    return ""
+
+
+def _active(active: Mapping[str, Any] | None) -> str:
+    if not active:
+        return '<p class="rotation idle">no rotation in flight</p>'
+    surge = f" → surge {active['surge']}" if active.get("surge") else ""
+    return (
+        f'<p class="rotation" data-claim="{e(active["claim"])}">rotating <b>'
+        f"{e(active['claim'])}</b> ({e(active['state'])}, {e(active['mode'])}){e(surge)}</p>"
+    )
+
+
+def timeline(t: Mapping[str, Any] | None, now: str) -> str:
+    """An SVG strip: maintenance windows above, rotations below, a line at now."""
+    if not t:
+        return ""
+    start, end = datetime.fromisoformat(t["start"]), datetime.fromisoformat(t["end"])
+    span = (end - start).total_seconds() or 1.0
+
+    def x(instant: str | None) -> float:
+        at = datetime.fromisoformat(instant) if instant else datetime.fromisoformat(now)
+        return round(1000 * min(max((at - start).total_seconds() / span, 0.0), 1.0), 1)
+
+    shapes = []
+    for w in t["windows"]:
+        shapes.append(
+            f'<rect class="tl-window" x="{x(w["start"])}" y="2" '
+            f'width="{max(x(w["end"]) - x(w["start"]), 1)}" height="16"/>'
+        )
+    for r in t["rotations"]:
+        outcome = r.get("outcome") or "running"
+        shapes.append(
+            f'<rect class="tl-rotation {e(outcome)}" x="{x(r["start"])}" y="24" '
+            f'width="{max(x(r["end"]) - x(r["start"]), 3)}" height="14">'
+            f"<title>{e(r['claim'])}: {e(outcome)}</title></rect>"
+        )
+    shapes.append(f'<line class="tl-now" x1="{x(now)}" x2="{x(now)}" y1="0" y2="40"/>')
+    labels = (
+        f'<div class="tl-labels"><span>{e(_short(t["start"]))}</span>'
+        f"<span>now</span><span>{e(_short(t['end']))}</span></div>"
+    )
+    return (
+        '<figure class="timeline"><svg viewBox="0 0 1000 40" preserveAspectRatio="none" '
+        f'role="img" aria-label="windows and rotations">{"".join(shapes)}</svg>{labels}'
+        "<figcaption>maintenance windows (top) and rotations (bottom)</figcaption></figure>"
+    )
+
+
+def _when(instant: str) -> str:
+    return datetime.fromisoformat(instant).strftime("%Y-%m-%d %H:%M UTC")
+
+
+# --- pages -----------------------------------------------------------------------------------
+
+
+def sections(s: Mapping[str, Any]) -> dict[str, str]:
+    """Every section of the page, rendered."""
+    return {
+        "summary": summary(s),
+        "pools": pools(s),
+        "nodes": nodes(s),
+        "claims": claims(s),
+        "events": events(s),
+    }
+
+
+def page(s: Mapping[str, Any]) -> str:
+    """The whole dashboard, rendered from a snapshot."""
+    return _PAGE.substitute(sections(s))
+
+
+def login(message: str) -> str:
+    """The page that asks for the admin token."""
+    return _LOGIN.substitute(message=e(message))
+
+
+__all__: Sequence[str] = ["SECTIONS", "bar", "login", "page", "sections", "timeline"]

@@ -1,0 +1,146 @@
+"""``fleetgate api`` for real: a subprocess serving HTTP on a free port, over a SQLite file."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from fleetgate.apps.api.server import EXIT_FAILED, EXIT_INVALID, run_api, with_admin_token
+from fleetgate.apps.settings import ApiSettings, Settings
+
+FLEETGATE = Path(sys.executable).with_name("fleetgate")
+ADMIN_TOKEN = "real-server-admin-token"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_until_serving(base: str, proc: subprocess.Popen[str]) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"fleetgate api exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+    pytest.fail("fleetgate api did not become ready")
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
+    """A running ``fleetgate api`` over a fresh SQLite file, with a known admin token."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
+    env["FLEETGATE_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'api.db'}"
+    env["FLEETGATE_API__ADMIN_TOKEN"] = ADMIN_TOKEN
+    proc = subprocess.Popen(
+        [str(FLEETGATE), "api", "--host", "127.0.0.1", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(base, proc)
+        yield base, proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        assert proc.stdout is not None and proc.stderr is not None
+        proc.stdout.close()
+        proc.stderr.close()
+
+
+def test_the_real_server_serves_a_session_and_stops_cleanly(
+    server: tuple[str, subprocess.Popen[str]],
+) -> None:
+    base, proc = server
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    with httpx.Client(base_url=base, timeout=10) as http:
+        assert http.get("/healthz").json() == {"status": "ok"}
+        assert http.get("/v1/nodes").status_code == 401
+        put = http.put(
+            "/v1/nodes/hv-1", json={"threads": 2, "memory_mb": 4096, "disk_gb": 50}, headers=admin
+        )
+        assert put.status_code == 201
+        secret = http.post("/v1/admin/namespaces/ci/tokens", headers=admin).json()["secret"]
+        team = {"Authorization": f"Bearer {secret}"}
+        placed = http.post(
+            "/v1/namespaces/ci/placements",
+            json={"cpus": 4, "memory_mb": 1024, "disk_gb": 10},
+            headers=team,
+        )
+        assert placed.status_code == 201, placed.text
+        refused = http.post(
+            "/v1/namespaces/ci/placements",
+            json={"cpus": 4, "memory_mb": 1024, "disk_gb": 10},
+            headers=team,
+        )
+        assert refused.status_code == 507 and refused.json()["error"] == "insufficient_capacity"
+        assert (
+            http.delete(
+                f"/v1/namespaces/ci/placements/{placed.json()['id']}", headers=team
+            ).status_code
+            == 204
+        )
+        assert "openapi" in http.get("/openapi.json").json()
+        assert http.get("/docs").status_code == 200
+    proc.send_signal(signal.SIGTERM)  # what Kubernetes sends
+    assert proc.wait(timeout=15) == 0
+
+
+def test_without_a_configured_token_one_is_generated_and_printed_once(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    served: list[str | None] = []
+
+    def serve_nothing(self: uvicorn.Server) -> None:
+        # Stands in for serving: record the token the app was built with, start nothing.
+        served.append(self.config.app.state.authenticator._admin_token)
+
+    monkeypatch.setattr(uvicorn.Server, "run", serve_nothing)
+    monkeypatch.delenv("FLEETGATE_API__ADMIN_TOKEN", raising=False)
+    monkeypatch.setenv("FLEETGATE_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'g.db'}")
+    assert run_api("127.0.0.1", 0) == EXIT_FAILED  # nothing was started
+    err = capsys.readouterr().err
+    token = err.split("generated one for this run:\n", 1)[1].splitlines()[0].strip()
+    assert served == [token] and len(token) >= 40 and err.count(token) == 1
+
+
+def test_an_invalid_configuration_exits_2_naming_the_field(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FLEETGATE_API__PORT", "99999")
+    assert run_api(None, None) == EXIT_INVALID
+    assert "api.port" in capsys.readouterr().err
+
+
+def test_with_admin_token_keeps_a_configured_token_and_generates_otherwise() -> None:
+    configured = Settings(api=ApiSettings(admin_token="mine"))
+    assert with_admin_token(configured) == (configured, None)
+    generated, token = with_admin_token(Settings())
+    assert token is not None and generated.api.admin_token == token
+    assert with_admin_token(Settings())[1] != token
