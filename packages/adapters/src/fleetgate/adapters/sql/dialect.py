@@ -19,6 +19,9 @@ class DialectSupport:
 
     #: Short backend name used in messages and metrics ("sqlite", "mariadb", "postgres").
     name = "sql"
+    #: Queue this process's writers in memory instead of in the database's lock (SQLite has one
+    #: writer anyway; waiting on an asyncio lock beats its busy handler's sleep-and-poll).
+    serialize_writers = False
 
     def engine_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
         """Extra keyword arguments for ``create_async_engine``."""

@@ -8,6 +8,7 @@ build engines or transactions of their own.
 
 from __future__ import annotations
 
+import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -46,6 +47,7 @@ class Store:
         self.rng = rng or random.Random()
         self.attempts = int(options.get("retry_attempts", ATTEMPTS))
         self._engine: AsyncEngine | None = None
+        self._writers = asyncio.Lock()
 
     @property
     def engine(self) -> AsyncEngine:
@@ -78,6 +80,9 @@ class Store:
 
     async def write(self, work: Work[T], *, what: str) -> T:
         """Run ``work`` in one writing transaction (BEGIN IMMEDIATE on SQLite), with retries."""
+        if self.dialect.serialize_writers:
+            async with self._writers:
+                return await self._run(work, what=what, read_only=False)
         return await self._run(work, what=what, read_only=False)
 
     async def read(self, work: Work[T], *, what: str) -> T:

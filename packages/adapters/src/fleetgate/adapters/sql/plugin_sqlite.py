@@ -31,6 +31,7 @@ class SqliteSupport(DialectSupport):
     """BEGIN IMMEDIATE for writers, WAL so readers never block, foreign keys on, busy timeout."""
 
     name = "sqlite"
+    serialize_writers = True
 
     def engine_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
         """No pre-ping: the file is local."""
