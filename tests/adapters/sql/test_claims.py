@@ -8,10 +8,18 @@ eventually right.
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import timedelta
 
+import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
+
 from fleetgate.adapters.clock import VirtualClock
+from fleetgate.adapters.sql import claims as claim_sql
+from fleetgate.adapters.sql.guarded import lock
 from fleetgate.adapters.sql.ledger import SqlLedger
+from fleetgate.adapters.sql.schema import CLUSTER_ID, cluster
+from fleetgate.adapters.sql.sqltypes import epoch
 from fleetgate.domain.capacity.claims import (
     ClaimRequest,
     ClaimState,
@@ -20,7 +28,7 @@ from fleetgate.domain.capacity.claims import (
 )
 from fleetgate.domain.capacity.denials import Stage
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
-from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
+from fleetgate.domain.capacity.model import Admission, AdmitRequest, NodeSpec
 from fleetgate.domain.ports import CapacityLedger
 from tests.conftest import Backend
 from tests.ledgers import open_ledger
@@ -314,10 +322,6 @@ async def test_listing_includes_expired_claims_oldest_first(
 
 
 async def test_a_missing_cluster_row_refuses_creates_and_grows(ledger: SqlLedger) -> None:
-    import sqlalchemy as sa
-
-    from fleetgate.adapters.sql.schema import cluster
-
     await fleet(ledger, ("a", 10, 1000, 100))
     made = await ledger.create_claim(ClaimRequest("ci", Resources(4, 0, 0), HOUR))
     assert made.claim is not None
@@ -335,4 +339,40 @@ async def test_a_missing_cluster_row_refuses_creates_and_grows(ledger: SqlLedger
     assert report.reconciliation.cluster.created
     row = await ledger.cluster()
     assert row.total.cpus == 30 and row.claimed.cpus == 3
+    await assert_exact(ledger)
+
+
+async def test_an_admission_racing_a_claim_create_is_charged_where_the_claim_says(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    """The admission looked for the namespace's claim before the create committed it.
+
+    The create holds the cluster row (as every create does) while the admission, having found
+    no claim, waits for that row to charge the unclaimed side. Whichever way the database
+    resolves it, the placement must end up charged to the side its namespace is on.
+    """
+    await fleet(ledger, ("a", 10, 1000, 100))
+    await place(ledger, "ci", "a", Resources(1, 0, 0))
+    admitting: asyncio.Task[Admission] | None = None
+    try:
+        async with ledger.store.engine.connect() as conn, conn.begin():
+            await lock(conn, cluster, cluster.c.id == CLUSTER_ID)
+            admitting = asyncio.create_task(
+                ledger.admit(AdmitRequest("ci", "a", Resources(2, 0, 0)))
+            )
+            await asyncio.sleep(0.3)
+            request = ClaimRequest("ci", Resources(6, 0, 0), HOUR)
+            await claim_sql.create_in(conn, request, str(uuid.uuid4()), epoch(clock.now()))
+    except DBAPIError as exc:
+        # MariaDB may resolve the crossing locks as a deadlock and roll the create back.
+        assert ledger.store.dialect.retryable(exc), exc
+    assert admitting is not None
+    admission = await admitting
+    assert admission.placement is not None
+    claims_now = await ledger.claims("ci")
+    if claims_now:
+        (claim,) = claims_now
+        assert admission.claim_id == claim.id and claim.used.cpus == 3
+    else:
+        assert admission.claim_id is None
     await assert_exact(ledger)

@@ -26,18 +26,40 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fleetgate.adapters.sql import reads
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.guarded import RowMissing, charge, read_locked, update
+from fleetgate.adapters.sql.retry import ATTEMPTS
 from fleetgate.adapters.sql.rows import guard_row, node_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
 from fleetgate.adapters.sql.sqltypes import instant, integer, real
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail, over_limit
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
-from fleetgate.domain.capacity.errors import LedgerError, NodeNotFound
+from fleetgate.domain.capacity.errors import LedgerError, LedgerUnavailable, NodeNotFound
 from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_guard
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, Placement
 from fleetgate.domain.capacity.overage import overage_increase
 
 ADVISORY = "advisory"
 HARD = "hard"
+
+
+class ClaimAppeared(Exception):
+    """A claim for the namespace committed while this admission waited for the cluster row."""
+
+
+async def claim_committed_meanwhile(conn: AsyncConnection, namespace: str, now: float) -> bool:
+    """Whether the namespace has an active claim now that we hold the cluster row.
+
+    A claim create holds the cluster row until it commits, so from here every claim created for
+    the namespace is visible. PostgreSQL re-checks only the cluster row's own WHERE after the
+    wait, so without this an admission that looked for the claim just before it was committed
+    would charge the unclaimed side for usage the claim has just taken over. A locking read,
+    so no snapshot is opened before the node's UPDATE.
+    """
+    query = (
+        sa.select(claims.c.id)
+        .where(claims.c.active_namespace == namespace, claims.c.expires_at > now)
+        .with_for_update(read=True)
+    )
+    return (await conn.execute(query)).first() is not None
 
 
 class Refused(Exception):
@@ -150,6 +172,8 @@ async def admit_in(
     bypassed: list[Denial] = []
     if claimed is None:
         by = await charge_cluster(conn, request.resources, now, request.enforce)
+        if await claim_committed_meanwhile(conn, request.namespace, now):
+            raise ClaimAppeared(request.namespace)
     else:
         bypassed += [claimed.bypassed] if claimed.bypassed else []
         by = None
@@ -207,7 +231,14 @@ async def admit(store: Store, request: AdmitRequest, enforcement: str = ADVISORY
         return await admit_in(conn, request, placement_id, store.now_epoch(), enforcement)
 
     try:
-        return await store.write(work, what=f"admit onto {request.node}")
+        for _ in range(ATTEMPTS):
+            try:
+                return await store.write(work, what=f"admit onto {request.node}")
+            except ClaimAppeared:
+                continue  # run again: the claim is visible now, so this time it is charged
+        raise LedgerUnavailable(
+            f"admit onto {request.node}: claims of {request.namespace} kept changing"
+        )
     except Refused as refused:
         replay = await _replay(store, request)
         return replay or Admission(denial=refused.denial)
