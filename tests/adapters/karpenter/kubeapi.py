@@ -83,6 +83,7 @@ class _Fault:
     status: int
     times: int
     token: str | None
+    seconds: float = 0.0
 
 
 class KubeError(Exception):
@@ -112,6 +113,7 @@ class KubeAPIServer:
         self._history: list[tuple[int, Resource, str, Obj]] = []
         self._changed = asyncio.Event()  # replaced after each set: a fresh one per change
         self._faults: list[_Fault] = []
+        self._stalls: list[_Fault] = []
         self._forbidden: set[tuple[str, str]] = set()
         self._runner: web.AppRunner | None = None
         self._closing = False
@@ -182,9 +184,14 @@ class KubeAPIServer:
         ``token`` (if given) with ``status`` (409 is a Conflict)."""
         self._faults.append(_Fault(method.upper(), re.compile(path_regex), status, times, token))
 
+    def stall_next(self, method: str, path_regex: str, seconds: float, times: int = 1) -> None:
+        """Hold the next ``times`` matching requests for ``seconds`` before answering them."""
+        self._stalls.append(_Fault(method.upper(), re.compile(path_regex), 0, times, None, seconds))
+
     def heal(self) -> None:
         """Drop every injected failure that has not fired yet."""
         self._faults.clear()
+        self._stalls.clear()
 
     def seed(self, obj: Obj) -> Obj:
         """Store ``obj`` as if created through the API (``creationTimestamp`` may be preset)."""
@@ -347,6 +354,14 @@ class KubeAPIServer:
         self.requests.append(
             Request(request.method, request.path, query, body, request.content_type or None, token)
         )
+        for stall in self._stalls:
+            if (
+                stall.times > 0
+                and stall.method in (request.method, "*")
+                and stall.path.search(request.path)
+            ):
+                stall.times -= 1
+                await asyncio.sleep(stall.seconds)
         try:
             self._maybe_fault(request.method, request.path, token)
             return await self._route(request, query, body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 
 from fleetgate.adapters.karpenter.events import event_body
@@ -117,3 +118,17 @@ def test_event_names_differ_within_one_instant() -> None:
         for s in range(3)
     }
     assert len(names) == 3
+
+
+async def test_a_hung_event_request_gives_up_at_the_timeout(
+    api: KubeAPIServer, clock: object, kubeconfig: str
+) -> None:
+    api.seed(nodepool("default"))
+    api.stall_next("POST", "/events", 10.0)
+    async with KarpenterGateway(clock, kubeconfig=kubeconfig, request_timeout=0.2) as gw:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await gw.event_sink().emit(
+            [Event("RotationStarted", AT, subject="default", data={"object": "NodePool"})]
+        )
+        assert loop.time() - started < 1.0  # the pass that reported it is not held up

@@ -187,6 +187,18 @@ async def test_other_api_errors_are_reported_not_swallowed(
         await gateway.annotate_pool("default", {"a": "b"})
 
 
+async def test_a_hung_request_is_an_error_within_the_request_timeout(
+    api: KubeAPIServer, clock: object, kubeconfig: str
+) -> None:
+    api.seed(nodepool("default"))
+    api.stall_next("GET", "/nodepools/default$", 5.0)
+    async with KarpenterGateway(clock, kubeconfig=kubeconfig, request_timeout=0.2) as gw:
+        with pytest.raises(
+            KubernetesAPIError, match=r"get nodepool default: .*no answer within 0.2s"
+        ):
+            await gw.observe("default")
+
+
 async def test_placeholder_create_posts_the_pod_and_tolerates_an_existing_one(
     api: KubeAPIServer, gateway: KarpenterGateway
 ) -> None:

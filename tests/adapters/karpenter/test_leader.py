@@ -167,3 +167,24 @@ def test_timings_must_nest() -> None:
             renew_deadline=2,
             retry_period=0.1,
         )
+
+
+async def test_a_leader_whose_requests_hang_stops_before_its_lease_runs_out(
+    api: KubeAPIServer, replicas: list[KarpenterGateway]
+) -> None:
+    a = replicas[0].leader_elector()
+    log: list[str] = []
+    run_a = asyncio.create_task(a.run(_work(log, "a")))
+    await _until(lambda: a.is_leader)
+    loop = asyncio.get_running_loop()
+    hung_at = loop.time()
+    api.stall_next("GET", "/leases/", 30.0, times=10**6)  # the API server stops answering
+    await _until(lambda: not a.is_leader)
+    # Stopped within its renew deadline (0.5 s) plus one bounded attempt, well inside the 1 s
+    # lease another replica would wait out.
+    assert loop.time() - hung_at < 1.0
+    assert log == ["a started", "a stopped"]
+    api.heal()
+    run_a.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run_a

@@ -12,6 +12,7 @@ transition), not this sink's.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -66,17 +67,22 @@ class KubernetesEventSink:
     """An ``EventSink`` writing Kubernetes Events through the gateway's API connection."""
 
     def __init__(
-        self, api_client: Callable[[], Awaitable[client.ApiClient]], instance: str
+        self,
+        api_client: Callable[[], Awaitable[client.ApiClient]],
+        instance: str,
+        timeout: float = 30.0,
     ) -> None:
         self._api_client = api_client
         self._instance = instance
+        self._timeout = timeout  # bounds one event's requests: a hung call must not stall a pass
         self._serial = itertools.count()
 
     async def emit(self, events: Sequence[Event]) -> None:
         """Create one Kubernetes Event per event about a cluster object; never raises."""
         for event in events:
             try:
-                await self._emit_one(event)
+                async with asyncio.timeout(self._timeout):
+                    await self._emit_one(event)
             except Exception:  # best-effort by contract: an Event must not break a rotation
                 _log.warning(
                     "could not record Kubernetes event %s for %s",

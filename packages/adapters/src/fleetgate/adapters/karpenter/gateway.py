@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -44,7 +44,6 @@ MERGE_PATCH = "application/merge-patch+json"
 # kubernetes-asyncio honours ``_content_type`` at run time but its stubs omit it; without it a
 # dict body would go out as a strategic merge patch, which custom resources do not accept.
 AS_MERGE_PATCH: dict[str, Any] = {"_content_type": MERGE_PATCH}
-T = TypeVar("T")
 
 
 class KarpenterGateway:
@@ -105,7 +104,9 @@ class KarpenterGateway:
 
     def event_sink(self) -> KubernetesEventSink:
         """An ``EventSink`` that records rotation events as Kubernetes Events."""
-        return KubernetesEventSink(self.api_client, instance=self.options.identity)
+        return KubernetesEventSink(
+            self.api_client, instance=self.options.identity, timeout=self.options.request_timeout
+        )
 
     async def _custom(self) -> client.CustomObjectsApi:
         return client.CustomObjectsApi(await self.api_client())
@@ -122,7 +123,7 @@ class KarpenterGateway:
     async def list_pools(self) -> Sequence[str]:
         """Every NodePool's name, sorted."""
         custom = await self._custom()
-        found = await _call(
+        found = await self._call(
             "list nodepools",
             custom.list_cluster_custom_object(KARPENTER_GROUP, KARPENTER_VERSION, "nodepools"),
         )
@@ -131,24 +132,23 @@ class KarpenterGateway:
     async def observe(self, pool: str) -> PoolObservation | None:
         """One NodePool with its NodeClaims, Nodes, their Pods and its placeholders."""
         custom, core = await self._custom(), await self._core()
-        try:
-            nodepool = await custom.get_cluster_custom_object(
-                KARPENTER_GROUP, KARPENTER_VERSION, "nodepools", pool
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise translate(exc, f"get nodepool {pool}") from exc
+        nodepool = await self._call(
+            f"get nodepool {pool}",
+            custom.get_cluster_custom_object(KARPENTER_GROUP, KARPENTER_VERSION, "nodepools", pool),
+            tolerate=404,
+        )
+        if nodepool is None:
+            return None
         selector = f"{KARPENTER_NODEPOOL}={pool}"
         claims, nodes, placeholders = await asyncio.gather(
-            _call(
+            self._call(
                 f"list nodeclaims of {pool}",
                 custom.list_cluster_custom_object(
                     KARPENTER_GROUP, KARPENTER_VERSION, "nodeclaims", label_selector=selector
                 ),
             ),
-            _call(f"list nodes of {pool}", core.list_node(label_selector=selector)),
-            _call(
+            self._call(f"list nodes of {pool}", core.list_node(label_selector=selector)),
+            self._call(
                 f"list placeholders of {pool}",
                 core.list_namespaced_pod(
                     self.options.namespace, label_selector=f"{selector},{SURGE_FOR}"
@@ -173,7 +173,7 @@ class KarpenterGateway:
 
         async def on(node: str) -> list[dict[str, Any]]:
             async with gate:
-                found = await _call(
+                found = await self._call(
                     f"list pods on {node}",
                     core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}"),
                 )
@@ -190,14 +190,13 @@ class KarpenterGateway:
     async def list_policies(self) -> Sequence[Mapping[str, Any]] | None:
         """The ``fleetgate.io/v1alpha1`` RotationPolicy objects; None if that CRD is not served."""
         custom = await self._custom()
-        try:
-            found = await custom.list_cluster_custom_object(
-                POLICY_GROUP, POLICY_VERSION, "rotationpolicies"
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise translate(exc, "list rotationpolicies") from exc
+        found = await self._call(
+            "list rotationpolicies",
+            custom.list_cluster_custom_object(POLICY_GROUP, POLICY_VERSION, "rotationpolicies"),
+            tolerate=404,
+        )
+        if found is None:
+            return None
         return sorted(found.get("items") or [], key=lambda p: str(p["metadata"]["name"]))
 
     # --- writes ------------------------------------------------------------------------------
@@ -210,7 +209,7 @@ class KarpenterGateway:
         if expect_version is not None:
             metadata["resourceVersion"] = expect_version
         custom = await self._custom()
-        updated = await _call(
+        updated = await self._call(
             f"annotate nodepool {pool}",
             custom.patch_cluster_custom_object(
                 KARPENTER_GROUP,
@@ -226,7 +225,7 @@ class KarpenterGateway:
     async def annotate_claim(self, name: str, patch: Mapping[str, str | None]) -> None:
         """Merge-patch a NodeClaim's annotations."""
         custom = await self._custom()
-        await _call(
+        await self._call(
             f"annotate nodeclaim {name}",
             custom.patch_cluster_custom_object(
                 KARPENTER_GROUP,
@@ -241,7 +240,7 @@ class KarpenterGateway:
     async def annotate_node(self, name: str, patch: Mapping[str, str | None]) -> None:
         """Merge-patch a Node's annotations."""
         core = await self._core()
-        await _call(
+        await self._call(
             f"annotate node {name}",
             core.patch_node(name, {"metadata": {"annotations": dict(patch)}}, **AS_MERGE_PATCH),
         )
@@ -249,7 +248,7 @@ class KarpenterGateway:
     async def set_unschedulable(self, node: str, unschedulable: bool) -> None:
         """Cordon or uncordon: ``spec.unschedulable`` true, or removed (as kubectl uncordon)."""
         core = await self._core()
-        await _call(
+        await self._call(
             f"{'cordon' if unschedulable else 'uncordon'} node {node}",
             core.patch_node(
                 node,
@@ -266,38 +265,48 @@ class KarpenterGateway:
             default_priority_class=self.options.priority_class,
         )
         core = await self._core()
-        try:
-            await core.create_namespaced_pod(spec.namespace, body)
-        except ApiException as exc:
-            if exc.status != 409:  # AlreadyExists: the placeholder of an earlier pass
-                raise translate(exc, f"create pod {spec.namespace}/{spec.name}") from exc
+        await self._call(  # 409 AlreadyExists: the placeholder of an earlier pass, kept
+            f"create pod {spec.namespace}/{spec.name}",
+            core.create_namespaced_pod(spec.namespace, body),
+            tolerate=409,
+        )
 
     async def delete_placeholder(self, namespace: str, name: str) -> None:
         """Delete a placeholder Pod; one already gone is fine."""
         core = await self._core()
-        try:
-            await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise translate(exc, f"delete pod {namespace}/{name}") from exc
+        await self._call(
+            f"delete pod {namespace}/{name}",
+            core.delete_namespaced_pod(name, namespace, grace_period_seconds=0),
+            tolerate=404,
+        )
 
     async def delete_claim(self, name: str) -> None:
         """Delete a NodeClaim so that Karpenter drains its node; one already gone is fine."""
         custom = await self._custom()
-        try:
-            await custom.delete_cluster_custom_object(
+        await self._call(
+            f"delete nodeclaim {name}",
+            custom.delete_cluster_custom_object(
                 KARPENTER_GROUP, KARPENTER_VERSION, "nodeclaims", name
-            )
+            ),
+            tolerate=404,
+        )
+
+    # --- one request -------------------------------------------------------------------------
+
+    async def _call(self, what: str, request: Awaitable[Any], *, tolerate: int = 0) -> Any:
+        """Await one API request within ``request_timeout``; errors become the port's.
+
+        A response with status ``tolerate`` (404 for "already gone", 409 for "already there")
+        is the idempotent success of a re-issued write, or a read of nothing: None.
+        """
+        try:
+            async with asyncio.timeout(self.options.request_timeout):
+                return await request
         except ApiException as exc:
-            if exc.status != 404:
-                raise translate(exc, f"delete nodeclaim {name}") from exc
-
-
-async def _call(what: str, request: Awaitable[T]) -> T:
-    """Await an API call, turning its error into the port's (``translate``)."""
-    try:
-        return await request
-    except ApiException as exc:
-        raise translate(exc, what) from exc
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        raise KubernetesAPIError(f"{what}: the API server is unreachable: {exc}") from exc
+            if exc.status == tolerate:
+                return None
+            raise translate(exc, what) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            # kubernetes-asyncio sets no timeout of its own: a hung connection would hang the pass.
+            reason = str(exc) or f"no answer within {self.options.request_timeout:g}s"
+            raise KubernetesAPIError(f"{what}: the API server is unreachable: {reason}") from exc

@@ -104,13 +104,22 @@ class LeaderElector:
                     self.name,
                 )
         finally:
-            await asyncio.shield(self.release())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.release()), timeout=self.renew_deadline)
 
     async def _acquire(self) -> None:
         while True:
-            if await self.try_acquire_or_renew():
+            if await self._attempt():
                 return
             await asyncio.sleep(self.retry_period)
+
+    async def _attempt(self) -> bool:
+        """One bounded attempt: a request that hangs must not keep a lost leader acting."""
+        try:
+            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout=self.renew_deadline)
+        except (TimeoutError, OSError) as exc:
+            _log.warning("leader election: lease request failed: %s", exc or "timed out")
+            return False
 
     async def _hold(self, task: asyncio.Task[None]) -> bool:
         """Renew every ``retry_period`` until the work ends (False) or the lease is lost (True)."""
@@ -119,7 +128,7 @@ class LeaderElector:
             done, _ = await asyncio.wait({task}, timeout=self.retry_period)
             if done:
                 return False
-            if await self.try_acquire_or_renew():
+            if await self._attempt():
                 last_renewal = self._monotonic()
             elif self._held_by_other() or self._monotonic() - last_renewal > self.renew_deadline:
                 return True
