@@ -1,1 +1,1 @@
-"""fleetgate's adapters: each one a pluggy plugin registered through the ``fleetgate`` entry points."""
+"""fleetgate's adapters: each a pluggy plugin registered through the ``fleetgate`` entry points."""

@@ -1,1 +1,2 @@
-"""fleetgate's applications: composition root, services, API, controller, reconciler, simulator, CLI."""
+"""fleetgate's applications: composition root, services, API, controller, reconciler, simulator,
+and the CLI."""
