@@ -15,16 +15,23 @@ from typing import Any
 import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error, positive_data_acceptance
+from schemathesis.config import SchemathesisConfig
 
+from fleetgate.apps.api.schemas import MAX_AMOUNT, MAX_THREADS
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, CapacitySettings, Settings
-from tests.apps.api.conftest import ADMIN, ADMIN_TOKEN
+from tests.apps.api.conftest import ADMIN_TOKEN
 
 EXAMPLES = 25
-# Operations whose bodies carry rules a JSON Schema cannot state (a RotationPolicy manifest is
-# validated by the domain, a duration must parse and be positive): a schema-valid request may
-# rightly be a 422 there, so only "schema-valid data is accepted" is not asked of them.
-SEMANTIC = {"POST /v1/rotation/check": [positive_data_acceptance]}
+# Operations whose bodies carry rules a JSON Schema cannot state: a RotationPolicy manifest is
+# validated by the domain and a duration must parse and be positive; a claim's ``expires_at``
+# must lie in the future. A schema-valid request may rightly be a 422 there, so only "every
+# schema-valid request is accepted" is not asked of them (everything else is).
+SEMANTIC = {
+    "POST /v1/rotation/check": [positive_data_acceptance],
+    "POST /v1/namespaces/{ns}/claims": [positive_data_acceptance],
+    "PATCH /v1/namespaces/{ns}/claims/{claim_id}": [positive_data_acceptance],
+}
 
 # Module level because schemathesis parametrizes at collection time; removed at interpreter exit.
 _WORKDIR = tempfile.TemporaryDirectory(prefix="fleetgate-fuzz-")
@@ -45,7 +52,12 @@ def only_intended_5xx(ctx: Any, response: Any, case: schemathesis.Case) -> None:
 
 
 app = build_container(_SETTINGS).api_app()
-schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+# The admin token as the bearer scheme's credential: schemathesis then sends it on every valid
+# request, and knows a case it made with a broken Authorization header must be refused.
+_CONFIG = SchemathesisConfig.from_dict(
+    {"auth": {"openapi": {"HTTPBearer": {"bearer": ADMIN_TOKEN}}}}
+)
+schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=_CONFIG)
 
 
 @schema.parametrize()
@@ -56,6 +68,42 @@ schema = schemathesis.openapi.from_asgi("/openapi.json", app)
 )
 def test_no_input_is_a_server_error_and_every_response_conforms(case: schemathesis.Case) -> None:
     excluded = [not_a_server_error, *SEMANTIC.get(case.operation.label, [])]
-    case.call_and_validate(
-        headers=ADMIN, excluded_checks=excluded, additional_checks=[only_intended_5xx]
-    )
+    case.call_and_validate(excluded_checks=excluded, additional_checks=[only_intended_5xx])
+
+
+class Workflow(schema.as_state_machine()):  # type: ignore[misc]
+    """Sequences that follow the OpenAPI links: create a node, a token, a claim, a placement,
+    then read, change and delete what was created (ids flow from one response to the next)."""
+
+    def setup(self) -> None:
+        """A node with room for anything, so claims and placements can succeed at all."""
+        seed = schema["/v1/nodes/{name}"]["PUT"].Case(
+            path_parameters={"name": "seed-node"},
+            body={"threads": MAX_THREADS, "memory_mb": MAX_AMOUNT, "disk_gb": MAX_AMOUNT},
+        )
+        response = seed.call(headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+        assert response.status_code in (200, 201), response.text
+
+    def validate_response(
+        self,
+        response: Any,
+        case: schemathesis.Case,
+        additional_checks: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        """The same checks as the single-request test."""
+        case.validate_response(
+            response,
+            excluded_checks=[not_a_server_error, *SEMANTIC.get(case.operation.label, [])],
+            additional_checks=[only_intended_5xx],
+            transport_kwargs=kwargs or None,
+        )
+
+
+TestLinkedWorkflows = Workflow.TestCase
+TestLinkedWorkflows.settings = settings(
+    max_examples=15,
+    stateful_step_count=8,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)

@@ -11,7 +11,16 @@ from fastapi import FastAPI
 
 from fleetgate.apps.api.auth import Authenticator
 from fleetgate.apps.api.errors import install_error_handlers
-from fleetgate.apps.api.routes import admin, events, health, nodes, placements, rotation, tokens
+from fleetgate.apps.api.routes import (
+    admin,
+    claims,
+    events,
+    health,
+    nodes,
+    placements,
+    rotation,
+    tokens,
+)
 
 if TYPE_CHECKING:
     from fleetgate.apps.container import Container
@@ -59,6 +68,6 @@ def create_app(container: Container) -> FastAPI:
     app.state.authenticator = Authenticator(settings.api.admin_token, container.token_store())
     install_error_handlers(app)
     app.include_router(health.router)
-    for module in (nodes, placements, admin, tokens, events, rotation):
+    for module in (nodes, placements, claims, admin, tokens, events, rotation):
         app.include_router(module.router)
     return app

@@ -105,7 +105,7 @@ def validation_error(errors: list[dict[str, Any]] | Any) -> ApiError:
             {
                 "field": field_name(loc),
                 "location": str(loc[0]) if loc else "body",
-                "reason": str(err.get("msg", "invalid")),
+                "reason": str(err.get("msg", "invalid")).removeprefix("Value error, "),
             }
         )
     message = "; ".join(f"{f['field']}: {f['reason']}" for f in fields) or "invalid request"

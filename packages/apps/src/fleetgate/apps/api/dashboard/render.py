@@ -163,7 +163,7 @@ def nodes(s: Mapping[str, Any]) -> str:
 def _budget(s: Mapping[str, Any], n: Mapping[str, Any]) -> str:
     if n["cpu_schedulable"] is None or s.get("target_load") is None:
         return ""
-    return f" vs {_num(s['target_load'])} × {n['cpu_schedulable']} threads"
+    return f" vs {s['target_load']:g} × {n['cpu_schedulable']} threads"
 
 
 def claims(s: Mapping[str, Any]) -> str:
@@ -300,12 +300,13 @@ def timeline(t: Mapping[str, Any] | None, now: str) -> str:
     shapes.append(f'<line class="tl-now" x1="{x(now)}" x2="{x(now)}" y1="0" y2="40"/>')
     labels = (
         f'<div class="tl-labels"><span>{e(_short(t["start"]))}</span>'
-        f"<span>now</span><span>{e(_short(t['end']))}</span></div>"
+        f"<span>{e(_short(t['end']))}</span></div>"
     )
     return (
         '<figure class="timeline"><svg viewBox="0 0 1000 40" preserveAspectRatio="none" '
         f'role="img" aria-label="windows and rotations">{"".join(shapes)}</svg>{labels}'
-        "<figcaption>maintenance windows (top) and rotations (bottom)</figcaption></figure>"
+        "<figcaption>maintenance windows (top), rotations (bottom: green done, blue running, "
+        "red failed), the line is now</figcaption></figure>"
     )
 
 

@@ -30,6 +30,15 @@ router = APIRouter(
 
 NamePath = Annotated[NodeName, Path(description="The node's name.")]
 
+_NAME = {"name": "$request.path.name"}
+_LINKS = {
+    "GetNode": {"operationId": "get_node", "parameters": _NAME},
+    "PublishMetrics": {"operationId": "put_node_metrics", "parameters": _NAME},
+    "CordonNode": {"operationId": "cordon_node", "parameters": _NAME},
+    "UncordonNode": {"operationId": "uncordon_node", "parameters": _NAME},
+    "DeleteNode": {"operationId": "delete_node", "parameters": _NAME},
+}
+
 
 @router.get("", operation_id="list_nodes", response_model=list[NodeBody])
 @access(admin_only=True, missing="node")
@@ -52,7 +61,10 @@ async def get_node(request: Request, name: NamePath) -> NodeBody:
     "/{name}",
     operation_id="put_node",
     response_model=NodeBody,
-    responses={201: {"model": NodeBody, "description": "The node was added."}},
+    responses={
+        200: {"description": "The node was replaced.", "links": _LINKS},
+        201: {"model": NodeBody, "description": "The node was added.", "links": _LINKS},
+    },
 )
 @access(admin_only=True, missing="node")
 async def put_node(request: Request, response: Response, name: NamePath, body: NodePut) -> NodeBody:

@@ -45,6 +45,17 @@ def _body(token: ApiToken) -> TokenBody:
     operation_id="create_token",
     status_code=status.HTTP_201_CREATED,
     response_model=NewTokenBody,
+    responses={
+        201: {
+            "description": "The token, with its secret (shown this once).",
+            "links": {
+                "RevokeToken": {
+                    "operationId": "revoke_token",
+                    "parameters": {"ns": "$request.path.ns", "token_id": "$response.body#/id"},
+                }
+            },
+        }
+    },
 )
 @access(admin_only=True, missing="token")
 async def create_token(request: Request, ns: Namespace) -> NewTokenBody:
