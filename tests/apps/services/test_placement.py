@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from random import Random
 
 import pytest
@@ -11,8 +12,10 @@ import sqlalchemy as sa
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.adapters.sql.schema import claims
+from fleetgate.apps.container import build_container
 from fleetgate.apps.services import placement as svc
 from fleetgate.apps.services.placement import PlacementService
+from fleetgate.apps.settings import load_settings
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound, PlacementNotFound
@@ -256,3 +259,13 @@ async def test_a_database_failure_is_reported_and_raised(
     with pytest.raises(LedgerUnavailable):
         await s.place(PlacementRequest("team", SMALL))
     assert sink.events[-1].kind == svc.WRITE_FAILED and sink.events[-1].level is Level.ERROR
+
+
+def test_the_container_builds_the_service_from_settings(tmp_path: Path) -> None:
+    settings = load_settings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'c.db'}",
+        capacity={"target_load": 0.5, "demand_per_vcpu": 0.3, "demand_decay_seconds": 60},
+    )
+    built = build_container(settings).placement_service()
+    assert isinstance(built, PlacementService)
+    assert built.policy == DemandPolicy(0.5, 0.3, 60.0)
