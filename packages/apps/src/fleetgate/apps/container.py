@@ -15,6 +15,9 @@ from prometheus_client import CollectorRegistry
 from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import SystemClock
 from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink
+from fleetgate.apps.reconciler.loop import Reconciler
+from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
+from fleetgate.apps.services.claims import ClaimService
 from fleetgate.apps.services.placement import PlacementService
 from fleetgate.apps.settings import Settings, load_settings
 from fleetgate.domain.capacity.demand import DemandPolicy
@@ -48,6 +51,13 @@ def _placement_service(
         capacity.target_load, capacity.demand_per_vcpu, capacity.demand_decay_seconds
     )
     return PlacementService(ledger, clock, events, policy, Random(capacity.ranking_seed))
+
+
+def _reconciler(
+    ledger: Any, clock: Any, events: Any, registry: Any, settings: Settings
+) -> Reconciler:
+    metrics = ReconcilerMetrics(registry)
+    return Reconciler(ledger, clock, events, metrics, settings.reconciler.interval_seconds)
 
 
 def _cluster(pm: Any, settings: Settings, clock: Any) -> Any:
@@ -90,6 +100,17 @@ class Container(containers.DeclarativeContainer):
         _placement_service, ledger=ledger, clock=clock, events=capacity_events, settings=settings
     )
     token_store = providers.Singleton(_token_store, ledger=ledger)
+    claim_service = providers.Singleton(
+        ClaimService, ledger=ledger, clock=clock, events=capacity_events
+    )
+    reconciler = providers.Singleton(
+        _reconciler,
+        ledger=ledger,
+        clock=clock,
+        events=capacity_events,
+        registry=metrics_registry,
+        settings=settings,
+    )
     api_app = providers.Singleton(_api_app, container=__self__)
     rotation_controller = providers.Singleton(
         _rotation_controller,

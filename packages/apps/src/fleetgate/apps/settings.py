@@ -43,6 +43,9 @@ class ReconcilerSettings(_Section):
     """The capacity reconciler loop."""
 
     interval_seconds: float = Field(300.0, gt=0)
+    # The loop serves its Prometheus series here (null: not served; --once never serves).
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int | None = Field(8082, ge=0, le=65535)
 
 
 class ApiSettings(_Section):

@@ -1,0 +1,1 @@
+"""The capacity reconciler: its loop, metrics, report and command."""
