@@ -18,6 +18,7 @@ from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink
 from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
 from fleetgate.apps.services.claims import ClaimService
+from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
 from fleetgate.apps.settings import Settings, load_settings
 from fleetgate.domain.capacity.demand import DemandPolicy
@@ -60,6 +61,15 @@ def _reconciler(
     return Reconciler(ledger, clock, events, metrics, settings.reconciler.interval_seconds)
 
 
+def _node_sync(ledger: Any, cluster: Any, clock: Any, events: Any, settings: Settings) -> NodeSync:
+    # Relocations walk with the same demand policy and seed as new placements.
+    capacity = settings.capacity
+    policy = DemandPolicy(
+        capacity.target_load, capacity.demand_per_vcpu, capacity.demand_decay_seconds
+    )
+    return NodeSync(ledger, cluster, clock, events, policy, Random(capacity.ranking_seed))
+
+
 def _cluster(pm: Any, settings: Settings, clock: Any) -> Any:
     options = dict(settings.cluster_options)
     if settings.cluster == "karpenter":
@@ -100,6 +110,14 @@ class Container(containers.DeclarativeContainer):
         _placement_service, ledger=ledger, clock=clock, events=capacity_events, settings=settings
     )
     token_store = providers.Singleton(_token_store, ledger=ledger)
+    node_sync = providers.Singleton(
+        _node_sync,
+        ledger=ledger,
+        cluster=cluster,
+        clock=clock,
+        events=capacity_events,
+        settings=settings,
+    )
     claim_service = providers.Singleton(
         ClaimService, ledger=ledger, clock=clock, events=capacity_events
     )
