@@ -1,0 +1,245 @@
+"""``fleetgate up``: the whole system in one process, on SQLite and the fake cluster.
+
+One asyncio loop runs uvicorn (the API and the dashboard), and the accelerated-time runtime (the
+rotation controller, the node sync, the reconcile pass and the workload generator). Everything
+is built by the composition root; ``up`` only chooses the embedded backends, a virtual clock,
+and the sample fleet.
+
+The database is ``./.fleetgate/up.db``, created afresh on every start: the fake cluster lives in
+memory, so a ledger left from an earlier run would describe nodes that no longer exist. (It is a
+file of its own so that ``up`` never touches the ``fleetgate.db`` that ``fleetgate api`` uses.)
+
+Exit codes: 0 after Ctrl-C (SIGINT) or SIGTERM, 1 when start-up failed (the port is taken, say),
+2 for invalid input (a policy file, the configuration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from random import Random
+from typing import Any
+
+import uvicorn
+from dependency_injector import providers
+from rich.console import Console
+
+from fleetgate.adapters.clock import VirtualClock
+from fleetgate.apps.api.dashboard import install_dashboard
+from fleetgate.apps.api.server import with_admin_token
+from fleetgate.apps.container import Container, build_container
+from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink
+from fleetgate.apps.logging import configure_logging
+from fleetgate.apps.policyfile import PolicyFileError, load_policies
+from fleetgate.apps.settings import ConfigError, Settings, load_settings
+from fleetgate.apps.up.fleet import (
+    DEFAULT_POLICIES,
+    NAMESPACES,
+    plan_pools,
+    seed_cluster,
+    virtual_start,
+)
+from fleetgate.apps.up.runtime import Cadence, UpRuntime
+from fleetgate.apps.up.status import UpStatus
+from fleetgate.apps.up.workload import Workload
+from fleetgate.domain.durations import format_duration
+
+DATA_DIR = Path(".fleetgate")
+DATABASE = DATA_DIR / "up.db"
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
+_out = Console(soft_wrap=True, highlight=False)
+_err = Console(stderr=True, soft_wrap=True, highlight=False)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: ``up`` stops its tasks first, then the server."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def up_settings(settings: Settings, policy_file: Path, port: int) -> Settings:
+    """The configuration with ``up``'s choices: SQLite file, fake cluster, the policy file."""
+    settings, _ = with_admin_token(settings)
+    return settings.model_copy(
+        update={
+            "database_url": f"sqlite+aiosqlite:///{DATABASE.resolve()}",
+            "cluster": "fake",
+            "cluster_options": {},
+            "api": settings.api.model_copy(update={"port": port}),
+            "controller": settings.controller.model_copy(
+                update={"policies": [policy_file], "leader_election": False}
+            ),
+        }
+    )
+
+
+def cadence_for(settings: Settings, speed: float) -> Cadence:
+    """The reconcile pass every ``reconciler.interval_seconds`` of virtual time, but at most
+    once a real second: at 600x the demand charges decay in a real second, and a pass is what
+    snaps the counters to their decayed sum."""
+    return Cadence(reconcile=max(1.0, settings.reconciler.interval_seconds / speed))
+
+
+def fresh_database() -> None:
+    """Remove the previous run's database (and SQLite's WAL and shared-memory files)."""
+    DATA_DIR.mkdir(exist_ok=True)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{DATABASE}{suffix}").unlink(missing_ok=True)
+
+
+def run_up(policy: Path | None, nodes: int, speed: float, port: int) -> int:
+    """Entry point of ``fleetgate up`` (see the module docstring for exit codes)."""
+    policy_file = policy or DEFAULT_POLICIES
+    try:
+        policies = load_policies(policy_file)
+        settings = up_settings(load_settings(), policy_file, port)
+    except (PolicyFileError, ConfigError) as exc:
+        _err.print(f"[red]error:[/red] {exc}")
+        return EXIT_INVALID
+    if speed <= 0:
+        _err.print("[red]error:[/red] --speed: must be positive")
+        return EXIT_INVALID
+    configure_logging(settings.log_format, level=logging.WARNING)
+    # Audit events stay in the ledger (the dashboard, /v1/events); the console shows errors.
+    logging.getLogger("fleetgate.events").setLevel(logging.ERROR)
+    fresh_database()
+    try:
+        return asyncio.run(_main(settings, policies, nodes, speed))
+    except KeyboardInterrupt:  # a second Ctrl-C while shutting down
+        return EXIT_OK
+
+
+async def _main(settings: Settings, policies: list[Any], nodes: int, speed: float) -> int:
+    now = datetime.now(UTC).replace(second=0, microsecond=0)
+    clock = VirtualClock(virtual_start(policies, now))
+    container = build_container(settings, clock=clock)
+    ledger = container.ledger()
+    await ledger.start()
+    try:
+        return await _run(container, settings, policies, nodes, speed)
+    finally:
+        await ledger.close()
+
+
+async def _run(
+    container: Container, settings: Settings, policies: list[Any], nodes: int, speed: float
+) -> int:
+    clock, ledger, cluster = container.clock(), container.ledger(), container.cluster()
+    # Rotation events go to the audit trail too, beside the capacity events.
+    container.event_sink.override(
+        providers.Object(FanOutEventSink(LoggingEventSink(), ledger.event_sink()))
+    )
+    plans = plan_pools(policies, nodes)
+    seed_cluster(cluster, plans, clock.now())
+    sync = container.node_sync()
+    await sync.sync()
+    workload = Workload(
+        ledger, container.placement_service(), clock, Random(), claims=container.claim_service()
+    )
+    await workload.seed()
+    status = UpStatus(
+        ledger,
+        cluster,
+        clock,
+        speed=speed,
+        target_load=settings.capacity.target_load,
+        counters=workload.counters,
+    )
+    runtime = UpRuntime(
+        clock=clock,
+        cluster=cluster,
+        controller=container.rotation_controller(),
+        sync=sync,
+        workload=workload,
+        reconcile=container.reconciler().run_pass,
+        status=status,
+        speed=speed,
+        cadence=cadence_for(settings, speed),
+    )
+    app = container.api_app()
+    install_dashboard(app, status.snapshot, settings.api.admin_token)
+    config = uvicorn.Config(
+        app,
+        host=settings.api.host,
+        port=settings.api.port,
+        lifespan="on",
+        log_config=None,
+        proxy_headers=False,
+    )
+    server = _Server(config)
+    stop = asyncio.Event()
+    with _stop_on_signals(stop):
+        serving = asyncio.create_task(server.serve())
+        if not await _started(server, serving):
+            _err.print(
+                f"[red]error:[/red] could not serve on {settings.api.host}:{settings.api.port}"
+            )
+            return EXIT_FAILED
+        _banner(settings, server, plans, speed)
+        running = asyncio.create_task(runtime.run(stop))
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait({serving, running, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stop.set()
+        # Stop the runtime first (it writes to the ledger), then the server (whose shutdown
+        # closes the ledger).
+        await asyncio.gather(running, return_exceptions=True)
+        server.should_exit = True
+        await asyncio.gather(serving, return_exceptions=True)
+        stopped.cancel()
+    _err.print("fleetgate up: stopped")
+    return EXIT_OK
+
+
+async def _started(server: uvicorn.Server, serving: asyncio.Task[None]) -> bool:
+    while not server.started:
+        if serving.done():
+            return False  # uvicorn exits (SystemExit) when it cannot bind
+        await asyncio.sleep(0.05)
+    return True
+
+
+@contextlib.contextmanager
+def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
+    loop = asyncio.get_running_loop()
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+            installed.append(sig)
+    try:
+        yield
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+
+
+def _banner(settings: Settings, server: uvicorn.Server, plans: list[Any], speed: float) -> None:
+    host = settings.api.host
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    port = server.servers[0].sockets[0].getsockname()[1] if server.servers else settings.api.port
+    base = f"http://{shown}:{port}"
+    token = settings.api.admin_token
+    day = format_duration(_real_day(speed))
+    pools = ", ".join(f"{p.name} ({p.nodes} nodes, policy {p.policy.name})" for p in plans)
+    _out.print(
+        "[bold]fleetgate up[/bold]: API, reconciler and rotation controller on SQLite "
+        f"({DATABASE}) and the fake cluster"
+    )
+    _out.print(f"  dashboard    {base}/?token={token}")
+    _out.print(f"  API          {base}/v1   (OpenAPI docs: {base}/docs)")
+    _out.print(f"  admin token  {token}")
+    _out.print(f"  fleet        {pools}; tenants {', '.join(NAMESPACES)}; a claim for ci")
+    _out.print(f"  time         virtual, {speed:g}x: a virtual day every {day}")
+    _out.print("Press Ctrl-C to stop.")
+    _out.file.flush()  # stdout is block-buffered when piped: whoever reads the URL needs it now
+
+
+def _real_day(speed: float) -> timedelta:
+    return timedelta(seconds=round(86_400 / speed))

@@ -1,0 +1,306 @@
+"""What the dashboard of ``fleetgate up`` shows, gathered into one JSON-ready snapshot.
+
+The ledger answers for nodes, claims, the cluster row and the audit trail; the fake cluster for
+what each node is doing (cordoned, draining, serving as a surge node); the controller's own
+report of its last pass over each pool for the derived A/G/C, the findings, the gate or census
+("why is nothing rotating?") and the rotation in flight. Rotations are remembered from the
+controller's passes: started when a pass starts one, ended when a pass counts its completion.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from fleetgate.apps.controller.shell import PassResult
+from fleetgate.domain.capacity.claims import Claim
+from fleetgate.domain.capacity.model import NodeState, Placement, RecordedEvent
+from fleetgate.domain.capacity.reconcile import PassReport
+from fleetgate.domain.durations import format_duration
+from fleetgate.domain.nodesync import CORDONED
+from fleetgate.domain.ports import CapacityLedger, Clock
+from fleetgate.domain.rotation import actions as act
+from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.cluster import PoolObservation
+from fleetgate.domain.rotation.machine import PoolReport
+
+ROTATIONS_KEPT = 40
+EVENTS_KEPT = 40
+HIDDEN_EVENTS = frozenset(
+    {
+        "schedule final candidates",
+        "schedule candidate refused by capacity guard",
+        "reschedule candidate refused by capacity guard",
+    }
+)
+"""Per-candidate audit events, too frequent to be worth a line on the dashboard: the walk's
+outcome (placed, waived, failed, redirected) is shown instead. All are in ``/v1/events``."""
+TIMELINE_MIN = timedelta(hours=24)
+TIMELINE_MAX = timedelta(days=8)
+
+
+def iso(value: datetime | None) -> str | None:
+    """An instant as ISO 8601 (None stays None)."""
+    return None if value is None else value.isoformat()
+
+
+@dataclass
+class Rotation:
+    """One rotation as the dashboard draws it."""
+
+    pool: str
+    claim: str
+    start: datetime
+    end: datetime | None = None
+    outcome: str | None = None
+    forceful: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        """The wire form."""
+        return {
+            "claim": self.claim,
+            "start": iso(self.start),
+            "end": iso(self.end),
+            "outcome": self.outcome,
+            "forceful": self.forceful,
+        }
+
+
+class UpStatus:
+    """Remembers what the controller and the reconciler reported; builds the snapshot."""
+
+    def __init__(
+        self,
+        ledger: CapacityLedger,
+        cluster: Any,
+        clock: Clock,
+        *,
+        speed: float,
+        target_load: float,
+        counters: Any = None,
+    ) -> None:
+        self.ledger = ledger
+        self.cluster = cluster
+        self.clock = clock
+        self.speed = speed
+        self.target_load = target_load
+        self.counters = counters
+        self.started = clock.now()
+        self.reports: dict[str, PoolReport] = {}
+        self.rotations: dict[str, deque[Rotation]] = {}
+        self.reconciled: dict[str, Any] | None = None
+        self.events: deque[dict[str, Any]] = deque(maxlen=EVENTS_KEPT)
+        self._after = 0
+
+    # --- feeds -------------------------------------------------------------------------------
+
+    def on_pass(self, result: PassResult, now: datetime) -> None:
+        """Record a controller pass: its report, and any rotation it started or ended."""
+        if result.step is None:
+            self.reports.pop(result.pool, None)
+            return
+        self.reports[result.pool] = result.step.report
+        log = self.rotations.setdefault(result.pool, deque(maxlen=ROTATIONS_KEPT))
+        if result.step.started is not None:
+            log.append(Rotation(result.pool, result.step.started, now))
+        for action in result.applied:
+            current = log[-1] if log and log[-1].end is None else None
+            if isinstance(action, act.CountForcefulFallback) and current is not None:
+                current.forceful = True
+            elif isinstance(action, act.CountCompletion) and current is not None:
+                current.end, current.outcome = now, action.outcome
+
+    def on_reconcile(self, report: PassReport, now: datetime) -> None:
+        """Record the last reconcile pass."""
+        s = report.summary
+        self.reconciled = {
+            "at": iso(now),
+            "nodes": s.nodes,
+            "drifted_nodes": s.drifted_nodes,
+            "claims_expired": s.claims_expired,
+            "duration_ms": round(s.duration_seconds * 1000, 1),
+            "clean": s.clean,
+        }
+
+    # --- the snapshot ------------------------------------------------------------------------
+
+    async def snapshot(self) -> dict[str, Any]:
+        """Everything the dashboard shows, JSON-ready."""
+        now = self.clock.now()
+        nodes = await self.ledger.nodes()
+        placements = await self.ledger.placements()
+        observations = await self._observations()
+        cluster = await self.ledger.cluster()
+        await self._read_events()
+        return {
+            "now": iso(now),
+            "started": iso(self.started),
+            "elapsed": _rounded(now - self.started),
+            "speed": self.speed,
+            "target_load": self.target_load,
+            "cluster": {
+                "total": cluster.total.as_dict(),
+                "claimed": cluster.claimed.as_dict(),
+                "unclaimed_used": cluster.unclaimed_used.as_dict(),
+            },
+            "nodes": [self._node(n, placements, observations) for n in nodes],
+            "claims": [self._claim(c, now) for c in await self.ledger.claims()],
+            "pools": [self._pool(name, obs, now) for name, obs in sorted(observations.items())],
+            "events": list(reversed(self.events)),
+            "reconciler": self.reconciled,
+            "workload": self.counters() if callable(self.counters) else None,
+            "placements": len(placements),
+        }
+
+    async def _observations(self) -> dict[str, PoolObservation]:
+        found = {}
+        for pool in await self.cluster.list_pools():
+            obs = await self.cluster.observe(pool)
+            if obs is not None:
+                found[pool] = obs
+        return found
+
+    async def _read_events(self) -> None:
+        batch: list[RecordedEvent] = await self.ledger.events(after_id=self._after, limit=1000)
+        for recorded in batch:
+            self._after = max(self._after, recorded.id)
+            if recorded.event.kind not in HIDDEN_EVENTS:
+                self.events.append(recorded.as_dict())
+
+    def _node(
+        self, node: NodeState, placements: list[Placement], pools: dict[str, PoolObservation]
+    ) -> dict[str, Any]:
+        obs = pools.get(node.pool)
+        cs = node.metrics.cpu_schedulable
+        load = node.metrics.cpu_load_1
+        return {
+            "name": node.name,
+            "pool": node.pool,
+            "schedulable": node.schedulable,
+            "cordoned_by": None
+            if node.schedulable
+            else ("cluster" if node.labels.get(CORDONED) == "true" else "operator"),
+            "role": _role(node.name, obs),
+            "placements": sum(1 for p in placements if p.node == node.name),
+            "limits": node.limits.as_dict(),
+            "used": node.used.as_dict(),
+            "expected_demand": round(node.expected_demand, 2),
+            "load": load,
+            "cpu_schedulable": cs,
+            "demand": round((load or 0.0) + node.expected_demand, 2),
+            "budget": None if cs is None else round(self.target_load * cs, 2),
+        }
+
+    @staticmethod
+    def _claim(claim: Claim, now: datetime) -> dict[str, Any]:
+        return {
+            "id": claim.id,
+            "namespace": claim.namespace,
+            "state": "active" if claim.is_active(now) else "expired",
+            "limit": claim.limit.as_dict(),
+            "used": claim.used.as_dict(),
+            "expires_at": iso(claim.expires_at),
+            "expires_in": _rounded(max(claim.expires_at - now, timedelta(0))),
+        }
+
+    def _pool(self, name: str, obs: PoolObservation, now: datetime) -> dict[str, Any]:
+        report = self.reports.get(name)
+        out: dict[str, Any] = {
+            "name": name,
+            "nodes": len(obs.nodes),
+            "labels": dict(obs.labels),
+            "governance": None,
+            "policy": None,
+            "window_open": None,
+            "reason": None,
+            "derivation": None,
+            "gate": None,
+            "census": None,
+            "active": _active(obs),
+            "timeline": None,
+        }
+        if report is None:
+            return out
+        gov = report.governance
+        out["governance"] = {"status": gov.status.value, "detail": gov.detail}
+        out["policy"] = gov.winner or None
+        out["window_open"] = report.window_active
+        out["reason"] = report.reason
+        if report.blocked is not None:
+            out["gate"] = {
+                "reason": report.blocked.reason.value,
+                "until": iso(report.blocked.until),
+            }
+        if report.census is not None:
+            out["census"] = report.census.as_dict()
+        d = report.derivation
+        if d is not None:
+            out["derivation"] = {
+                "A": format_duration(d.age_threshold),
+                "G": d.guaranteed_chances,
+                "C": d.capacity,
+                "P": format_duration(d.inputs.period),
+                "t_rot": format_duration(d.t_rot),
+                "t_rot_est": format_duration(d.t_rot_est),
+                "findings": [f.as_dict() for f in d.findings],
+            }
+        if gov.resolved is not None:
+            out["timeline"] = self._timeline(name, gov.resolved.schedule, d, now)
+        return out
+
+    def _timeline(self, pool: str, schedule: Any, d: Any, now: datetime) -> dict[str, Any]:
+        period = d.inputs.period if d is not None else TIMELINE_MIN
+        span = min(max(2 * period, TIMELINE_MIN), TIMELINE_MAX)
+        start, end = now - span * 3 / 4, now + span / 4
+        windows = [
+            {"start": iso(iv.start), "end": iso(iv.end)}
+            for iv in schedule.window_intervals(start, end)
+        ]
+        rotations = [
+            r.as_dict() for r in self.rotations.get(pool, ()) if r.end is None or r.end > start
+        ]
+        return {"start": iso(start), "end": iso(end), "windows": windows, "rotations": rotations}
+
+
+def _rounded(span: timedelta) -> str:
+    """A span to the minute (virtual time runs too fast for seconds to mean anything)."""
+    return format_duration(timedelta(minutes=int(span.total_seconds() // 60)))
+
+
+def _role(node: str, obs: PoolObservation | None) -> str:
+    """What the cluster is doing with the node: draining, cordoned, surge, or serving."""
+    if obs is None:
+        return "gone"
+    claim = next((c for c in obs.claims if c.node_name == node), None)
+    view = obs.node(node)
+    if claim is None or view is None:
+        return "gone"
+    if claim.deleting:
+        return "draining"
+    serving = view.annotations.get(ann.SURGE_FOR)
+    if serving == claim.name:
+        return "rotating"  # frozen and cordoned while its replacement comes up
+    if view.unschedulable:
+        return "cordoned"
+    if serving:
+        return "surge"  # the replacement of the node being rotated
+    return "ready" if view.ready else "launching"
+
+
+def _active(obs: PoolObservation) -> dict[str, Any] | None:
+    """The anchored rotation as the pool's annotations tell it."""
+    anchor = obs.annotations.get(ann.ACTIVE_ROTATION)
+    if not anchor:
+        return None
+    claim = obs.claim(anchor)
+    state = claim.annotations.get(ann.CLAIM_STATE, "") if claim is not None else "gone"
+    surge = claim.annotations.get(ann.SURGE_CLAIM) if claim is not None else None
+    return {
+        "claim": anchor,
+        "state": state or "pending",
+        "surge": surge,
+        "started_at": claim.annotations.get(ann.STARTED_AT) if claim is not None else None,
+        "mode": obs.annotations.get(ann.ROTATION_MODE) or "surge",
+    }

@@ -1,0 +1,55 @@
+"""``fleetgate up``'s own choices: configuration, a fresh database, exit codes for bad input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetgate.apps.settings import Settings
+from fleetgate.apps.up import command
+
+
+def test_up_runs_on_its_own_sqlite_file_and_the_fake_cluster_with_an_admin_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    configured = Settings(database_url="postgresql+asyncpg://db/prod", cluster="karpenter")
+    settings = command.up_settings(configured, Path("p.yaml"), 0)
+    assert settings.database_url == f"sqlite+aiosqlite:///{tmp_path / '.fleetgate' / 'up.db'}"
+    assert settings.cluster == "fake" and settings.cluster_options == {}
+    assert settings.api.port == 0 and settings.api.admin_token
+    assert settings.controller.policies == [Path("p.yaml")]
+    assert not settings.controller.leader_election
+    keep = Settings(api={"admin_token": "mine"})  # type: ignore[arg-type]
+    assert command.up_settings(keep, Path("p.yaml"), 1).api.admin_token == "mine"
+
+
+def test_every_start_is_fresh_and_never_touches_the_api_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    data = tmp_path / ".fleetgate"
+    data.mkdir()
+    for name in ("up.db", "up.db-wal", "up.db-shm", "fleetgate.db"):
+        (data / name).write_text("x")
+    command.fresh_database()
+    assert sorted(p.name for p in data.iterdir()) == ["fleetgate.db"]
+
+
+def test_a_bad_policy_file_is_invalid_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: RotationPolicy\napiVersion: fleetgate.io/v1alpha1\nspec: {}\n")
+    assert command.run_up(bad, 2, 600.0, 0) == command.EXIT_INVALID
+    assert "bad.yaml" in capsys.readouterr().err
+    assert not (tmp_path / ".fleetgate").exists()  # nothing started, nothing written
+    assert command.run_up(tmp_path / "missing.yaml", 2, 600.0, 0) == command.EXIT_INVALID
+
+
+def test_the_reconcile_pass_follows_virtual_time_but_runs_at_most_once_a_real_second() -> None:
+    settings = Settings()  # reconciler.interval_seconds = 300
+    assert command.cadence_for(settings, 600.0).reconcile == 1.0
+    assert command.cadence_for(settings, 30.0).reconcile == 10.0

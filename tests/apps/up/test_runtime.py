@@ -1,0 +1,91 @@
+"""The accelerated-time loop: virtual time, rotations, the ledger following, failures survived."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from fleetgate.apps.up.runtime import UpRuntime
+from tests.apps.up.conftest import Up
+from tests.invariants import check_ledger
+
+
+async def run(up: Up, span: timedelta, ticks: int, real_step: float = 1.0) -> None:
+    """``ticks`` ticks of ``span`` virtual time each, ``real_step`` real seconds apart."""
+    real = 0.0
+    for _ in range(ticks):
+        real += real_step
+        await up.runtime.tick(span, real)
+        await check_ledger(up.ledger)
+
+
+async def test_a_tick_moves_virtual_time_by_exactly_its_span(up: Up) -> None:
+    start = up.clock.now()
+    await up.runtime.tick(timedelta(minutes=7, seconds=30), 0.0)
+    assert up.clock.now() - start == timedelta(minutes=7, seconds=30)
+
+
+async def test_a_virtual_day_rotates_nodes_and_the_ledger_follows_every_step(up: Up) -> None:
+    await run(up, timedelta(minutes=20), ticks=72)
+    done = [
+        r
+        for pool in ("general", "batch")
+        for r in up.status.rotations.get(pool, ())
+        if r.outcome == "success"
+    ]
+    assert {r.pool for r in done} == {"general", "batch"}
+    ledger_nodes = {n.name for n in await up.ledger.nodes()}
+    cluster_nodes = {c.name for c in up.cluster.claims.values() if c.ready}
+    assert ledger_nodes == cluster_nodes  # the rotated nodes left, their replacements joined
+    assert {r.claim for r in done} <= up.originals
+    assert not ledger_nodes & {r.claim for r in done}
+    assert up.workload.admitted > 0 and up.workload.released > 0
+    assert up.status.reconciled is not None and up.status.reconciled["clean"]
+    assert not up.cluster.breaches
+
+
+async def test_a_failing_step_is_logged_and_time_goes_on(
+    up: Up, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def broken() -> None:
+        raise RuntimeError("database is locked")
+
+    monkeypatch.setattr(up.workload, "step", broken)
+    start = up.clock.now()
+    await up.runtime.tick(timedelta(minutes=5), 10.0)
+    await up.runtime.tick(timedelta(minutes=5), 20.0)
+    assert up.clock.now() - start == timedelta(minutes=10)
+
+
+async def test_run_stops_when_told(up: Up, monkeypatch: pytest.MonkeyPatch) -> None:
+    ticked = asyncio.Event()
+    tick = up.runtime.tick
+
+    async def counted(span: timedelta, real_now: float) -> None:
+        await tick(span, real_now)
+        if up.runtime.ticks >= 2:
+            ticked.set()
+
+    monkeypatch.setattr(up.runtime, "tick", counted)
+    stop = asyncio.Event()
+    task = asyncio.create_task(up.runtime.run(stop))
+    await asyncio.wait_for(ticked.wait(), timeout=30)
+    stop.set()
+    await asyncio.wait_for(task, timeout=10)
+    assert up.clock.now() > up.status.started
+
+
+def test_speed_must_be_positive(up: Up) -> None:
+    with pytest.raises(ValueError, match="speed"):
+        UpRuntime(
+            clock=up.clock,
+            cluster=up.cluster,
+            controller=up.runtime.controller,
+            sync=up.runtime.sync,
+            workload=up.workload,
+            reconcile=up.ledger.reconcile,
+            status=up.status,
+            speed=0,
+        )

@@ -1,0 +1,81 @@
+"""The dashboard snapshot: rotations remembered from passes, nodes, claims, pools, events."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from fleetgate.apps.controller.shell import PassResult
+from fleetgate.apps.up.status import HIDDEN_EVENTS, UpStatus
+from fleetgate.domain.rotation import actions as act
+from fleetgate.domain.rotation.governance import Governance, Status
+from fleetgate.domain.rotation.machine import PoolReport, Step
+from tests.apps.up.conftest import T0, Up
+
+
+def result(pool: str, *applied: act.Action, started: str | None = None) -> PassResult:
+    report = PoolReport(pool, Governance(Status.UNGOVERNED))
+    return PassResult(pool, Step((), None, report, started=started), list(applied))
+
+
+def test_a_rotation_runs_from_the_pass_that_starts_it_to_the_one_that_counts_it(up: Up) -> None:
+    status = up.status
+    status.on_pass(result("p", started="c1"), T0)
+    status.on_pass(result("p", act.CountForcefulFallback()), T0 + timedelta(minutes=1))
+    status.on_pass(result("p", act.CountCompletion("failure")), T0 + timedelta(minutes=9))
+    status.on_pass(result("p", act.CountCompletion("success")), T0 + timedelta(minutes=10))
+    (rotation,) = status.rotations["p"]
+    assert (rotation.claim, rotation.outcome, rotation.forceful) == ("c1", "failure", True)
+    assert rotation.end == T0 + timedelta(minutes=9)  # a second completion has nothing to end
+
+
+def test_a_vanished_pool_loses_its_report(up: Up) -> None:
+    up.status.on_pass(result("p"), T0)
+    assert "p" in up.status.reports
+    up.status.on_pass(PassResult("p", None), T0)
+    assert "p" not in up.status.reports
+
+
+async def test_the_snapshot_shows_the_fleet_as_ledger_cluster_and_controller_see_it(
+    up: Up,
+) -> None:
+    # 10:01: the general window opened a minute ago and its oldest node is being rotated.
+    await up.runtime.tick(timedelta(minutes=16), 0.0)
+    snap = await up.status.snapshot()
+    json.dumps(snap)  # JSON-ready throughout
+    names = {n["name"] for n in snap["nodes"]}
+    assert names == {c.name for c in up.cluster.claims.values() if c.ready}
+    placed = sum(n["placements"] for n in snap["nodes"])
+    assert placed == snap["placements"] == len(await up.ledger.placements())
+    node = snap["nodes"][0]
+    assert node["limits"]["cpus"] > 0 and node["budget"] == 0.75 * node["cpu_schedulable"]
+    assert node["demand"] >= node["expected_demand"]
+    (claim,) = snap["claims"]
+    assert claim["namespace"] == "ci" and claim["state"] == "active"
+    assert claim["limit"]["cpus"] > 0
+    pools = {p["name"]: p for p in snap["pools"]}
+    general = pools["general"]
+    assert general["policy"] == "general" and general["window_open"] is True
+    assert general["derivation"]["A"] == "46h43m" and general["derivation"]["C"] == 18
+    assert general["active"] is not None and general["active"]["claim"] in up.originals
+    timeline = general["timeline"]
+    assert timeline["windows"] and timeline["rotations"][0]["outcome"] is None
+    batch = pools["batch"]
+    assert batch["window_open"] is False and batch["gate"]["reason"] == "outOfWindow"
+    roles = {n["name"]: n["role"] for n in snap["nodes"]}
+    assert roles[general["active"]["claim"]] == "rotating"
+    assert not any(e["kind"] in HIDDEN_EVENTS for e in snap["events"])
+    assert snap["events"] and snap["events"][0]["id"] > snap["events"][-1]["id"]
+
+
+async def test_events_are_read_incrementally_and_only_the_latest_kept(up: Up) -> None:
+    status = UpStatus(up.ledger, up.cluster, up.clock, speed=1, target_load=0.75)
+    first = await status.snapshot()
+    before = len(first["events"])
+    await up.workload.admit()
+    second = await status.snapshot()
+    assert len(second["events"]) > before or len(second["events"]) == status.events.maxlen
+    assert second["events"][0]["kind"] in {
+        "instance placed",
+        "placement admitted over namespace capacity claim",
+    }
