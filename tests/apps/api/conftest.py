@@ -6,13 +6,16 @@ Each test gets a fresh container (virtual clock, seeded ranking) whose ledger is
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import pluggy
 import pytest
 
+from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.apps.container import Container, build_container
 from fleetgate.apps.settings import ApiSettings, CapacitySettings, ClaimSettings, Settings
@@ -66,10 +69,16 @@ def api_settings(backend: Backend, **overrides: Any) -> Settings:
     )
 
 
+@functools.cache
+def shared_plugin_manager() -> pluggy.PluginManager:
+    """One plugin manager for every test app: scanning the entry points is the slow part."""
+    return plugins.plugin_manager()
+
+
 async def running_api(settings: Settings) -> AsyncIterator[Api]:
     """Start the app's lifespan over ``settings``, empty the ledger, and yield a client."""
     clock = VirtualClock(START)
-    container = build_container(settings, clock=clock)
+    container = build_container(settings, clock=clock, plugin_manager=shared_plugin_manager())
     app = container.api_app()
     async with app.router.lifespan_context(app):
         await empty(container.ledger())

@@ -67,7 +67,10 @@ def create_app(container: Container) -> FastAPI:
     app.state.container = container
     app.state.authenticator = Authenticator(settings.api.admin_token, container.token_store())
     install_error_handlers(app)
-    app.include_router(health.router)
-    for module in (nodes, placements, claims, admin, tokens, events, rotation):
-        app.include_router(module.router)
+    routers = [
+        m.router for m in (health, nodes, placements, claims, admin, tokens, events, rotation)
+    ]
+    for router in routers:
+        app.include_router(router)
+    app.state.routes = [route for router in routers for route in router.routes]
     return app

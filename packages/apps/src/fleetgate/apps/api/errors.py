@@ -128,10 +128,14 @@ async def _request_validation(_: Request, exc: Exception) -> JSONResponse:
 
 
 def allowed_methods(request: Request) -> list[str]:
-    """Every method some route serves at this path (Starlette names only the first route's)."""
+    """Every method some route serves at this path (Starlette names only the first route's).
+
+    The app lists its routes in ``app.state.routes`` (FastAPI keeps included routers apart from
+    ``app.routes``).
+    """
     methods: set[str] = set()
     scope = {**request.scope, "method": "GET"}
-    for route in request.app.router.routes:
+    for route in getattr(request.app.state, "routes", request.app.router.routes):
         match, _ = route.matches(scope)
         if match is not Match.NONE:
             methods |= set(getattr(route, "methods", None) or ())

@@ -1,4 +1,8 @@
-"""Admin views and actions: the cluster's resources, and a reconcile pass on demand."""
+"""Admin views and actions: the cluster's resources, and a reconcile pass on demand.
+
+A pass run here is the reconciler's own (``Reconciler.run_pass``): it updates the same Prometheus
+series and writes the same audit events as the ``fleetgate reconciler`` loop.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from fleetgate.apps.api.schemas import (
     DimensionBody,
     ErrorBody,
     NodeResources,
+    ReconcileBody,
     ResourcesBody,
 )
 from fleetgate.domain.capacity.denials import dimensions_of
@@ -73,3 +78,11 @@ async def resources(request: Request) -> ResourcesBody:
             for n in nodes
         ],
     )
+
+
+@router.post("/reconcile", operation_id="reconcile", response_model=ReconcileBody)
+@access(admin_only=True)
+async def reconcile(request: Request) -> ReconcileBody:
+    """Run one reconcile pass now (as the reconciler would) and return its report."""
+    report = await container_of(request).reconciler().run_pass()
+    return ReconcileBody.of(report)

@@ -87,7 +87,7 @@ def _applied(outcome: ClaimOutcome) -> ClaimBody:
 @access(admin_only=False, missing="namespace")
 async def list_claims(request: Request, ns: Namespace) -> list[ClaimBody]:
     """The namespace's claims, expired ones included, oldest first."""
-    return [ClaimBody.of(c) for c in await container_of(request).ledger().claims(ns)]
+    return [ClaimBody.of(c) for c in await container_of(request).claim_service().claims(ns)]
 
 
 @router.post(
@@ -108,7 +108,7 @@ async def create_claim(
         limit=Resources(cpus=body.cpus, memory_mb=body.memory_mb, disk_gb=body.disk_gb),
         expires_in_seconds=body.expires_in(container.clock().now()),
     )
-    created = _applied(await container.ledger().create_claim(claim_request))
+    created = _applied(await container.claim_service().create(claim_request))
     response.headers["Location"] = f"/v1/namespaces/{ns}/claims/{created.id}"
     return created
 
@@ -117,7 +117,7 @@ async def create_claim(
 @access(admin_only=False, missing="claim")
 async def get_claim(request: Request, ns: Namespace, claim_id: ClaimId) -> ClaimBody:
     """One claim of the namespace, with its effective state."""
-    claim = await container_of(request).ledger().claim(claim_id, namespace=ns)
+    claim = await container_of(request).claim_service().claim(claim_id, namespace=ns)
     if claim is None:
         raise not_found("claim")
     return ClaimBody.of(claim)
@@ -136,7 +136,7 @@ async def update_claim(
     """Change only the fields given: grow (an admission), shrink (down to usage), re-date."""
     container = container_of(request)
     update = body.update(container.clock().now())
-    return _applied(await container.ledger().update_claim(claim_id, update, namespace=ns))
+    return _applied(await container.claim_service().update(claim_id, update, namespace=ns))
 
 
 @router.delete(
@@ -149,7 +149,7 @@ async def update_claim(
 @access(admin_only=True, missing="claim")
 async def delete_claim(request: Request, ns: Namespace, claim_id: ClaimId) -> Response:
     """Delete the claim; its namespace's usage goes back to the unclaimed side. Twice: 404."""
-    deletion = await container_of(request).ledger().delete_claim(claim_id, namespace=ns)
+    deletion = await container_of(request).claim_service().delete(claim_id, namespace=ns)
     if not deletion.deleted:
         raise not_found("claim")
     return Response(status_code=status.HTTP_204_NO_CONTENT)

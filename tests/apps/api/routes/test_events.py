@@ -1,0 +1,71 @@
+"""The audit trail over HTTP: filters, paging, and a namespace token confined to its namespace."""
+
+from __future__ import annotations
+
+from tests.apps.api.conftest import ADMIN, Api
+
+SIZE = {"cpus": 1, "memory_mb": 1, "disk_gb": 1}
+
+
+async def place(api: Api, namespace: str) -> None:
+    r = await api.client.post(
+        f"/v1/namespaces/{namespace}/placements", json=SIZE, headers=await api.token(namespace)
+    )
+    assert r.status_code == 201
+
+
+async def test_the_admin_reads_everything_and_filters_by_namespace_and_kind(api: Api) -> None:
+    await api.node("hv-1")
+    await place(api, "team-a")
+    await place(api, "team-b")
+    everything = (await api.client.get("/v1/events", headers=ADMIN)).json()
+    assert {e["namespace"] for e in everything} == {"team-a", "team-b"}
+    ids = [e["id"] for e in everything]
+    assert ids == sorted(ids)
+    only_a = (
+        await api.client.get(
+            "/v1/events",
+            params={"namespace": "team-a", "kind": "instance placed"},
+            headers=ADMIN,
+        )
+    ).json()
+    assert len(only_a) == 1 and only_a[0]["namespace"] == "team-a"
+    assert only_a[0]["data"]["node"] == "hv-1"
+
+
+async def test_paging_with_after_id_and_limit(api: Api) -> None:
+    await api.node("hv-1")
+    for _ in range(3):
+        await place(api, "team-a")
+    first = (await api.client.get("/v1/events", params={"limit": 2}, headers=ADMIN)).json()
+    rest = (
+        await api.client.get("/v1/events", params={"after_id": first[-1]["id"]}, headers=ADMIN)
+    ).json()
+    everything = (await api.client.get("/v1/events", headers=ADMIN)).json()
+    assert len(first) == 2 and first + rest == everything
+
+
+async def test_a_namespace_token_sees_only_its_own_namespace(api: Api) -> None:
+    await api.node("hv-1")
+    await place(api, "team-a")
+    await place(api, "team-b")
+    team_a = await api.token("team-a")
+    mine = (await api.client.get("/v1/events", headers=team_a)).json()
+    assert mine and {e["namespace"] for e in mine} == {"team-a"}
+    other = await api.client.get("/v1/events", params={"namespace": "team-b"}, headers=team_a)
+    assert other.status_code == 404
+    assert other.json() == {"error": "not_found", "message": "namespace not found"}
+
+
+async def test_bad_filters_are_422_naming_them(api: Api) -> None:
+    for params, field in (
+        ({"limit": 0}, "limit"),
+        ({"limit": 1001}, "limit"),
+        ({"after_id": -1}, "after_id"),
+        ({"namespace": "Not Valid"}, "namespace"),
+        ({"kind": "bad\u0000kind"}, "kind"),
+        ({"colour": "red"}, "colour"),
+    ):
+        r = await api.client.get("/v1/events", params=params, headers=ADMIN)
+        assert r.status_code == 422, params
+        assert r.json()["fields"][0]["field"] == field

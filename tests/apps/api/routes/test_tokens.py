@@ -1,0 +1,57 @@
+"""Namespace tokens: the secret is shown once and stored only as a digest; revoke, list."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from fleetgate.adapters.sql.schema import api_tokens
+from fleetgate.domain.tokens import digest
+from tests.apps.api.conftest import ADMIN, Api, bearer
+
+URL = "/v1/admin/namespaces/team-a/tokens"
+
+
+async def test_create_returns_the_secret_once_and_stores_only_its_digest(api: Api) -> None:
+    r = await api.client.post(URL, headers=ADMIN)
+    assert r.status_code == 201
+    created = r.json()
+    assert created["namespace"] == "team-a" and created["active"] is True
+    secret = created["secret"]
+    listed = (await api.client.get(URL, headers=ADMIN)).json()
+    assert [t["id"] for t in listed] == [created["id"]]
+    assert "secret" not in listed[0]
+    async with api.container.ledger().store.engine.connect() as conn:
+        stored = (await conn.execute(sa.select(api_tokens.c.token_hash))).scalars().all()
+    assert stored == [digest(secret)] and secret not in stored
+    # The secret works for its namespace.
+    own = await api.client.get("/v1/namespaces/team-a/placements", headers=bearer(secret))
+    assert own.status_code == 200
+
+
+async def test_revoke_is_204_then_404_and_the_token_stops_working(api: Api) -> None:
+    created = (await api.client.post(URL, headers=ADMIN)).json()
+    assert (await api.client.delete(f"{URL}/{created['id']}", headers=ADMIN)).status_code == 204
+    again = await api.client.delete(f"{URL}/{created['id']}", headers=ADMIN)
+    assert again.status_code == 404
+    assert again.json() == {"error": "not_found", "message": "token not found"}
+    listed = (await api.client.get(URL, headers=ADMIN)).json()
+    assert listed[0]["active"] is False and listed[0]["revoked_at"] is not None
+    r = await api.client.get("/v1/namespaces/team-a/placements", headers=bearer(created["secret"]))
+    assert r.status_code == 401
+
+
+async def test_a_token_cannot_be_revoked_through_another_namespace(api: Api) -> None:
+    created = (await api.client.post(URL, headers=ADMIN)).json()
+    r = await api.client.delete(
+        f"/v1/admin/namespaces/team-b/tokens/{created['id']}", headers=ADMIN
+    )
+    assert r.status_code == 404
+    assert (await api.client.get(URL, headers=ADMIN)).json()[0]["active"] is True
+
+
+async def test_namespace_tokens_may_not_manage_tokens(api: Api) -> None:
+    team = await api.token("team-a")
+    assert (await api.client.post(URL, headers=team)).status_code == 403
+    assert (await api.client.get(URL, headers=team)).status_code == 403
+    other = await api.client.get("/v1/admin/namespaces/team-b/tokens", headers=team)
+    assert (other.status_code, other.json()["message"]) == (404, "token not found")

@@ -1,0 +1,111 @@
+"""The one error shape: ApiError, validation errors naming fields, routing errors, and bugs."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from fleetgate.apps.api.errors import (
+    ApiError,
+    field_name,
+    install_error_handlers,
+    not_found,
+    validation_error,
+)
+from fleetgate.domain.capacity.errors import LedgerUnavailable
+from tests.apps.api.conftest import ADMIN, Api
+
+
+@pytest.mark.parametrize(
+    ("loc", "name"),
+    [
+        (("body", "cpus"), "cpus"),
+        (("path", "ns"), "ns"),
+        (("query", "limit"), "limit"),
+        (("body", "labels", "a"), "labels.a"),
+        (("body",), "body"),
+        ((), "body"),
+    ],
+)
+def test_field_name(loc: tuple[str, ...], name: str) -> None:
+    assert field_name(loc) == name
+
+
+def test_an_error_body_is_code_message_then_details() -> None:
+    error = ApiError(409, "node_busy", "busy", placements=2)
+    assert error.body() == {"error": "node_busy", "message": "busy", "placements": 2}
+    assert not_found("claim").body() == {"error": "not_found", "message": "claim not found"}
+
+
+def test_validation_errors_name_every_field_without_pydantic_prefixes() -> None:
+    error = validation_error(
+        [
+            {"loc": ("body", "cpus"), "msg": "Input should be a valid integer"},
+            {"loc": ("body",), "msg": "Value error, give at least one field"},
+        ]
+    )
+    assert error.status == 422
+    assert error.details["fields"] == [
+        {"field": "cpus", "location": "body", "reason": "Input should be a valid integer"},
+        {"field": "body", "location": "body", "reason": "give at least one field"},
+    ]
+    assert error.message == "cpus: Input should be a valid integer; body: give at least one field"
+
+
+@pytest.fixture
+def bare() -> FastAPI:
+    """An app with only the handlers, and routes that fail in each way a route can."""
+    app = FastAPI()
+    install_error_handlers(app)
+
+    @app.get("/bug")
+    async def bug() -> None:
+        raise RuntimeError("boom")
+
+    @app.get("/domain")
+    async def domain() -> None:
+        raise ValueError("cpus: must not be negative, got -1")
+
+    @app.get("/down")
+    async def down() -> None:
+        raise LedgerUnavailable("read nodes: cannot reach the database")
+
+    return app
+
+
+async def test_a_bug_is_a_500_in_the_error_shape_without_details(bare: FastAPI) -> None:
+    transport = httpx.ASGITransport(app=bare, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        r = await client.get("/bug")
+    assert r.status_code == 500
+    assert r.json() == {"error": "internal_error", "message": "internal error; see the server log"}
+
+
+async def test_a_domain_value_error_is_a_422_naming_its_field(bare: FastAPI) -> None:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=bare), base_url="http://t") as c:
+        r = await c.get("/domain")
+        assert r.status_code == 422
+        assert r.json()["fields"] == [
+            {"field": "cpus", "location": "body", "reason": "must not be negative, got -1"}
+        ]
+        down = await c.get("/down")
+        assert (down.status_code, down.json()["error"]) == (503, "unavailable")
+
+
+async def test_unknown_paths_and_methods_share_the_shape(api: Api) -> None:
+    r = await api.client.get("/v2/anything")
+    assert r.status_code == 404 and r.json() == {"error": "not_found", "message": "not found"}
+    r = await api.client.request("PATCH", "/v1/nodes/hv-1", headers=ADMIN)
+    assert r.status_code == 405 and r.json()["error"] == "method_not_allowed"
+    # Every method the path serves, not only the first route's.
+    assert r.headers["Allow"] == "DELETE, GET, PUT"
+
+
+async def test_a_body_that_is_not_json_is_a_422(api: Api) -> None:
+    r = await api.client.put(
+        "/v1/nodes/hv-1",
+        content=b"\xff\xfe{",
+        headers={**ADMIN, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 422 and r.json()["fields"][0]["field"] == "body"
