@@ -516,6 +516,12 @@ class KubeAPIServer:
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
         try:
+            if not query.get("resourceVersion"):
+                # "Get state and start at most recent": the current objects first, as ADDED.
+                for obj in self._select(res, namespace, query):
+                    await response.write(
+                        (json.dumps({"type": "ADDED", "object": obj}) + "\n").encode()
+                    )
             while not self._closing:
                 for rv, r, change, obj in self._history:
                     if rv <= since or r != res:

@@ -106,7 +106,7 @@ def karpenter_loop(
 ) -> Callable[[], object]:
     """The real loop's shape in virtual time: pass when due, then time moves and Karpenter acts."""
 
-    async def loop() -> list[PassResult]:
+    async def loop(wake: asyncio.Event) -> list[PassResult]:
         while True:
             try:
                 await replica.controller.run_due()
@@ -189,7 +189,7 @@ async def test_preflight_failure_stops_before_campaigning_or_acting(
     replica = Replica("replica-a", api, clock, tmp_path)
     ran = False
 
-    async def loop() -> list[PassResult]:
+    async def loop(wake: asyncio.Event) -> list[PassResult]:
         nonlocal ran
         ran = True
         return []
@@ -231,3 +231,31 @@ async def test_the_command_runs_preflight_election_and_a_pass_from_settings(
     api.unserve("karpenter.sh", "v1")
     controller = build_container(settings).rotation_controller()
     assert await _main(controller, True, settings, CollectorRegistry()) == 1  # preflight failed
+
+
+async def test_a_watch_event_wakes_the_real_loop_before_its_requeue(
+    api: KubeAPIServer, clock: VirtualClock, tmp_path: Path
+) -> None:
+    from fleetgate.apps.controller.command import run_loop
+
+    sim = KarpenterSim(api)
+    api.seed(nodepool("pool"))
+    sim.node("pool", created=clock.now() - timedelta(days=1))  # young: nothing to rotate
+    replica = Replica("replica-a", api, clock, tmp_path)
+    stop = asyncio.Event()
+    task = asyncio.create_task(
+        run_on_cluster(
+            replica.controller,
+            lambda wake: run_loop(replica.controller, once=False, stop=stop, wake=wake),
+            endpoints=replica.endpoints,
+        )
+    )
+    await _until(lambda: len(replica.passes) == 1)
+    assert replica.controller.next_due() == clock.now() + timedelta(minutes=1)
+    await asyncio.sleep(0.3)
+    assert len(replica.passes) == 1  # the loop sleeps towards its 1-minute requeue...
+    sim.node("pool")  # ...until Karpenter adds a Ready node to the pool
+    await _until(lambda: len(replica.passes) == 2)
+    stop.set()
+    assert await task == []
+    await replica.gateway.close()

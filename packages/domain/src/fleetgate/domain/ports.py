@@ -338,6 +338,11 @@ class ClusterRuntime(Protocol):
         """An ``EventSink`` that records rotation events on the cluster's objects."""
         ...
 
+    async def watch(self, poke: Callable[[str | None], None]) -> None:
+        """Until cancelled, call ``poke(pool)`` (None: every pool) as soon as something a pass
+        waits for changes. Only a shortcut: the controller's requeues stay the source of truth."""
+        ...
+
 
 # --- API tokens (issue: HTTP API) ------------------------------------------------------------
 

@@ -15,7 +15,7 @@ answers 409 otherwise, which becomes ``ClusterConflict`` so the controller reque
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -37,6 +37,7 @@ from fleetgate.adapters.karpenter.events import KubernetesEventSink
 from fleetgate.adapters.karpenter.leader import LeaderElector
 from fleetgate.adapters.karpenter.podspec import placeholder_pod
 from fleetgate.adapters.karpenter.preflight import preflight
+from fleetgate.adapters.karpenter.watches import ChangeWatcher
 from fleetgate.domain.rotation.annotations import KARPENTER_NODEPOOL, SURGE_FOR
 from fleetgate.domain.rotation.cluster import PlaceholderSpec, PoolObservation
 
@@ -101,6 +102,11 @@ class KarpenterGateway:
             renew_deadline=self.options.renew_deadline,
             retry_period=self.options.retry_period,
         )
+
+    async def watch(self, poke: Callable[[str | None], None]) -> None:
+        """Until cancelled, ``poke(pool)`` (None: every pool) when something a pass waits for
+        changes: see ``watches``."""
+        await ChangeWatcher(self.api_client, self.options.namespace, poke).run()
 
     def event_sink(self) -> KubernetesEventSink:
         """An ``EventSink`` that records rotation events as Kubernetes Events."""

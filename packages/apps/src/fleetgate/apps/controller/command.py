@@ -8,7 +8,6 @@ pass, so editing a policy takes effect without a restart.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -74,9 +73,16 @@ def build_controller(
 
 
 async def run_loop(
-    controller: RotationController, *, once: bool, stop: asyncio.Event | None = None
+    controller: RotationController,
+    *,
+    once: bool,
+    stop: asyncio.Event | None = None,
+    wake: asyncio.Event | None = None,
 ) -> list[PassResult]:
-    """Run passes as pools fall due (real time) until ``stop`` is set; ``once``: one round."""
+    """Run passes as pools fall due (real time) until ``stop`` is set; ``once``: one round.
+
+    ``wake`` (set by a watch that poked a pool) cuts the wait short.
+    """
     if once:
         return await controller.run_once()
     stop = stop or asyncio.Event()
@@ -90,15 +96,25 @@ async def run_loop(
             # re-reads the cluster, so the next round simply tries again.
             _log.warning("pass round failed; retrying", error=str(exc), kind=type(exc).__name__)
             controller.poke()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=ROUND_RETRY.total_seconds())
+            await _pause(stop, None, ROUND_RETRY.total_seconds())
             continue
         due = controller.next_due()
         now = controller.clock.now()
         wait = LONG_REQUEUE if due is None else min(max(due - now, timedelta(0)), LONG_REQUEUE)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=max(wait.total_seconds(), 0.05))
+        await _pause(stop, wake, max(wait.total_seconds(), 0.05))
     return []
+
+
+async def _pause(stop: asyncio.Event, wake: asyncio.Event | None, seconds: float) -> None:
+    """Sleep up to ``seconds``; return early when ``stop`` or ``wake`` is set (and reset wake)."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in (stop, wake) if e is not None]
+    try:
+        await asyncio.wait(waiters, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    if wake is not None:
+        wake.clear()
 
 
 def run_controller(once: bool) -> int:
@@ -139,7 +155,7 @@ async def _main(
         with cancelled_on_signals():
             results = await run_on_cluster(
                 controller,
-                lambda: run_loop(controller, once=once),
+                lambda wake: run_loop(controller, once=once, wake=wake),
                 leader_election=ctl.leader_election,
                 endpoints=endpoints,
             )

@@ -35,12 +35,15 @@ class PreflightFailed(RuntimeError):
 
 async def run_on_cluster(
     controller: RotationController,
-    loop: Callable[[], Awaitable[list[PassResult]]],
+    loop: Callable[[asyncio.Event], Awaitable[list[PassResult]]],
     *,
     leader_election: bool = True,
     endpoints: ControllerEndpoints | None = None,
 ) -> list[PassResult]:
-    """Preflight, campaign, run ``loop`` while leading; return what the loop returned."""
+    """Preflight, campaign, run ``loop`` while leading; return what the loop returned.
+
+    ``loop`` gets an event that the cluster's watches set when they poke a pool.
+    """
     cluster = controller.cluster
     runtime = cluster if isinstance(cluster, ClusterRuntime) else None
     elector: Leadership | None = None
@@ -66,10 +69,22 @@ async def run_on_cluster(
         async def work() -> None:
             nonlocal running
             running = True
+            wake = asyncio.Event()
+
+            def poke(pool: str | None) -> None:
+                controller.poke(pool)
+                wake.set()
+
+            # Watches only while acting: a standby has nothing to wake.
+            watcher = asyncio.create_task(runtime.watch(poke)) if runtime is not None else None
             try:
-                results.extend(await loop())
+                results.extend(await loop(wake))
             finally:
                 running = False
+                if watcher is not None:
+                    watcher.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await watcher
 
         if elector is None:
             await work()

@@ -1,0 +1,212 @@
+"""Watches that wake the controller as soon as something it waits for happens (spec 10).
+
+The controller is correct without them: every pool is re-read on its requeue cadence (30 s while a
+rotation moves, 1 min otherwise). Watches only cut the wait, edge-triggered on exactly what the
+rotation machine waits for, so that the controller's own annotation writes do not wake it again:
+
+* a NodePool appearing, disappearing, or changing its spec or labels (``generation``/labels);
+* a pool's NodeClaim appearing, disappearing, becoming Ready, getting a node, starting to delete;
+* a pool's Node appearing Ready or becoming Ready (a surge node is up);
+* a placeholder Pod being scheduled, running, unschedulable or gone;
+* any RotationPolicy change (every pool may be governed differently): ``poke(None)``.
+
+Each watch runs until cancelled; a dropped or failed stream is re-opened after a short pause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
+
+from kubernetes_asyncio import client, watch
+
+from fleetgate.adapters.karpenter.connection import (
+    KARPENTER_GROUP,
+    KARPENTER_VERSION,
+    POLICY_GROUP,
+    POLICY_VERSION,
+)
+from fleetgate.domain.rotation.annotations import KARPENTER_NODEPOOL, SURGE_FOR
+
+Poke = Callable[[str | None], None]
+Obj = dict[str, Any]
+_log = logging.getLogger(__name__)
+
+
+def _ready(obj: Obj) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (obj.get("status") or {}).get("conditions") or ()
+    )
+
+
+def _pool_of(obj: Obj) -> str | None:
+    return ((obj.get("metadata") or {}).get("labels") or {}).get(KARPENTER_NODEPOOL)
+
+
+def nodepool_signature(obj: Obj) -> Hashable:
+    """What of a NodePool can change a pass: its spec (generation) and its labels."""
+    meta = obj.get("metadata") or {}
+    return (meta.get("generation"), tuple(sorted((meta.get("labels") or {}).items())))
+
+
+def nodeclaim_signature(obj: Obj) -> Hashable:
+    """Readiness, the bound node and deletion: what a pending or draining rotation waits for."""
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    return (_ready(obj), status.get("nodeName"), bool(meta.get("deletionTimestamp")))
+
+
+def node_signature(obj: Obj) -> Hashable:
+    """A surge node matters once it is Ready."""
+    return _ready(obj)
+
+
+def placeholder_signature(obj: Obj) -> Hashable:
+    """Scheduled, running, or reported unschedulable."""
+    spec, status = obj.get("spec") or {}, obj.get("status") or {}
+    scheduled = next(
+        (
+            c.get("status")
+            for c in status.get("conditions") or ()
+            if c.get("type") == "PodScheduled"
+        ),
+        None,
+    )
+    return (status.get("phase"), spec.get("nodeName"), scheduled)
+
+
+class EdgeFilter:
+    """Remembers each object's signature and reports a pool only when the signature changes."""
+
+    def __init__(
+        self, signature: Callable[[Obj], Hashable], pool: Callable[[Obj], str | None]
+    ) -> None:
+        self._signature, self._pool = signature, pool
+        self._seen: dict[tuple[str, str], Hashable] = {}
+
+    def changed(self, kind: str, obj: Obj) -> tuple[bool, str | None]:
+        """(whether to wake the controller, the pool concerned) for one watch event."""
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        if kind == "DELETED":
+            self._seen.pop(key, None)
+            return True, self._pool(obj)
+        if kind not in ("ADDED", "MODIFIED"):
+            return False, None
+        signature = self._signature(obj)
+        if self._seen.get(key, _UNSEEN) == signature:
+            return False, None
+        self._seen[key] = signature
+        return True, self._pool(obj)
+
+
+_UNSEEN = object()
+
+
+class ChangeWatcher:
+    """Runs the watches of one controller replica and pokes it on every relevant change."""
+
+    def __init__(
+        self,
+        api_client: Callable[[], Awaitable[client.ApiClient]],
+        namespace: str,
+        poke: Poke,
+        *,
+        stream_seconds: int = 300,
+        retry_seconds: float = 5.0,
+    ) -> None:
+        self._api_client = api_client
+        self.namespace = namespace
+        self.poke = poke
+        self.stream_seconds = stream_seconds
+        self.retry_seconds = retry_seconds
+
+    async def run(self) -> None:
+        """Watch until cancelled."""
+        api = await self._api_client()
+        custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+        watches = [
+            self._watch(
+                "nodepools",
+                EdgeFilter(nodepool_signature, _name),
+                custom.list_cluster_custom_object,
+                KARPENTER_GROUP,
+                KARPENTER_VERSION,
+                "nodepools",
+            ),
+            self._watch(
+                "nodeclaims",
+                EdgeFilter(nodeclaim_signature, _pool_of),
+                custom.list_cluster_custom_object,
+                KARPENTER_GROUP,
+                KARPENTER_VERSION,
+                "nodeclaims",
+                label_selector=KARPENTER_NODEPOOL,
+            ),
+            self._watch(
+                "nodes",
+                EdgeFilter(node_signature, _pool_of),
+                core.list_node,
+                label_selector=KARPENTER_NODEPOOL,
+            ),
+            self._watch(
+                "placeholders",
+                EdgeFilter(placeholder_signature, _pool_of),
+                core.list_namespaced_pod,
+                self.namespace,
+                label_selector=f"{KARPENTER_NODEPOOL},{SURGE_FOR}",
+            ),
+        ]
+        if await self._policies_served(custom):
+            watches.append(
+                self._watch(
+                    "rotationpolicies",
+                    EdgeFilter(nodepool_signature, lambda _: None),
+                    custom.list_cluster_custom_object,
+                    POLICY_GROUP,
+                    POLICY_VERSION,
+                    "rotationpolicies",
+                )
+            )
+        await asyncio.gather(*watches)
+
+    async def _policies_served(self, custom: client.CustomObjectsApi) -> bool:
+        try:
+            await custom.list_cluster_custom_object(
+                POLICY_GROUP, POLICY_VERSION, "rotationpolicies", limit=1
+            )
+        except Exception:  # not installed (404) or not allowed: polling still sees policies
+            return False
+        return True
+
+    async def _watch(
+        self,
+        what: str,
+        edges: EdgeFilter,
+        list_fn: Callable[..., Any],
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
+        while True:
+            stream = watch.Watch()
+            try:
+                async for event in stream.stream(
+                    list_fn, *args, timeout_seconds=self.stream_seconds, **kwargs
+                ):
+                    wake, pool = edges.changed(str(event["type"]), event["raw_object"])
+                    if wake:
+                        self.poke(pool)
+                continue  # the server ended the stream (its timeout): open the next one
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the stream failed: polling covers the gap; retry soon
+                _log.warning("watch of %s failed: %s; retrying", what, exc)
+            finally:
+                await stream.close()
+            await asyncio.sleep(self.retry_seconds)
+
+
+def _name(obj: Obj) -> str | None:
+    return (obj.get("metadata") or {}).get("name")

@@ -1,0 +1,155 @@
+"""Watches: the controller is woken on exactly what a pass waits for, not on its own writes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from fleetgate.adapters.karpenter.gateway import KarpenterGateway
+from fleetgate.adapters.karpenter.watches import (
+    EdgeFilter,
+    nodeclaim_signature,
+    placeholder_signature,
+)
+from fleetgate.domain.rotation.cluster import PlaceholderSpec, Requirement
+from tests.adapters.karpenter.conftest import NAMESPACE
+from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
+from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, KubeAPIServer, Obj, Resource
+
+
+def _claim(**status: object) -> Obj:
+    return {
+        "metadata": {"name": "c", "labels": {"karpenter.sh/nodepool": "p"}},
+        "status": dict(status),
+    }
+
+
+def test_edges_fire_on_a_signature_change_and_on_deletion_only() -> None:
+    edges = EdgeFilter(
+        nodeclaim_signature, lambda o: o["metadata"]["labels"]["karpenter.sh/nodepool"]
+    )
+    assert edges.changed("ADDED", _claim()) == (True, "p")
+    assert edges.changed("MODIFIED", _claim()) == (False, None)  # e.g. our own annotation write
+    ready = _claim(conditions=[{"type": "Ready", "status": "True"}], nodeName="n")
+    assert edges.changed("MODIFIED", ready) == (True, "p")
+    deleting = {
+        **ready,
+        "metadata": {**ready["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"},
+    }
+    assert edges.changed("MODIFIED", deleting) == (True, "p")
+    assert edges.changed("DELETED", deleting) == (True, "p")
+    assert edges.changed("BOOKMARK", deleting) == (False, None)
+
+
+def test_a_placeholder_wakes_when_scheduled_running_or_unschedulable() -> None:
+    edges = EdgeFilter(placeholder_signature, lambda o: "p")
+    pending: Obj = {"metadata": {"name": "x", "namespace": "ns"}, "spec": {}, "status": {}}
+    assert edges.changed("ADDED", pending)[0]
+    stuck = {
+        **pending,
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False"}]},
+    }
+    assert edges.changed("MODIFIED", stuck)[0]
+    running = {**pending, "spec": {"nodeName": "n"}, "status": {"phase": "Running"}}
+    assert edges.changed("MODIFIED", running)[0]
+    assert not edges.changed("MODIFIED", running)[0]
+
+
+async def _until(predicate: Callable[[], bool]) -> None:
+    async with asyncio.timeout(3):
+        while True:
+            if predicate():
+                return
+            await asyncio.sleep(0.01)
+
+
+async def test_the_watches_wake_the_controller_on_karpenters_progress(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway
+) -> None:
+    api.seed(nodepool("pool"))
+    claim, node = sim.node("pool")
+    seen: list[str | None] = []
+    task = asyncio.create_task(gateway.watch(seen.append))
+    await _until(lambda: seen.count("pool") >= 3)  # the initial state: pool, claim, node
+    seen.clear()
+
+    # Our own annotation writes change nothing a pass waits for: no wake-up.
+    await gateway.annotate_pool("pool", {"fleetgate.io/active-rotation": claim})
+    await gateway.annotate_claim(claim, {"fleetgate.io/state": "pending"})
+    await gateway.annotate_node(node, {"fleetgate.io/surge-for": claim})
+    await asyncio.sleep(0.2)
+    assert seen == []
+
+    # A surge node comes up: a new claim, its node Ready, the placeholder bound and running.
+    await gateway.create_placeholder(
+        PlaceholderSpec(
+            namespace=NAMESPACE,
+            name="fleetgate-surge-x",
+            pool="pool",
+            surge_for=claim,
+            required=(Requirement("karpenter.sh/nodepool", "In", ("pool",)),),
+            labels={"karpenter.sh/nodepool": "pool", "fleetgate.io/surge-for": claim},
+        )
+    )
+    await _until(lambda: seen == ["pool"])
+    seen.clear()
+    sim.provision()
+    await _until(lambda: len(seen) >= 3)
+    await asyncio.sleep(0.1)
+    assert seen == ["pool"] * 3  # the new claim, its Ready node, the placeholder running
+    seen.clear()
+
+    await gateway.delete_claim(claim)  # the drain starts, then Karpenter finishes it
+    await _until(lambda: seen == ["pool"])
+    sim.terminate()
+    await _until(lambda: len(seen) >= 3)
+    await asyncio.sleep(0.1)
+    assert seen == ["pool"] * 3  # the old claim and node gone (its pod was no placeholder)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_policy_change_wakes_every_pool(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    api.resources = (
+        *DEFAULT_RESOURCES,
+        Resource(
+            "fleetgate.io", "v1alpha1", "rotationpolicies", "RotationPolicy", namespaced=False
+        ),
+    )
+    seen: list[str | None] = []
+    task = asyncio.create_task(gateway.watch(seen.append))
+    await asyncio.sleep(0.2)
+    api.seed(
+        {
+            "apiVersion": "fleetgate.io/v1alpha1",
+            "kind": "RotationPolicy",
+            "metadata": {"name": "p", "generation": 1},
+            "spec": {},
+        }
+    )
+    await _until(lambda: seen == [None])
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_failed_stream_is_reopened(
+    api: KubeAPIServer, clock: object, kubeconfig: str
+) -> None:
+    api.seed(nodepool("pool"))
+    api.fail_next("GET", r"/nodepools$", 500)  # the first watch of nodepools fails
+    async with KarpenterGateway(clock, kubeconfig=kubeconfig) as gw:
+        from fleetgate.adapters.karpenter.watches import ChangeWatcher
+
+        seen: list[str | None] = []
+        watcher = ChangeWatcher(gw.api_client, NAMESPACE, seen.append, retry_seconds=0.05)
+        task = asyncio.create_task(watcher.run())
+        await _until(lambda: "pool" in seen)  # the retry saw the pool
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
