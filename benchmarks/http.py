@@ -1,0 +1,170 @@
+"""Admission over HTTP: the real ``fleetgate api`` (uvicorn on 127.0.0.1), driven by httpx.
+
+The server is the product's own command in a separate process, configured by environment
+variables as an operator would, over a database the benchmark seeded. Each request is a
+``POST /v1/namespaces/{ns}/placements`` with the admin token: the full path of ranking, the
+walk, the guarded transaction and the audit events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import httpx
+from rich.console import Console
+
+from benchmarks.admission import NAMESPACE, Cell
+from benchmarks.invariants import Check, check
+from benchmarks.report import Table, ms, rate
+from benchmarks.seed import SIZE, open_ledger, reset, seed_nodes
+from benchmarks.sizes import Sizes
+from benchmarks.stats import closed_loop
+from benchmarks.targets import Target, fresh_database
+
+TOKEN = "bench-admin-token-0123456789abcdef"
+STARTUP_SECONDS = 60.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _command(port: int) -> list[str]:
+    script = Path(sys.executable).with_name("fleetgate")
+    if script.exists():
+        return [str(script), "api", "--host", "127.0.0.1", "--port", str(port)]
+    code = "from fleetgate.apps.cli import main; main()"
+    return [sys.executable, "-c", code, "api", "--host", "127.0.0.1", "--port", str(port)]
+
+
+@asynccontextmanager
+async def serve(target: Target, url: str) -> AsyncIterator[str]:
+    """Run ``fleetgate api`` on ``url`` until the block ends; yields its base URL."""
+    port = _free_port()
+    env = {
+        **os.environ,
+        "FLEETGATE_DATABASE_URL": url,
+        "FLEETGATE_DATABASE_SESSION_VARIABLES": json.dumps(target.session_variables),
+        "FLEETGATE_API__ADMIN_TOKEN": TOKEN,
+        "FLEETGATE_LOG_FORMAT": "json",
+    }
+    env.pop("FLEETGATE_CONFIG", None)
+    process = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
+        _command(port), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        await _wait_ready(base, process)
+        yield base
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+async def _wait_ready(base: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + STARTUP_SECONDS
+    async with httpx.AsyncClient(base_url=base) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError(f"fleetgate api exited with {process.returncode}")
+            try:
+                if (await client.get("/readyz")).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            await asyncio.sleep(0.2)
+    raise RuntimeError("fleetgate api did not become ready")
+
+
+async def http_cell(base: str, writers: int, ops: int) -> Cell:
+    """``ops`` placements over HTTP by ``writers`` concurrent clients (no check: the caller's)."""
+    limits = httpx.Limits(max_connections=writers, max_keepalive_connections=writers)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    body = SIZE.as_dict()
+    path = f"/v1/namespaces/{NAMESPACE}/placements"
+    async with httpx.AsyncClient(
+        base_url=base, limits=limits, headers=headers, timeout=60.0
+    ) as client:
+
+        async def place(_: int, __: int) -> str:
+            try:
+                r = await client.post(path, json=body)
+            except httpx.HTTPError:
+                return "error"
+            if r.status_code == 201:
+                return "admitted"
+            return "refused" if r.status_code == 507 else "error"
+
+        await closed_loop(writers, min(64, writers * 4), place)
+        load = await closed_loop(writers, ops, place)
+    return Cell("", 0, writers, "http", load, Check())
+
+
+async def run_target(target: Target, sizes: Sizes, console: Console) -> list[Cell]:
+    """Every (fleet, writers) HTTP cell of one backend."""
+    cells = []
+    for fleet in sizes.fleets:
+        async with fresh_database(target) as url, open_ledger(target, url) as ledger:
+            with console.status(f"{target.label}: seeding {fleet:,} nodes"):
+                names = await seed_nodes(ledger, fleet)
+            assert names
+            async with serve(target, url) as base:
+                for writers in sizes.writers:
+                    await reset(ledger)
+                    label = f"{target.label}, {fleet:,} nodes, {writers} writer(s): HTTP"
+                    with console.status(label):
+                        cell = await http_cell(base, writers, sizes.http_ops)
+                    cell.backend, cell.fleet = target.label, fleet
+                    cell.check = await check(ledger)
+                    cells.append(cell)
+                    console.print(
+                        f"  {label}: {cell.load.throughput:,.0f}/s "
+                        f"p50 {cell.load.p(0.5):.1f} ms p99 {cell.load.p(0.99):.1f} ms "
+                        f"check {cell.check.summary()}"
+                    )
+    return cells
+
+
+def table(cells: list[Cell]) -> Table:
+    """One row per backend, fleet size and writers."""
+    t = Table(
+        "Admission over HTTP (fleetgate api, uvicorn, one process; httpx client)",
+        [
+            "backend",
+            "nodes",
+            "writers",
+            "placements/s",
+            "p50 ms",
+            "p99 ms",
+            "client CPU ms/op",
+            "over-commit check",
+        ],
+    )
+    for c in cells:
+        extra = c.load.count("refused") + c.load.count("error")
+        t.add(
+            c.backend,
+            f"{c.fleet:,}",
+            c.writers,
+            rate(c.load.throughput) + (f" ({extra} not admitted)" if extra else ""),
+            ms(c.load.p(0.5) / 1000),
+            ms(c.load.p(0.99) / 1000),
+            f"{c.load.cpu_ms_per_op:.2f}",
+            f"{c.check.summary()} ({c.check.placements:,} placements)",
+        )
+    return t

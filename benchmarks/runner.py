@@ -1,0 +1,180 @@
+"""Run the chosen benchmarks on the reachable backends and assemble the report's sections."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rich.console import Console
+
+from benchmarks import admission, faults, http, ranking, reconcile, rotation, soak
+from benchmarks.invariants import Check
+from benchmarks.report import Section, Verdict, rate
+from benchmarks.sizes import Sizes
+from benchmarks.targets import Target
+
+#: Every benchmark, in the order a full run does them.
+NAMES = ("admission", "http", "ranking", "reconcile", "simulator", "tick", "faults", "soak")
+#: Backends the HTTP benchmark runs on (the issue asks for at least SQLite and PostgreSQL).
+HTTP_BACKENDS = ("sqlite", "postgres")
+HALF = 0.5
+PG_ADMISSIONS = 1000.0
+HTTP_PLACEMENTS = 500.0
+RECONCILE_SECONDS = 1.0
+
+
+@dataclass
+class Outcome:
+    """Every section a run produced, and whether the reliability evidence is clean."""
+
+    sections: list[Section] = field(default_factory=list)
+    clean: bool = True
+
+
+async def run(
+    names: Sequence[str], targets: Sequence[Target], sizes: Sizes, console: Console
+) -> Outcome:
+    """Run ``names`` (in the canonical order) over ``targets``."""
+    out = Outcome()
+    for name in NAMES:
+        if name not in names:
+            continue
+        console.rule(f"[bold]{name}")
+        section = await _SECTIONS[name](targets, sizes, console)
+        for t in section.tables:
+            t.show(console)
+        out.sections.append(section)
+    out.clean = not any(f.startswith("FAILED") for s in out.sections for f in s.findings)
+    return out
+
+
+async def _admission(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
+    cells: list[admission.Cell] = []
+    for target in targets:
+        cells += await admission.run_target(target, sizes, console)
+    s = Section("admission", "Admission: the ledger against the raw-driver ceiling")
+    s.tables.append(admission.table(cells))
+    for target in targets:
+        ratios = admission.ratio(cells, target.label)
+        if ratios:
+            s.verdicts.append(
+                Verdict(
+                    f"ledger >= 0.5 x ceiling on {target.label} (every cell)",
+                    f"ratio {min(ratios):.2f} to {max(ratios):.2f}",
+                    min(ratios) >= HALF,
+                )
+            )
+    pg = [c for c in cells if c.backend == "PostgreSQL" and c.path == "ledger"]
+    if pg:
+        best = max(pg, key=lambda c: c.load.throughput)
+        s.verdicts.append(
+            Verdict(
+                ">= 1,000 admissions/s on PostgreSQL (ledger)",
+                f"best {rate(best.load.throughput)}/s ({best.fleet:,} nodes, "
+                f"{best.writers} writers)",
+                best.load.throughput >= PG_ADMISSIONS,
+            )
+        )
+    _note_checks(s, [c.check for c in cells], "admission")
+    return s
+
+
+async def _http(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
+    cells: list[admission.Cell] = []
+    for target in targets:
+        if target.key in HTTP_BACKENDS:
+            cells += await http.run_target(target, sizes, console)
+    s = Section("http", "Admission over HTTP")
+    s.tables.append(http.table(cells))
+    for fleet in sizes.fleets:
+        mine = [c for c in cells if c.fleet == fleet]
+        if mine:
+            best = max(mine, key=lambda c: c.load.throughput)
+            s.verdicts.append(
+                Verdict(
+                    f">= 500 placements/s over HTTP ({fleet:,} nodes)",
+                    f"best {rate(best.load.throughput)}/s ({best.backend}, {best.writers} writers)",
+                    best.load.throughput >= HTTP_PLACEMENTS,
+                )
+            )
+    _note_checks(s, [c.check for c in cells], "HTTP")
+    return s
+
+
+async def _ranking(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
+    table, verdict = ranking.run(sizes)
+    return Section("ranking", "Ranking", tables=[table], verdicts=[verdict])
+
+
+async def _reconcile(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
+    timings = [await reconcile.run_target(t, sizes, console) for t in targets]
+    s = Section("reconcile", "Reconcile", tables=[reconcile.table(timings)])
+    for r in timings:
+        if r.backend == "PostgreSQL":
+            s.verdicts.append(
+                Verdict(
+                    f"reconcile pass < 1 s on PostgreSQL ({r.nodes:,} nodes, "
+                    f"{r.placements:,} placements)",
+                    f"best {r.best:.2f} s",
+                    r.best < RECONCILE_SECONDS,
+                )
+            )
+    _note_checks(s, [r.check for r in timings], "reconcile")
+    return s
+
+
+async def _simulator(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
+    with console.status("simulating"):
+        table, verdict = await rotation.simulator(sizes)
+    return Section("simulator", "Simulator", tables=[table], verdicts=[verdict])
+
+
+async def _tick(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
+    with console.status("controller ticks"):
+        table, verdict = await rotation.tick(sizes)
+    return Section("tick", "Controller tick", tables=[table], verdicts=[verdict])
+
+
+async def _faults(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
+    results = [await faults.run_target(t, console) for t in targets]
+    s = Section("faults", "Reliability: a connection killed at each statement")
+    s.tables.append(faults.summary(results))
+    s.tables += [faults.detail(r) for r in results]
+    bad = [r.backend for r in results if r.partial or r.lost or r.doubled]
+    if bad:
+        s.findings.append(f"FAILED: partial, lost or doubled placements on {', '.join(bad)}")
+    return s
+
+
+async def _soak(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
+    results = [await soak.run_target(t, sizes, console) for t in targets]
+    s = Section("soak", "Reliability: concurrent admissions and releases")
+    s.tables.append(soak.table(results))
+    for r in results:
+        if not r.clean:
+            s.findings.append(
+                f"FAILED: {r.backend}: over-commits {r.over_commits}, drift {r.drift}, "
+                f"lost {r.lost}, doubled {r.doubled}: {'; '.join(r.notes[:5])}"
+            )
+    return s
+
+
+def _note_checks(section: Section, checks: list[Check], what: str) -> None:
+    bad = [c for c in checks if not c.ok]
+    if bad:
+        section.findings.append(
+            f"FAILED: over-commit check after {len(bad)} {what} run(s): "
+            + "; ".join(c.summary() for c in bad[:3])
+        )
+
+
+_SECTIONS = {
+    "admission": _admission,
+    "http": _http,
+    "ranking": _ranking,
+    "reconcile": _reconcile,
+    "simulator": _simulator,
+    "tick": _tick,
+    "faults": _faults,
+    "soak": _soak,
+}

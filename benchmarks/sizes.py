@@ -1,0 +1,97 @@
+"""How big each benchmark is: the full run that writes docs/performance.md, and ``--quick``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Every size and count the benchmarks use."""
+
+    #: Admissions per (backend, fleet size, writers) cell, at the ledger and on the raw driver.
+    admission_ops: int
+    #: Admissions per HTTP cell.
+    http_ops: int
+    #: Fleet sizes the admission cells run over.
+    fleets: tuple[int, ...]
+    #: Concurrent writers of the admission cells.
+    writers: tuple[int, ...]
+    #: Nodes the ranking decision orders, and how many decisions are timed.
+    ranking_nodes: int
+    ranking_decisions: int
+    #: The reconcile pass: nodes and placements seeded, passes timed.
+    reconcile_nodes: int
+    reconcile_placements: int
+    reconcile_passes: int
+    #: The simulator: generated nodes and simulated days.
+    simulator_nodes: int
+    simulator_days: int
+    #: NodeClaims in the pool one controller tick observes, and ticks timed.
+    tick_claims: int
+    ticks: int
+    #: Reliability soak: operations (admissions + releases) per backend and concurrent workers.
+    soak_ops: int
+    soak_workers: int
+    #: Seconds between invariant checks while the soak runs.
+    soak_check_every: float
+
+
+FULL = Sizes(
+    admission_ops=2000,
+    http_ops=1500,
+    fleets=(100, 10_000),
+    writers=(1, 8, 32),
+    ranking_nodes=10_000,
+    ranking_decisions=200,
+    reconcile_nodes=10_000,
+    reconcile_placements=200_000,
+    reconcile_passes=3,
+    simulator_nodes=1_000,
+    simulator_days=90,
+    tick_claims=10_000,
+    ticks=5,
+    soak_ops=100_000,
+    soak_workers=16,
+    soak_check_every=5.0,
+)
+
+QUICK = Sizes(
+    admission_ops=200,
+    http_ops=150,
+    fleets=(100, 1_000),
+    writers=(1, 8),
+    ranking_nodes=10_000,
+    ranking_decisions=20,
+    reconcile_nodes=1_000,
+    reconcile_placements=10_000,
+    reconcile_passes=1,
+    simulator_nodes=100,
+    simulator_days=30,
+    tick_claims=1_000,
+    ticks=2,
+    soak_ops=2_000,
+    soak_workers=8,
+    soak_check_every=1.0,
+)
+
+#: For the smoke test: everything tiny.
+TINY = replace(
+    QUICK,
+    admission_ops=20,
+    http_ops=10,
+    fleets=(20,),
+    writers=(1, 4),
+    ranking_nodes=500,
+    ranking_decisions=5,
+    reconcile_nodes=50,
+    reconcile_placements=500,
+    simulator_nodes=10,
+    simulator_days=7,
+    tick_claims=50,
+    soak_ops=120,
+    soak_workers=4,
+    soak_check_every=0.2,
+)
+
+PROFILES = {"full": FULL, "quick": QUICK, "tiny": TINY}
