@@ -23,7 +23,7 @@ from fleetgate.apps.up.workload import Workload
 from tests.conftest import Backend
 from tests.ledgers import empty
 
-T0 = datetime(2024, 1, 1, 9, 45, tzinfo=UTC)  # a Monday, 15 minutes before a general window
+T0 = datetime(2024, 1, 1, 0, 45, tzinfo=UTC)  # Monday: general open (22-04), batch at 01:00
 
 
 @dataclass
