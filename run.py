@@ -46,11 +46,22 @@ def main(argv: list[str]) -> int:
         return 2
     exe = uv()
     subprocess.run([exe, "sync", "--locked", "--all-packages", "--quiet"], cwd=ROOT, check=True)
+    script = ROOT / ".venv" / ("Scripts" if os.name == "nt" else "bin") / "fleetgate"
     if argv[:1] == ["test"]:
         cmd = [exe, "run", "--locked", "nox", "-s", "ci", *argv[1:]]
+    elif script.exists() and "UV_PROJECT_ENVIRONMENT" not in os.environ:
+        # The environment was just synced: run fleetgate itself, not under `uv run`, so that a
+        # Ctrl-C reaches it alone and its own exit code (0 after a clean stop) is ours.
+        cmd = [str(script), *(argv or ["--help"])]
     else:
         cmd = [exe, "run", "--locked", "fleetgate", *(argv or ["--help"])]
-    return subprocess.run(cmd, cwd=ROOT).returncode
+    child = subprocess.Popen(cmd, cwd=ROOT)
+    while True:
+        try:
+            return child.wait()
+        except KeyboardInterrupt:
+            # Ctrl-C reached the child too (same process group): let it stop cleanly.
+            continue
 
 
 if __name__ == "__main__":
