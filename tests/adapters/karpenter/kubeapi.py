@@ -21,47 +21,36 @@ import copy
 import json
 import re
 import socket
-import uuid
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
-Obj = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Resource:
-    """One served resource type."""
-
-    group: str  # "" for the core group
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        """``v1`` for core, ``group/version`` otherwise."""
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    @property
-    def qualified(self) -> str:
-        """``nodeclaims.karpenter.sh`` (or just ``pods`` for core), as error messages name it."""
-        return f"{self.plural}.{self.group}" if self.group else self.plural
-
-
-DEFAULT_RESOURCES = (
-    Resource("", "v1", "nodes", "Node", namespaced=False),
-    Resource("", "v1", "pods", "Pod", namespaced=True),
-    Resource("", "v1", "events", "Event", namespaced=True),
-    Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True),
-    Resource("events.k8s.io", "v1", "events", "Event", namespaced=True),
-    Resource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False),
-    Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False),
+from tests.adapters.karpenter.kubeapi_semantics import (
+    KubeError,
+    json_patch,
+    matches,
+    merge_patch,
+    parse_field_selector,
+    parse_label_selector,
 )
+from tests.adapters.karpenter.kubeapi_store import (
+    DEFAULT_RESOURCES,
+    Obj,
+    ObjectStore,
+    Resource,
+    rfc3339,
+)
+
+__all__ = [
+    "DEFAULT_RESOURCES",
+    "KubeAPIServer",
+    "KubeError",
+    "Obj",
+    "Request",
+    "Resource",
+    "rfc3339",
+]
 
 
 @dataclass(frozen=True)
@@ -86,32 +75,14 @@ class _Fault:
     seconds: float = 0.0
 
 
-class KubeError(Exception):
-    """An API error answered as a ``Status`` object."""
-
-    def __init__(self, code: int, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.code, self.reason, self.message = code, reason, message
-
-
-def rfc3339(at: datetime) -> str:
-    """Kubernetes ``Time``: RFC3339 at second precision in UTC."""
-    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 @dataclass
-class KubeAPIServer:
+class KubeAPIServer(ObjectStore):
     """In-memory objects served over HTTP. Use as ``async with KubeAPIServer() as api``."""
 
-    resources: tuple[Resource, ...] = DEFAULT_RESOURCES
-    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
     requests: list[Request] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._objects: dict[tuple[Resource, str, str], Obj] = {}
-        self._rv = 1000
-        self._history: list[tuple[int, Resource, str, Obj]] = []
-        self._changed = asyncio.Event()  # replaced after each set: a fresh one per change
+        super().__post_init__()
         self._faults: list[_Fault] = []
         self._stalls: list[_Fault] = []
         self._forbidden: set[tuple[str, str]] = set()
@@ -158,21 +129,6 @@ class KubeAPIServer:
 
     # --- test controls -----------------------------------------------------------------------
 
-    def resource(self, name: str) -> Resource:
-        """The resource by kind (``NodePool``), plural (``nodepools``) or ``plural.group``."""
-        # Two "events" exist; a bare name means the modern events.k8s.io one, so it goes first.
-        ordered = sorted(self.resources, key=lambda r: r.group != "events.k8s.io")
-        for res in ordered:
-            if name in (res.kind, res.plural, res.qualified):
-                return res
-        raise KeyError(f"no served resource named {name!r}")
-
-    def unserve(self, group: str, version: str) -> None:
-        """Stop serving ``group/version`` (discovery and every path under it)."""
-        self.resources = tuple(
-            r for r in self.resources if (r.group, r.version) != (group, version)
-        )
-
     def forbid(self, verb: str, resource: str) -> None:
         """Answer 403 to ``verb`` (get/list/watch/create/update/patch/delete) on ``resource``."""
         self._forbidden.add((verb, resource))
@@ -193,150 +149,9 @@ class KubeAPIServer:
         self._faults.clear()
         self._stalls.clear()
 
-    def seed(self, obj: Obj) -> Obj:
-        """Store ``obj`` as if created through the API (``creationTimestamp`` may be preset)."""
-        res = next(
-            (
-                r
-                for r in self.resources
-                if (r.api_version, r.kind) == (obj.get("apiVersion"), obj["kind"])
-            ),
-            None,
-        ) or self.resource(obj["kind"])
-        return copy.deepcopy(self._create(res, obj["metadata"].get("namespace", ""), obj))
-
-    def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
-        """A copy of the stored object, or None."""
-        found = self._objects.get((self.resource(kind), namespace, name))
-        return copy.deepcopy(found) if found is not None else None
-
-    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
-        """Copies of every stored object of ``kind`` (in ``namespace`` if given), by name."""
-        res = self.resource(kind)
-        return [
-            copy.deepcopy(o)
-            for (r, ns, _), o in sorted(self._objects.items(), key=lambda kv: kv[0][1:])
-            if r == res and (namespace is None or ns == namespace)
-        ]
-
-    def modify(
-        self, kind: str, name: str, change: Callable[[Obj], None], namespace: str = ""
-    ) -> Obj:
-        """Apply ``change`` to the stored object in place, bumping its resourceVersion."""
-        res = self.resource(kind)
-        obj = self._objects[(res, namespace, name)]
-        change(obj)
-        self._bump(res, obj, "MODIFIED")
-        return copy.deepcopy(obj)
-
-    def remove(self, kind: str, name: str, namespace: str = "") -> None:
-        """Remove the object outright (what finalizers ending does)."""
-        res = self.resource(kind)
-        obj = self._objects.pop((res, namespace, name))
-        self._bump(res, obj, "DELETED")
-
     def writes(self) -> list[Request]:
         """Every request that was not a read."""
         return [r for r in self.requests if r.method not in ("GET", "HEAD")]
-
-    # --- storage -----------------------------------------------------------------------------
-
-    def _bump(self, res: Resource, obj: Obj, change: str) -> None:
-        self._rv += 1
-        obj["metadata"]["resourceVersion"] = str(self._rv)
-        self._history.append((self._rv, res, change, copy.deepcopy(obj)))
-        self._wake()
-
-    def _wake(self) -> None:
-        changed, self._changed = self._changed, asyncio.Event()
-        changed.set()
-
-    def _create(self, res: Resource, namespace: str, body: Obj) -> Obj:
-        obj = copy.deepcopy(body)
-        meta = obj.setdefault("metadata", {})
-        name = meta.get("name")
-        if not name:
-            raise KubeError(422, "Invalid", f"{res.kind} is invalid: metadata.name: Required value")
-        if res.namespaced:
-            meta["namespace"] = namespace
-        if (res, namespace, name) in self._objects:
-            raise KubeError(409, "AlreadyExists", f'{res.qualified} "{name}" already exists')
-        obj["apiVersion"], obj["kind"] = res.api_version, res.kind
-        meta.setdefault("uid", str(uuid.uuid4()))
-        meta.setdefault("creationTimestamp", rfc3339(self.now()))
-        meta.pop("deletionTimestamp", None)
-        self._objects[(res, namespace, name)] = obj
-        self._bump(res, obj, "ADDED")
-        return obj
-
-    def _existing(self, res: Resource, namespace: str, name: str) -> Obj:
-        obj = self._objects.get((res, namespace, name))
-        if obj is None:
-            raise KubeError(404, "NotFound", f'{res.qualified} "{name}" not found')
-        return obj
-
-    def _store(
-        self, res: Resource, namespace: str, name: str, new: Obj, sent_rv: str | None
-    ) -> Obj:
-        current = self._existing(res, namespace, name)
-        if sent_rv and sent_rv != current["metadata"]["resourceVersion"]:
-            raise KubeError(
-                409,
-                "Conflict",
-                f'Operation cannot be fulfilled on {res.qualified} "{name}": the object has been '
-                "modified; please apply your changes to the latest version and try again",
-            )
-        # Identity and server-owned fields cannot be changed by a client.
-        for key in ("uid", "creationTimestamp", "deletionTimestamp", "namespace", "name"):
-            if key in current["metadata"]:
-                new["metadata"][key] = current["metadata"][key]
-            else:
-                new["metadata"].pop(key, None)
-        new["apiVersion"], new["kind"] = res.api_version, res.kind
-        self._objects[(res, namespace, name)] = new
-        if current.get("metadata", {}).get("deletionTimestamp") and not new["metadata"].get(
-            "finalizers"
-        ):
-            del self._objects[(res, namespace, name)]
-            self._bump(res, new, "DELETED")
-        else:
-            self._bump(res, new, "MODIFIED")
-        return new
-
-    def _delete(self, res: Resource, namespace: str, name: str, options: Obj | None) -> Obj:
-        obj = self._existing(res, namespace, name)
-        pre = (options or {}).get("preconditions") or {}
-        if pre.get("uid") and pre["uid"] != obj["metadata"]["uid"]:
-            raise KubeError(
-                409,
-                "Conflict",
-                f"Precondition failed: UID in precondition: {pre['uid']}, "
-                f"UID in object meta: {obj['metadata']['uid']}",
-            )
-        if (
-            pre.get("resourceVersion")
-            and pre["resourceVersion"] != obj["metadata"]["resourceVersion"]
-        ):
-            raise KubeError(409, "Conflict", "Precondition failed: resourceVersion")
-        if obj["metadata"].get("finalizers"):
-            if not obj["metadata"].get("deletionTimestamp"):
-                obj["metadata"]["deletionTimestamp"] = rfc3339(self.now())
-                self._bump(res, obj, "MODIFIED")
-            return obj
-        del self._objects[(res, namespace, name)]
-        self._bump(res, obj, "DELETED")
-        return obj
-
-    def _select(self, res: Resource, namespace: str | None, query: dict[str, str]) -> list[Obj]:
-        labels = _parse_label_selector(query.get("labelSelector", ""))
-        fields = _parse_field_selector(query.get("fieldSelector", ""))
-        out = []
-        for (r, ns, _name), obj in sorted(self._objects.items(), key=lambda kv: kv[0][1:]):
-            if r != res or (namespace is not None and ns != namespace):
-                continue
-            if _matches(obj, labels, fields):
-                out.append(obj)
-        return out
 
     # --- HTTP --------------------------------------------------------------------------------
 
@@ -509,8 +324,8 @@ class KubeAPIServer:
     async def _watch(
         self, request: web.Request, res: Resource, namespace: str | None, query: dict[str, str]
     ) -> web.StreamResponse:
-        labels = _parse_label_selector(query.get("labelSelector", ""))
-        fields = _parse_field_selector(query.get("fieldSelector", ""))
+        labels = parse_label_selector(query.get("labelSelector", ""))
+        fields = parse_field_selector(query.get("fieldSelector", ""))
         since = int(query.get("resourceVersion") or self._rv)
         deadline = asyncio.get_running_loop().time() + float(query.get("timeoutSeconds") or 30)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
@@ -528,7 +343,7 @@ class KubeAPIServer:
                         continue
                     since = rv
                     ns = obj["metadata"].get("namespace", "")
-                    if (namespace is None or ns == namespace) and _matches(obj, labels, fields):
+                    if (namespace is None or ns == namespace) and matches(obj, labels, fields):
                         line = json.dumps({"type": change, "object": obj}) + "\n"
                         await response.write(line.encode())
                 remaining = deadline - asyncio.get_running_loop().time()
@@ -597,117 +412,3 @@ def _resource_list(group: str, version: str, served: list[Resource]) -> Obj:
             for r in served
         ],
     }
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch: objects merge recursively, ``null`` deletes, the rest replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
-
-
-def json_patch(target: Obj, ops: Any) -> Obj:
-    """RFC 6902 JSON patch (add, remove, replace, test) on a copy of ``target``."""
-    if not isinstance(ops, list):
-        raise KubeError(400, "BadRequest", "a JSON patch must be a list of operations")
-    doc = copy.deepcopy(target)
-    for op in ops:
-        *parents, last = [
-            p.replace("~1", "/").replace("~0", "~") for p in op["path"].split("/")[1:]
-        ]
-        node: Any = doc
-        for p in parents:
-            node = node[int(p)] if isinstance(node, list) else node[p]
-        key: Any = int(last) if isinstance(node, list) and last != "-" else last
-        kind = op["op"]
-        if kind == "test" and node.get(key) != op["value"]:
-            raise KubeError(422, "Invalid", f"test operation failed at {op['path']}")
-        if kind == "remove":
-            if key not in node:
-                raise KubeError(422, "Invalid", f"remove of missing path {op['path']}")
-            del node[key]
-        elif kind in ("add", "replace"):
-            if isinstance(node, list):
-                node.insert(len(node) if key == "-" else key, op["value"])
-            else:
-                node[key] = op["value"]
-    return doc
-
-
-_SELECTOR_TERM = re.compile(
-    r"^\s*(!?)([\w./-]+)\s*(?:(==|=|!=)\s*([\w./-]*)|\s+(in|notin)\s*\(([^)]*)\))?\s*$"
-)
-
-
-def _split_terms(selector: str) -> Iterator[str]:
-    depth, term = 0, ""
-    for ch in selector:
-        depth += ch == "("
-        depth -= ch == ")"
-        if ch == "," and depth == 0:
-            yield term
-            term = ""
-        else:
-            term += ch
-    if term.strip():
-        yield term
-
-
-def _parse_label_selector(selector: str) -> list[tuple[str, str, set[str]]]:
-    terms = []
-    for raw in _split_terms(selector):
-        m = _SELECTOR_TERM.match(raw)
-        if m is None:
-            raise KubeError(400, "BadRequest", f"unable to parse requirement: {raw!r}")
-        neg, key, eq, value, setop, values = m.groups()
-        if neg:
-            terms.append((key, "!", set()))
-        elif eq:
-            terms.append((key, "!=" if eq == "!=" else "=", {value}))
-        elif setop:
-            terms.append((key, setop, {v.strip() for v in values.split(",") if v.strip()}))
-        else:
-            terms.append((key, "exists", set()))
-    return terms
-
-
-def _parse_field_selector(selector: str) -> list[tuple[str, str, str]]:
-    out = []
-    for raw in _split_terms(selector):
-        m = re.match(r"^\s*([\w.]+)\s*(==|=|!=)\s*(.*?)\s*$", raw)
-        if m is None:
-            raise KubeError(400, "BadRequest", f"invalid field selector: {raw!r}")
-        out.append((m.group(1), "!=" if m.group(2) == "!=" else "=", m.group(3)))
-    return out
-
-
-def _matches(
-    obj: Obj, labels: list[tuple[str, str, set[str]]], fields: list[tuple[str, str, str]]
-) -> bool:
-    have = obj.get("metadata", {}).get("labels") or {}
-    for key, op, values in labels:
-        present = key in have
-        ok = {
-            "exists": present,
-            "!": not present,
-            "=": present and have[key] in values,
-            "!=": not present or have[key] not in values,
-            "in": present and have[key] in values,
-            "notin": not present or have[key] not in values,
-        }[op]
-        if not ok:
-            return False
-    for path, op, value in fields:
-        node: Any = obj
-        for part in path.split("."):
-            node = node.get(part) if isinstance(node, dict) else None
-        actual = "" if node is None else str(node)
-        if (actual == value) != (op == "="):
-            return False
-    return True

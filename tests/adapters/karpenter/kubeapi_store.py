@@ -1,0 +1,232 @@
+"""The local API server's object store: typed resources, resourceVersions, change history.
+
+Every write bumps one cluster-wide ``resourceVersion`` and is recorded for watches; a write
+carrying a stale ``resourceVersion`` is a 409 Conflict, a delete of an object with finalizers only
+sets its ``deletionTimestamp``. Tests seed and inspect objects through the same methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from tests.adapters.karpenter.kubeapi_semantics import (
+    KubeError,
+    matches,
+    parse_field_selector,
+    parse_label_selector,
+)
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One served resource type."""
+
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        """``v1`` for core, ``group/version`` otherwise."""
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def qualified(self) -> str:
+        """``nodeclaims.karpenter.sh`` (or just ``pods`` for core), as error messages name it."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+
+DEFAULT_RESOURCES = (
+    Resource("", "v1", "nodes", "Node", namespaced=False),
+    Resource("", "v1", "pods", "Pod", namespaced=True),
+    Resource("", "v1", "events", "Event", namespaced=True),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease", namespaced=True),
+    Resource("events.k8s.io", "v1", "events", "Event", namespaced=True),
+    Resource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False),
+    Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False),
+)
+
+
+def rfc3339(at: datetime) -> str:
+    """Kubernetes ``Time``: RFC3339 at second precision in UTC."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass
+class ObjectStore:
+    """In-memory objects of the served resources."""
+
+    resources: tuple[Resource, ...] = DEFAULT_RESOURCES
+    now: Callable[[], datetime] = field(default=lambda: datetime.now(UTC))
+
+    def __post_init__(self) -> None:
+        self._objects: dict[tuple[Resource, str, str], Obj] = {}
+        self._rv = 1000
+        self._history: list[tuple[int, Resource, str, Obj]] = []
+        self._changed = asyncio.Event()  # replaced after each set: a fresh one per change
+
+    def resource(self, name: str) -> Resource:
+        """The resource by kind (``NodePool``), plural (``nodepools``) or ``plural.group``."""
+        # Two "events" exist; a bare name means the modern events.k8s.io one, so it goes first.
+        ordered = sorted(self.resources, key=lambda r: r.group != "events.k8s.io")
+        for res in ordered:
+            if name in (res.kind, res.plural, res.qualified):
+                return res
+        raise KeyError(f"no served resource named {name!r}")
+
+    def unserve(self, group: str, version: str) -> None:
+        """Stop serving ``group/version`` (discovery and every path under it)."""
+        self.resources = tuple(
+            r for r in self.resources if (r.group, r.version) != (group, version)
+        )
+
+    def seed(self, obj: Obj) -> Obj:
+        """Store ``obj`` as if created through the API (``creationTimestamp`` may be preset)."""
+        res = next(
+            (
+                r
+                for r in self.resources
+                if (r.api_version, r.kind) == (obj.get("apiVersion"), obj["kind"])
+            ),
+            None,
+        ) or self.resource(obj["kind"])
+        return copy.deepcopy(self._create(res, obj["metadata"].get("namespace", ""), obj))
+
+    def get(self, kind: str, name: str, namespace: str = "") -> Obj | None:
+        """A copy of the stored object, or None."""
+        found = self._objects.get((self.resource(kind), namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def list(self, kind: str, namespace: str | None = None) -> list[Obj]:
+        """Copies of every stored object of ``kind`` (in ``namespace`` if given), by name."""
+        res = self.resource(kind)
+        return [
+            copy.deepcopy(o)
+            for (r, ns, _), o in sorted(self._objects.items(), key=lambda kv: kv[0][1:])
+            if r == res and (namespace is None or ns == namespace)
+        ]
+
+    def modify(
+        self, kind: str, name: str, change: Callable[[Obj], None], namespace: str = ""
+    ) -> Obj:
+        """Apply ``change`` to the stored object in place, bumping its resourceVersion."""
+        res = self.resource(kind)
+        obj = self._objects[(res, namespace, name)]
+        change(obj)
+        self._bump(res, obj, "MODIFIED")
+        return copy.deepcopy(obj)
+
+    def remove(self, kind: str, name: str, namespace: str = "") -> None:
+        """Remove the object outright (what finalizers ending does)."""
+        res = self.resource(kind)
+        obj = self._objects.pop((res, namespace, name))
+        self._bump(res, obj, "DELETED")
+
+    # --- storage -----------------------------------------------------------------------------
+
+    def _bump(self, res: Resource, obj: Obj, change: str) -> None:
+        self._rv += 1
+        obj["metadata"]["resourceVersion"] = str(self._rv)
+        self._history.append((self._rv, res, change, copy.deepcopy(obj)))
+        self._wake()
+
+    def _wake(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def _create(self, res: Resource, namespace: str, body: Obj) -> Obj:
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        name = meta.get("name")
+        if not name:
+            raise KubeError(422, "Invalid", f"{res.kind} is invalid: metadata.name: Required value")
+        if res.namespaced:
+            meta["namespace"] = namespace
+        if (res, namespace, name) in self._objects:
+            raise KubeError(409, "AlreadyExists", f'{res.qualified} "{name}" already exists')
+        obj["apiVersion"], obj["kind"] = res.api_version, res.kind
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", rfc3339(self.now()))
+        meta.pop("deletionTimestamp", None)
+        self._objects[(res, namespace, name)] = obj
+        self._bump(res, obj, "ADDED")
+        return obj
+
+    def _existing(self, res: Resource, namespace: str, name: str) -> Obj:
+        obj = self._objects.get((res, namespace, name))
+        if obj is None:
+            raise KubeError(404, "NotFound", f'{res.qualified} "{name}" not found')
+        return obj
+
+    def _store(
+        self, res: Resource, namespace: str, name: str, new: Obj, sent_rv: str | None
+    ) -> Obj:
+        current = self._existing(res, namespace, name)
+        if sent_rv and sent_rv != current["metadata"]["resourceVersion"]:
+            raise KubeError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {res.qualified} "{name}": the object has been '
+                "modified; please apply your changes to the latest version and try again",
+            )
+        # Identity and server-owned fields cannot be changed by a client.
+        for key in ("uid", "creationTimestamp", "deletionTimestamp", "namespace", "name"):
+            if key in current["metadata"]:
+                new["metadata"][key] = current["metadata"][key]
+            else:
+                new["metadata"].pop(key, None)
+        new["apiVersion"], new["kind"] = res.api_version, res.kind
+        self._objects[(res, namespace, name)] = new
+        if current.get("metadata", {}).get("deletionTimestamp") and not new["metadata"].get(
+            "finalizers"
+        ):
+            del self._objects[(res, namespace, name)]
+            self._bump(res, new, "DELETED")
+        else:
+            self._bump(res, new, "MODIFIED")
+        return new
+
+    def _delete(self, res: Resource, namespace: str, name: str, options: Obj | None) -> Obj:
+        obj = self._existing(res, namespace, name)
+        pre = (options or {}).get("preconditions") or {}
+        if pre.get("uid") and pre["uid"] != obj["metadata"]["uid"]:
+            raise KubeError(
+                409,
+                "Conflict",
+                f"Precondition failed: UID in precondition: {pre['uid']}, "
+                f"UID in object meta: {obj['metadata']['uid']}",
+            )
+        if (
+            pre.get("resourceVersion")
+            and pre["resourceVersion"] != obj["metadata"]["resourceVersion"]
+        ):
+            raise KubeError(409, "Conflict", "Precondition failed: resourceVersion")
+        if obj["metadata"].get("finalizers"):
+            if not obj["metadata"].get("deletionTimestamp"):
+                obj["metadata"]["deletionTimestamp"] = rfc3339(self.now())
+                self._bump(res, obj, "MODIFIED")
+            return obj
+        del self._objects[(res, namespace, name)]
+        self._bump(res, obj, "DELETED")
+        return obj
+
+    def _select(self, res: Resource, namespace: str | None, query: dict[str, str]) -> list[Obj]:
+        labels = parse_label_selector(query.get("labelSelector", ""))
+        fields = parse_field_selector(query.get("fieldSelector", ""))
+        out = []
+        for (r, ns, _name), obj in sorted(self._objects.items(), key=lambda kv: kv[0][1:]):
+            if r != res or (namespace is not None and ns != namespace):
+                continue
+            if matches(obj, labels, fields):
+                out.append(obj)
+        return out
