@@ -20,6 +20,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -144,6 +146,39 @@ def browser(tmp_path: Path) -> Iterator[Any]:
         driver.quit()
 
 
+def get(url: str, token: str | None = None) -> tuple[int, str]:
+    """Status and body of a GET (errors included)."""
+    request = urllib.request.Request(url)
+    if token is not None:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def check_api(link: str) -> None:
+    """Beside the dashboard, the API keeps its own rules: bearer tokens on every /v1 route."""
+    base, token = link.split("/?token=")
+    assert get(f"{base}/v1/nodes")[0] == 401
+    assert get(f"{base}/v1/nodes", "not-the-token")[0] == 401
+    status, body = get(f"{base}/v1/nodes", token)
+    assert status == 200 and "general" in body
+    assert get(f"{base}/dashboard/data")[0] == 401
+    # One /metrics for both halves (the first controller pass and reconcile come with the
+    # first tick, just after the link is printed).
+    wanted = ("fleetgate_rotation_window_active", "fleetgate_capacity_node_used")
+    deadline = time.monotonic() + 60
+    while True:
+        status, body = get(f"{base}/metrics")
+        assert status == 200
+        if all(name in body for name in wanted) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert all(name in body for name in wanted), body[-2000:]
+
+
 def wait_for(driver: Any, what: str, check: Callable[[Any], Any], timeout: float = 90.0) -> Any:
     """Poll ``check(driver)`` until it is truthy; fail naming ``what`` otherwise."""
     from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
@@ -164,6 +199,7 @@ def test_the_dashboard_shows_the_system_working_live(up: Up, browser: Any, tmp_p
     from selenium.webdriver.common.by import By
 
     link = up.link()
+    check_api(link)
     browser.get(link)
     # The token went into a cookie; the address bar no longer carries it.
     assert "token=" not in browser.current_url
