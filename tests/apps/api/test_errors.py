@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+
 import httpx
 import pytest
 from fastapi import FastAPI
@@ -109,3 +111,26 @@ async def test_a_body_that_is_not_json_is_a_422(api: Api) -> None:
         headers={**ADMIN, "Content-Type": "application/json"},
     )
     assert r.status_code == 422 and r.json()["fields"][0]["field"] == "body"
+
+
+async def test_a_body_larger_than_a_mebibyte_is_413_unread(api: Api) -> None:
+    big = b'{"policy": "' + b"x" * (1 << 20) + b'", "expire_after": "1d"}'
+    r = await api.client.post(
+        "/v1/rotation/check", content=big, headers={**ADMIN, "Content-Type": "application/json"}
+    )
+    assert r.status_code == 413 and r.json()["error"] == "too_large"
+
+
+async def test_a_chunked_body_is_cut_off_at_the_cap(api: Api) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"policy": "'
+        for _ in range(17):
+            yield b"x" * 65536
+        yield b'", "expire_after": "1d"}'
+
+    r = await api.client.post(
+        "/v1/rotation/check",
+        content=chunks(),
+        headers={**ADMIN, "Content-Type": "application/json"},
+    )
+    assert r.status_code == 413 and r.json()["error"] == "too_large"

@@ -11,6 +11,7 @@ from fastapi import FastAPI
 
 from fleetgate.apps.api.auth import Authenticator
 from fleetgate.apps.api.errors import install_error_handlers
+from fleetgate.apps.api.limits import MAX_BODY_BYTES, BodyLimit
 from fleetgate.apps.api.routes import (
     admin,
     claims,
@@ -67,6 +68,7 @@ def create_app(container: Container) -> FastAPI:
     app.state.container = container
     app.state.authenticator = Authenticator(settings.api.admin_token, container.token_store())
     install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     routers = [
         m.router for m in (health, nodes, placements, claims, admin, tokens, events, rotation)
     ]

@@ -144,6 +144,8 @@ def allowed_methods(request: Request) -> list[str]:
 
 async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
+    if isinstance(exc.__cause__, ApiError):  # e.g. the body cap, hit while FastAPI read the body
+        return error_response(exc.__cause__)
     if exc.status_code == 400:
         # FastAPI's only 400: a body it could not read (not UTF-8, not JSON at all). That is an
         # invalid request like any other, so it gets the documented 422 naming the body.
