@@ -161,7 +161,8 @@ async def _http_exception(request: Request, exc: Exception) -> JSONResponse:
     message = exc.detail if isinstance(exc.detail, str) else code.replace("_", " ")
     headers = dict(getattr(exc, "headers", None) or {})
     if exc.status_code == 405:
-        headers["Allow"] = ", ".join(allowed_methods(request))
+        named = {m.strip() for m in headers.get("Allow", "").split(",") if m.strip()}
+        headers["Allow"] = ", ".join(sorted(named | set(allowed_methods(request))))
     return JSONResponse(
         {"error": code, "message": message.lower() if code == "not_found" else message},
         status_code=exc.status_code,
