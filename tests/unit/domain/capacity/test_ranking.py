@@ -86,3 +86,37 @@ def test_eligible_keeps_schedulable_nodes_of_the_pool() -> None:
     assert [n.name for n in eligible(nodes)] == ["a", "b"]
     assert [n.name for n in eligible(nodes, pool="gpu")] == ["a"]
     assert [n.name for n in eligible(nodes, names=["b", "c"])] == ["b"]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.floats(0, 64)),
+            st.one_of(st.none(), st.integers(0, 64)),
+            st.integers(0, 1000),
+            st.integers(0, 1000),
+        ),
+        max_size=12,
+    ),
+    st.floats(0, 2),
+    st.integers(0, 2**32),
+)
+def test_rank_is_bucket_then_weighted_key_of_the_named_functions(
+    specs: list[tuple[float | None, int | None, int, int]], target_load: float, seed: int
+) -> None:
+    # The ranking loop computes bucket() and weight() inline for speed; it must stay identical
+    # to sorting by (bucket, -U ** (1 / weight), position) with one U drawn per node in order.
+    nodes = [
+        node(f"n{i}", load=load, threads=threads, used_mb=used, limit_mb=limit)
+        for i, (load, threads, used, limit) in enumerate(specs)
+    ]
+    rng = Random(seed)
+    expected = sorted(
+        (bucket(n), -(rng.random() ** (1.0 / weight(n, target_load))), i)
+        for i, n in enumerate(nodes)
+    )
+    ranked = rank(nodes, target_load, Random(seed))
+    assert [r.node.name for r in ranked] == [nodes[i].name for _, _, i in expected]
+    assert [(r.bucket, r.weight) for r in ranked] == [
+        (bucket(nodes[i]), weight(nodes[i], target_load)) for _, _, i in expected
+    ]

@@ -41,14 +41,20 @@ def _as_double_sqlite(element: as_double, compiler: SQLCompiler, **kw: Any) -> s
     return f"CAST({compiler.process(element.clauses, **kw)} AS REAL)"
 
 
+# One instance of each parameter type: SQLAlchemy memoizes a type's cache key per instance, so a
+# fresh BigInteger() per parameter would recompute it on every statement (a hot-path cost).
+_BIGINT = sa.BigInteger()
+_DOUBLE = sa.Double()
+
+
 def integer(value: int) -> sa.BindParameter[int]:
     """A BIGINT parameter (asyncpg would otherwise bind a large count as int4)."""
-    return sa.bindparam(None, value, type_=sa.BigInteger(), unique=True)
+    return sa.bindparam(None, value, type_=_BIGINT, unique=True)
 
 
 def real(value: float) -> as_double:
     """A DOUBLE parameter."""
-    return as_double(sa.bindparam(None, float(value), type_=sa.Double(), unique=True))
+    return as_double(sa.bindparam(None, float(value), type_=_DOUBLE, unique=True))
 
 
 def epoch(at: datetime) -> float:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from random import Random
+from typing import NamedTuple
 
 from fleetgate.domain.capacity.model import NodeState
 
@@ -18,9 +18,12 @@ BUCKET_WIDTH = 0.25
 MIN_FACTOR = 0.1
 
 
-@dataclass(frozen=True)
-class Ranked:
-    """A candidate with the figures it was ranked by (reported in the walk's events)."""
+class Ranked(NamedTuple):
+    """A candidate with the figures it was ranked by (reported in the walk's events).
+
+    A named tuple, not a dataclass: every placement makes one per node of the fleet, and a tuple
+    is several times cheaper to build than a frozen dataclass.
+    """
 
     node: NodeState
     bucket: int
@@ -65,16 +68,26 @@ def rank(nodes: Sequence[NodeState], target_load: float, rng: Random) -> list[Ra
     """Order candidates: ascending bucket; inside a bucket a weighted shuffle without replacement.
 
     The shuffle sorts by ``U ** (1 / weight)`` descending (Efraimidis-Spirakis), which draws each
-    next candidate with probability proportional to its weight.
+    next candidate with probability proportional to its weight. One ``U`` is drawn per node, in
+    input order. The loop computes exactly ``bucket`` and ``weight`` inline: a placement ranks
+    every node of the fleet, so per-node function calls are most of its cost at 10,000 nodes.
     """
+    draw = rng.random
+    floor = math.floor
     keyed = []
     for position, node in enumerate(nodes):
-        w = weight(node, target_load)
-        b = bucket(node)
-        u = rng.random()
-        keyed.append((b, -(u ** (1.0 / w)), position, Ranked(node, b, w)))
-    keyed.sort(key=lambda k: (k[0], k[1], k[2]))
-    return [k[3] for k in keyed]
+        metrics = node.metrics
+        cs = metrics.cpu_schedulable
+        threads = node.capacity.threads if cs is None else cs
+        load = metrics.cpu_load_1 or 0.0
+        limit = node.limits.memory_mb
+        ram = node.used.memory_mb / limit if limit > 0 else 0.0
+        cpu = load / threads if threads > 0 else 0.0
+        b = max(floor(cpu / BUCKET_WIDTH), floor(ram / BUCKET_WIDTH))
+        w = max(MIN_FACTOR, target_load * threads - load) * max(MIN_FACTOR, 1.0 - ram)
+        keyed.append((b, -(draw() ** (1.0 / w)), position, w))
+    keyed.sort()
+    return [Ranked(nodes[p], b, w) for b, _, p, w in keyed]
 
 
 def eligible(
