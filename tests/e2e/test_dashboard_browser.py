@@ -85,8 +85,12 @@ class Up:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.stderr: list[str] = []
-        threading.Thread(target=self._pump, args=(self.process.stdout, self.lines.put)).start()
-        threading.Thread(target=self._pump, args=(self.process.stderr, self.stderr.append)).start()
+        self.pumps = [
+            threading.Thread(target=self._pump, args=(self.process.stdout, self.lines.put)),
+            threading.Thread(target=self._pump, args=(self.process.stderr, self.stderr.append)),
+        ]
+        for pump in self.pumps:
+            pump.start()
 
     @staticmethod
     def _pump(stream: Any, sink: Callable[[str], None]) -> None:
@@ -113,10 +117,16 @@ class Up:
         self.process.send_signal(signal.SIGINT)
         return self.process.wait(timeout=60)
 
-    def kill(self) -> None:
+    def close(self) -> None:
+        """Kill it if it still runs; let the readers finish; close the pipes."""
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+        for pump in self.pumps:
+            pump.join(timeout=10)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()
 
 
 @pytest.fixture
@@ -125,7 +135,7 @@ def up(tmp_path: Path) -> Iterator[Up]:
     try:
         yield running
     finally:
-        running.kill()
+        running.close()
 
 
 @pytest.fixture
