@@ -169,3 +169,38 @@ def _annotations(api: KubeAPIServer) -> dict[str, str]:
     pool = api.get("NodePool", "pool")
     assert pool is not None
     return dict(pool["metadata"].get("annotations") or {})
+
+
+async def test_a_surge_karpenter_cannot_place_rolls_back_and_says_why(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    api.seed(nodepool("pool", expire_after="336h", tgp="1h"))
+    old, node = sim.node("pool", created=clock.now() - timedelta(days=14) + timedelta(minutes=30))
+    sim.pod("web-0", node, {"cpu": "3"})
+    sim.shortage = True  # no capacity of this pool's kind anywhere: placeholders stay Pending
+    controller = _controller(gateway, clock, [], CollectorRegistry())
+
+    def failed() -> bool:
+        claim = api.get("NodeClaim", old) or {}
+        return (claim.get("metadata", {}).get("annotations") or {}).get(ann.CLAIM_STATE) == "failed"
+
+    await _run(controller, sim, clock, failed)
+
+    assert api.get("NodeClaim", old) is not None  # never broken: the old node stays
+    assert api.list("Pod", NAMESPACE) == []  # the placeholder was reaped
+    node_obj = api.get("Node", node)
+    assert node_obj is not None and not node_obj["spec"].get("unschedulable")  # uncordoned
+    pool = _annotations(api)
+    assert ann.ACTIVE_ROTATION not in pool and pool[ann.LAST_FAILURE_AT]
+    events = {e["reason"]: e for e in api.list("Event", "default")}
+    unschedulable = events["SurgeUnschedulable"]
+    assert unschedulable["type"] == "Warning"
+    assert unschedulable["regarding"]["kind"] == "NodeClaim"
+    assert unschedulable["regarding"]["name"] == old
+    assert "didn't match Pod's node affinity" in unschedulable["note"]  # the scheduler's words
+    assert events["RotationFailed"]["regarding"] == {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "name": old,
+        "uid": (api.get("NodeClaim", old) or {})["metadata"]["uid"],
+    }
