@@ -75,9 +75,22 @@ def _eligible_nodes(cluster: FakeCluster, pod: Pod) -> list[Node]:
     return sorted(nodes, key=lambda n: (n.name in pod.avoid_hosts, n.name != pod.nominated_claim))
 
 
+def _bound_requests(cluster: FakeCluster) -> dict[str, list[dict[str, int]]]:
+    """The requests of the bound Pods, by node: one pass instead of one per candidate node."""
+    by_node: dict[str, list[dict[str, int]]] = {}
+    for p in cluster.pods.values():
+        if p.node_name is not None:
+            by_node.setdefault(p.node_name, []).append(p.requests)
+    return by_node
+
+
 def _best_node(cluster: FakeCluster, pod: Pod) -> Node | None:
+    # free_on per candidate would scan every Pod once per node: quadratic in a 10,000-node pool.
+    bound: dict[str, list[dict[str, int]]] | None = None
     for node in _eligible_nodes(cluster, pod):
-        if fits(free_on(cluster, node), pod.requests):
+        if bound is None:
+            bound = _bound_requests(cluster)
+        if fits(subtract(node.allocatable, *bound.get(node.name, ())), pod.requests):
             return node
     return None
 
