@@ -33,6 +33,9 @@ async def test_readyz_is_503_while_the_database_does_not_answer_healthz_stays_20
         # An API call needing the database is a 503 in the error shape, never a 500.
         r = await client.get("/v1/nodes", headers={"Authorization": "Bearer t"})
         assert r.status_code == 503 and r.json()["error"] == "unavailable"
+        # So is a namespace token that cannot be looked up: unknown is not the same as unverified.
+        r = await client.get("/v1/events", headers={"Authorization": "Bearer fgt_x"})
+        assert r.status_code == 503 and r.json()["error"] == "unavailable"
     await container.ledger().close()
 
 

@@ -352,7 +352,8 @@ class TokenStore(Protocol):
     """Namespace bearer tokens, kept as digests (never the secret). The SQL ledger implements it.
 
     Token ids are opaque strings. A revoked token stays readable (with ``revoked_at``) so the
-    admin can see what existed; it no longer authenticates.
+    admin can see what existed; it no longer authenticates. A store that cannot reach its database
+    raises ``LedgerUnavailable``; bad input raises ``ValueError`` naming the field.
     """
 
     async def create_token(self, namespace: str, token_digest: str, at: datetime) -> ApiToken:

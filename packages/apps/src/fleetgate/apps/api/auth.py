@@ -26,7 +26,6 @@ from fleetgate.apps.api.errors import (
     forbidden,
     not_found,
     unauthorized,
-    unavailable,
     validation_error,
 )
 from fleetgate.domain import tokens
@@ -106,11 +105,8 @@ class Authenticator:
             raise unauthorized()
         if self._admin_token is not None and tokens.same_secret(token, self._admin_token):
             return Principal(admin=True)
-        token_digest = tokens.digest(token)
-        try:
-            stored = await self._store.token_by_digest(token_digest)
-        except Exception as exc:  # the store is the database: unreachable is 503, not 500
-            raise unavailable("the token store did not answer; retry later") from exc
+        # A store that cannot answer raises LedgerUnavailable: the error handlers make it a 503.
+        stored = await self._store.token_by_digest(tokens.digest(token))
         if stored is None or not stored.active:
             raise unauthorized()
         return Principal(admin=False, namespace=stored.namespace, token_id=stored.id)
