@@ -53,3 +53,17 @@ def test_the_reconcile_pass_follows_virtual_time_but_runs_at_most_once_a_real_se
     settings = Settings()  # reconciler.interval_seconds = 300
     assert command.cadence_for(settings, 600.0).reconcile == 1.0
     assert command.cadence_for(settings, 30.0).reconcile == 10.0
+
+
+def test_a_start_up_failure_is_reported_with_exit_1(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    async def broken(*_: object) -> int:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(command, "_main", broken)
+    monkeypatch.setattr(command, "quiet_logging", lambda _settings: None)
+    assert command.run_up(None, 2, 600.0, 0) == command.EXIT_FAILED
+    assert "could not start: OSError: disk full" in capsys.readouterr().err

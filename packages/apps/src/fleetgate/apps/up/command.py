@@ -94,6 +94,13 @@ def fresh_database() -> None:
         Path(f"{DATABASE}{suffix}").unlink(missing_ok=True)
 
 
+def quiet_logging(settings: Settings) -> None:
+    """Warnings and errors on the console; the audit events stay in the ledger (the dashboard,
+    ``/v1/events``) and reach the console only as errors."""
+    configure_logging(settings.log_format, level=logging.WARNING)
+    logging.getLogger("fleetgate.events").setLevel(logging.ERROR)
+
+
 def run_up(policy: Path | None, nodes: int, speed: float, port: int) -> int:
     """Entry point of ``fleetgate up`` (see the module docstring for exit codes)."""
     policy_file = policy or DEFAULT_POLICIES
@@ -106,14 +113,15 @@ def run_up(policy: Path | None, nodes: int, speed: float, port: int) -> int:
     if speed <= 0:
         _err.print("[red]error:[/red] --speed: must be positive")
         return EXIT_INVALID
-    configure_logging(settings.log_format, level=logging.WARNING)
-    # Audit events stay in the ledger (the dashboard, /v1/events); the console shows errors.
-    logging.getLogger("fleetgate.events").setLevel(logging.ERROR)
+    quiet_logging(settings)
     fresh_database()
     try:
         return asyncio.run(_main(settings, policies, nodes, speed))
-    except KeyboardInterrupt:  # a second Ctrl-C while shutting down
+    except KeyboardInterrupt:  # Ctrl-C before the handlers were in place (while seeding)
         return EXIT_OK
+    except Exception as exc:  # start-up failed: say what, not a traceback
+        _err.print(f"[red]error:[/red] fleetgate up could not start: {type(exc).__name__}: {exc}")
+        return EXIT_FAILED
 
 
 async def _main(settings: Settings, policies: list[Any], nodes: int, speed: float) -> int:
