@@ -67,3 +67,15 @@ def test_a_start_up_failure_is_reported_with_exit_1(
     monkeypatch.setattr(command, "quiet_logging", lambda _settings: None)
     assert command.run_up(None, 2, 600.0, 0) == command.EXIT_FAILED
     assert "could not start: OSError: disk full" in capsys.readouterr().err
+
+
+def test_a_taken_port_fails_fast_with_exit_1_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(command, "quiet_logging", lambda _settings: None)
+    with command.listen("127.0.0.1", 0) as taken:
+        port = taken.getsockname()[1]
+        assert command.run_up(None, 2, 600.0, port) == command.EXIT_FAILED
+    assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
+    assert not list((tmp_path / ".fleetgate").iterdir())  # no database was created

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -124,20 +125,39 @@ def run_up(policy: Path | None, nodes: int, speed: float, port: int) -> int:
         return EXIT_FAILED
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """The server's listening socket, bound before anything else starts (a taken port fails
+    fast, and port 0 is resolved to the one the banner prints)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=128)
+
+
 async def _main(settings: Settings, policies: list[Any], nodes: int, speed: float) -> int:
+    try:
+        sock = listen(settings.api.host, settings.api.port)
+    except OSError as exc:
+        where = f"{settings.api.host}:{settings.api.port}"
+        _err.print(f"[red]error:[/red] cannot listen on {where}: {exc.strerror or exc}")
+        return EXIT_FAILED
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     clock = VirtualClock(virtual_start(policies, now))
     container = build_container(settings, clock=clock)
     ledger = container.ledger()
-    await ledger.start()
     try:
-        return await _run(container, settings, policies, nodes, speed)
+        await ledger.start()
+        return await _run(container, settings, policies, nodes, speed, sock)
     finally:
         await ledger.close()
+        sock.close()
 
 
 async def _run(
-    container: Container, settings: Settings, policies: list[Any], nodes: int, speed: float
+    container: Container,
+    settings: Settings,
+    policies: list[Any],
+    nodes: int,
+    speed: float,
+    sock: socket.socket,
 ) -> int:
     clock, ledger, cluster = container.clock(), container.ledger(), container.cluster()
     # Rotation events go to the audit trail too, beside the capacity events.
@@ -184,13 +204,11 @@ async def _run(
     server = _Server(config)
     stop = asyncio.Event()
     with _stop_on_signals(stop):
-        serving = asyncio.create_task(server.serve())
+        serving = asyncio.create_task(_serve(server, sock))
         if not await _started(server, serving):
-            _err.print(
-                f"[red]error:[/red] could not serve on {settings.api.host}:{settings.api.port}"
-            )
+            _err.print("[red]error:[/red] the HTTP server did not start")
             return EXIT_FAILED
-        _banner(settings, server, plans, speed)
+        _banner(settings, sock.getsockname()[1], plans, speed)
         running = asyncio.create_task(runtime.run(stop))
         stopped = asyncio.create_task(stop.wait())
         await asyncio.wait({serving, running, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -205,10 +223,16 @@ async def _run(
     return EXIT_OK
 
 
+async def _serve(server: uvicorn.Server, sock: socket.socket) -> None:
+    # uvicorn exits the process when its start-up fails; `up` reports that itself instead.
+    with contextlib.suppress(SystemExit):
+        await server.serve(sockets=[sock])
+
+
 async def _started(server: uvicorn.Server, serving: asyncio.Task[None]) -> bool:
-    while not server.started:
+    while not server.started:  # uvicorn offers no event for "started"
         if serving.done():
-            return False  # uvicorn exits (SystemExit) when it cannot bind
+            return False
         await asyncio.sleep(0.05)
     return True
 
@@ -228,10 +252,10 @@ def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
             loop.remove_signal_handler(sig)
 
 
-def _banner(settings: Settings, server: uvicorn.Server, plans: list[Any], speed: float) -> None:
+def _banner(settings: Settings, port: int, plans: list[Any], speed: float) -> None:
     host = settings.api.host
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    port = server.servers[0].sockets[0].getsockname()[1] if server.servers else settings.api.port
+    shown = f"[{shown}]" if ":" in shown else shown
     base = f"http://{shown}:{port}"
     token = settings.api.admin_token
     day = format_duration(_real_day(speed))
