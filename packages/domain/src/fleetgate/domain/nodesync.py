@@ -21,7 +21,7 @@ planning again yields nothing more to do, and a sync interrupted anywhere is fin
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fleetgate.domain.capacity.dimensions import Capacity
 from fleetgate.domain.capacity.model import NodeSpec, NodeState
@@ -208,19 +208,8 @@ def _follow(node: ClusterNode, state: NodeState, held: int) -> list[SyncAction]:
 
 
 def _updated(state: NodeState, spec: NodeSpec) -> NodeState:
-    return NodeState(
-        name=state.name,
-        pool=spec.pool,
-        labels=dict(spec.labels),
-        capacity=spec.capacity,
-        limits=state.limits,
-        used=state.used,
-        expected_demand=state.expected_demand,
-        metrics=state.metrics,
-        schedulable=state.schedulable,
-        updated_at=state.updated_at,
-        metrics_at=state.metrics_at,
-    )
+    """``state`` as it will be once ``spec`` is written (the counters are not touched)."""
+    return replace(state, pool=spec.pool, labels=dict(spec.labels), capacity=spec.capacity)
 
 
 def plan(
