@@ -21,7 +21,8 @@ def _sum(items: Iterable[Resources]) -> Resources:
 
 async def check_ledger(ledger: CapacityLedger, expected_ids: set[str] | None = None) -> None:
     """Every placement exists exactly once, on a node of the ledger; each node's used counters
-    equal the sum of its placements and stay within its limits; the cluster row agrees.
+    equal the sum of its placements and stay within its limits; the cluster row agrees, and
+    what it promises (claims) plus what unclaimed namespaces use stays within its total.
 
     ``expected_ids``: the placements that must exist (nothing lost, nothing invented).
     """
@@ -43,6 +44,12 @@ async def check_ledger(ledger: CapacityLedger, expected_ids: set[str] | None = N
             )
     cluster = await ledger.cluster()
     assert cluster.total == _sum(n.limits for n in nodes.values())
+    promised = cluster.claimed.plus(cluster.unclaimed_used)
+    for d in ALLOCATION:
+        assert promised.get(d) <= cluster.total.get(d), (
+            f"cluster: {d} claimed + unclaimed used {promised.get(d)} over the total "
+            f"{cluster.total.get(d)}"
+        )
     if cluster.claimed.is_zero():
         # Without claims every placement is charged to the unclaimed side, exactly once.
         assert cluster.unclaimed_used == _sum(p.resources for p in placements)
