@@ -1,6 +1,7 @@
 """Rotate every node of a loaded fleet: the real controller on the fake cluster, the real ledger.
 
-Two pools of three nodes carry placements at ~70% of their vCPU limits. The rotation controller
+Two pools of three nodes carry placements at ~70% of their vCPU limits, one namespace of three
+drawing on a claim. The rotation controller
 replaces every original node make-before-break; the node sync follows the cluster into the
 ledger. After every step (each controller round, each sync) the ledger must hold every placement
 exactly once, each node's counters must equal the sum of its placements and stay within its
@@ -22,6 +23,7 @@ from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import RotationController
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
+from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import NodeMetrics, PlacementRequest
@@ -69,6 +71,15 @@ async def load(service: PlacementService, ledger: SqlLedger) -> set[str]:
     return ids
 
 
+async def check_claim(ledger: SqlLedger) -> None:
+    """A move changes nodes, never the namespace side: the claim still holds exactly team-0's."""
+    (claim,) = await ledger.claims()
+    held = Resources()
+    for p in await ledger.placements("team-0"):
+        held = held.plus(p.resources)
+    assert claim.used == held
+
+
 async def check_cordons(ledger: SqlLedger, cluster: FakeCluster) -> None:
     """No node the cluster is draining, has cordoned or has lost takes placements in the ledger."""
     live = {c.node.name: c for c in cluster.claims.values() if c.node is not None}
@@ -106,8 +117,13 @@ async def test_every_node_of_a_loaded_fleet_rotates_without_losing_a_placement(
         sync = NodeSync(ledger, cluster, clock, sink, DemandPolicy(), Random(3))
         service = PlacementService(ledger, clock, sink, DemandPolicy(), Random(4))
         assert len((await sync.sync()).joined) == 6
+        created = await ledger.create_claim(
+            ClaimRequest("team-0", Resources(24, 24576, 240), 86400)
+        )
+        assert created.ok
         ids = await load(service, ledger)
         await check_ledger(ledger, ids)
+        await check_claim(ledger)
 
         async def policies() -> list[RotationPolicy]:
             return [POLICY]
@@ -127,6 +143,7 @@ async def test_every_node_of_a_loaded_fleet_rotates_without_losing_a_placement(
             moved += report.moved
             assert report.stranded == 0, "a surge node must always have room for its old node"
             await check_ledger(ledger, ids)
+            await check_claim(ledger)
             await check_cordons(ledger, cluster)
             due = [t for t in (controller.next_due(), cluster.next_event_at()) if t is not None]
             cluster.advance_to(min(due))
