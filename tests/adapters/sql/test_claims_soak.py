@@ -158,5 +158,5 @@ async def test_a_randomized_soak_ends_with_zero_drift(
         await soak.run(STEPS)
         assert soak.passes >= STEPS // 10
         # The soak really exercised claims and placements, not an empty ledger.
-        assert soak.created >= 5 and soak.admitted >= 40, (soak.created, soak.admitted)
+        assert soak.created >= 3 and soak.admitted >= 25, (soak.created, soak.admitted)
         assert (await ledger.reconcile()).summary.clean
