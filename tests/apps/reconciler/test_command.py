@@ -120,3 +120,18 @@ def test_the_loop_serves_metrics_and_stops_on_sigterm(tmp_sqlite_url: str) -> No
         _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "reconciler stopped" in err
+
+
+async def test_a_metrics_port_in_use_exits_1(tmp_sqlite_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = int(taken.getsockname()[1])
+        settings = load_settings(
+            database_url=tmp_sqlite_url,
+            reconciler={"metrics_host": "127.0.0.1", "metrics_port": port},
+        )
+        container = build_container(settings)
+        with capture_logs() as logs:
+            assert await command.main(container, once=False, interval=None) == 1
+    assert logs[-1]["event"] == "cannot serve the metrics" and logs[-1]["port"] == port

@@ -2,7 +2,8 @@
 
 ``--once`` runs one pass, prints its report and exits 0 when nothing had drifted, 1 when the pass
 corrected drift (a bug signal worth a look) or failed, 2 on invalid configuration. Without it the
-loop runs until SIGINT/SIGTERM, serving its Prometheus series on ``reconciler.metrics_port``.
+loop runs until SIGINT/SIGTERM (exit 0), serving its Prometheus series on
+``reconciler.metrics_port`` (exit 1 if that port cannot be bound).
 """
 
 from __future__ import annotations
@@ -54,9 +55,18 @@ async def run_loop(reconciler: Reconciler, settings: Settings, registry: Any) ->
     config = settings.reconciler
     server = None
     if config.metrics_port is not None:
-        server, _thread = start_http_server(
-            config.metrics_port, addr=config.metrics_host, registry=registry
-        )
+        try:
+            server, _thread = start_http_server(
+                config.metrics_port, addr=config.metrics_host, registry=registry
+            )
+        except OSError as exc:
+            _log.error(
+                "cannot serve the metrics",
+                host=config.metrics_host,
+                port=config.metrics_port,
+                error=str(exc),
+            )
+            return 1
     stop = asyncio.Event()
     try:
         with stop_on_signals(stop):
