@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from hypothesis import given
 
+from fleetgate.domain.capacity.accounting import share, transition, unclaimed_share
 from fleetgate.domain.capacity.claims import (
     MAX_EXPIRES_IN_SECONDS,
     Claim,
@@ -22,9 +23,6 @@ from fleetgate.domain.capacity.claims import (
     plan_create,
     plan_release,
     plan_update,
-    share,
-    transition,
-    unclaimed_share,
 )
 from fleetgate.domain.capacity.denials import Stage
 from fleetgate.domain.capacity.dimensions import Resources

@@ -35,6 +35,7 @@ from fleetgate.adapters.sql.guarded import lock, read_locked
 from fleetgate.adapters.sql.rows import cluster_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, placements
 from fleetgate.adapters.sql.sqltypes import epoch, instant
+from fleetgate.domain.capacity.accounting import ClusterChange
 from fleetgate.domain.capacity.claims import (
     Claim,
     ClaimDeletion,
@@ -43,7 +44,6 @@ from fleetgate.domain.capacity.claims import (
     ClaimRequest,
     ClaimState,
     ClaimUpdate,
-    ClusterChange,
     RefusalReason,
     plan_create,
     plan_release,

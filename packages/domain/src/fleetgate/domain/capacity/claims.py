@@ -1,22 +1,17 @@
-"""Namespace capacity claims: their states, their transitions and the cluster accounting of each.
+"""Namespace capacity claims: their values, their states and their transitions.
 
 A claim reserves capacity for one namespace ahead of time. Its limits are summed into the cluster
 row's ``claimed_*``, which shrinks what unclaimed namespaces may use; its namespace draws usage
 from the claim instead of from the unclaimed pool.
 
-Every transition is described by the *cluster share* of the claim before and after it:
+Creating, growing, shrinking, expiring and deleting a claim each move the cluster row from the
+namespace's share before to its share after (``accounting.py``; advisory overage stays on the
+unclaimed side, capacity spec 10.5). The guard tests the state its own change produces (capacity
+spec 6.3): every dimension the change *raises* must end with ``claimed + unclaimed_used <=
+total``; a dimension the change does not raise is never refused.
 
-* an active claim holds ``claimed = limit`` and ``unclaimed_used = max(0, used − limit)``
-  (its advisory overage, capacity spec 10.5 — see ``overage.py``);
-* a namespace with no active claim (never claimed, expired, deleted) holds ``claimed = 0`` and
-  ``unclaimed_used = used``.
-
-Creating, growing, shrinking, expiring and deleting a claim each move the cluster row by the
-difference of the two shares. The guard tests the state its own change produces (capacity spec
-6.3): every dimension the change *raises* must end with ``claimed + unclaimed_used <= total``;
-a dimension the change does not raise is never refused. Expiry is effective at ``expires_at``:
-from that instant a claim is not active for updates and is no longer charged, whether or not a
-sweep has yet stored its new state.
+Expiry is effective at ``expires_at``: from that instant a claim is not active for updates and
+is no longer charged, whether or not a sweep has yet stored its new state.
 """
 
 from __future__ import annotations
@@ -27,6 +22,13 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Final
 
+from fleetgate.domain.capacity.accounting import (
+    ClusterChange,
+    capacity_denial,
+    share,
+    transition,
+    unclaimed_share,
+)
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail, Stage
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.model import ClusterState, check_namespace
@@ -208,102 +210,6 @@ class ClaimUpdate:
         return Resources(*(limit.get(d) if new[d] is None else new[d] for d in ALLOCATION))
 
 
-# --- the cluster accounting -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Share:
-    """What one namespace contributes to the cluster row: claimed limits, unclaimed usage."""
-
-    claimed: Resources
-    unclaimed_used: Resources
-
-
-def share(limit: Resources, used: Resources, active: bool) -> Share:
-    """The cluster share of a namespace using ``used``, with an active claim of ``limit`` or not."""
-    if active:
-        return Share(claimed=limit, unclaimed_used=overage(used, limit))
-    return Share(claimed=Resources(), unclaimed_used=used)
-
-
-def unclaimed_share(used: Resources) -> Share:
-    """The share of a namespace without an active claim."""
-    return share(Resources(), used, active=False)
-
-
-def _shift(value: Resources, before: Resources, after: Resources) -> tuple[Resources, bool]:
-    """``value − before + after`` per dimension, floored at zero; True if a floor was needed."""
-    raw = [value.get(d) - before.get(d) + after.get(d) for d in ALLOCATION]
-    return Resources(*(max(0, v) for v in raw)), any(v < 0 for v in raw)
-
-
-@dataclass(frozen=True)
-class ClusterChange:
-    """The cluster row's counters after a transition, and the dimensions it raised.
-
-    ``clamped`` means a counter would have gone negative and was floored at zero: the row had
-    drifted from the placements, which the next reconcile pass repairs.
-    """
-
-    claimed: Resources
-    unclaimed_used: Resources
-    raised: frozenset[str]
-    clamped: bool
-
-    def fits(self, total: Resources, dimension: str) -> bool:
-        """Whether ``claimed + unclaimed_used <= total`` holds in ``dimension`` afterwards."""
-        return self.claimed.get(dimension) + self.unclaimed_used.get(dimension) <= total.get(
-            dimension
-        )
-
-    def refused(self, total: Resources) -> frozenset[str]:
-        """The raised dimensions that no longer fit: the mirror guard's verdict."""
-        return frozenset(d for d in self.raised if not self.fits(total, d))
-
-
-def transition(cluster: ClusterState, before: Share, after: Share) -> ClusterChange:
-    """Move the cluster row from one share of a namespace to another."""
-    claimed, clamped_c = _shift(cluster.claimed, before.claimed, after.claimed)
-    unclaimed, clamped_u = _shift(
-        cluster.unclaimed_used, before.unclaimed_used, after.unclaimed_used
-    )
-    raised = frozenset(
-        d
-        for d in ALLOCATION
-        if after.claimed.get(d) + after.unclaimed_used.get(d)
-        > before.claimed.get(d) + before.unclaimed_used.get(d)
-    )
-    return ClusterChange(claimed, unclaimed, raised, clamped_c or clamped_u)
-
-
-def capacity_denial(
-    cluster: ClusterState, change: ClusterChange, requested: dict[str, int]
-) -> Denial | None:
-    """The refusal of a transition that raises a dimension beyond the cluster total, or None.
-
-    Each dimension reports ``limit = total − claimed`` (before), ``used`` = the unclaimed usage
-    the transition leaves, ``requested`` = how much the claimed limit moves; ``exceeded`` is the
-    mirror guard's verdict, so it holds exactly when ``used + requested > limit`` on a raised
-    dimension.
-    """
-    failed = change.refused(cluster.total)
-    if not failed:
-        return None
-    return Denial(
-        stage=Stage.CLUSTER,
-        dimensions=tuple(
-            DimensionDetail(
-                dimension=d,
-                limit=float(cluster.total.get(d) - cluster.claimed.get(d)),
-                used=float(change.unclaimed_used.get(d)),
-                requested=float(requested[d]),
-                exceeded=d in failed,
-            )
-            for d in ALLOCATION
-        ),
-    )
-
-
 # --- the transitions ------------------------------------------------------------------------
 
 
@@ -463,19 +369,13 @@ __all__ = [
     "ClaimRequest",
     "ClaimState",
     "ClaimUpdate",
-    "ClusterChange",
     "Created",
     "RefusalReason",
-    "Share",
     "Updated",
-    "capacity_denial",
     "check_expires_in",
     "due_for_expiry",
     "expires_in_seconds",
     "plan_create",
     "plan_release",
     "plan_update",
-    "share",
-    "transition",
-    "unclaimed_share",
 ]

@@ -21,7 +21,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from fleetgate.domain.capacity.claims import Claim, ClaimState, plan_release, share
+from fleetgate.domain.capacity.accounting import share
+from fleetgate.domain.capacity.claims import Claim, ClaimState, plan_release
 from fleetgate.domain.capacity.demand import age_seconds, remaining
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.model import ClusterState
