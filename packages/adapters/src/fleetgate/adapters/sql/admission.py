@@ -23,9 +23,9 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fleetgate.adapters.sql import reads
+from fleetgate.adapters.sql import prepared, reads
 from fleetgate.adapters.sql.engine import Store
-from fleetgate.adapters.sql.guarded import RowMissing, charge, read_locked, update
+from fleetgate.adapters.sql.guarded import RowMissing, charge, read_locked
 from fleetgate.adapters.sql.retry import ATTEMPTS
 from fleetgate.adapters.sql.rows import guard_row, node_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
@@ -54,12 +54,18 @@ async def claim_committed_meanwhile(conn: AsyncConnection, namespace: str, now: 
     would charge the unclaimed side for usage the claim has just taken over. A locking read,
     so no snapshot is opened before the node's UPDATE.
     """
-    query = (
-        sa.select(claims.c.id)
-        .where(claims.c.active_namespace == namespace, claims.c.expires_at > now)
-        .with_for_update(read=True)
+    found = await conn.execute(_CLAIM_NOW, {"k_namespace": namespace, "k_now": now})
+    return found.first() is not None
+
+
+_CLAIM_NOW = (
+    sa.select(claims.c.id)
+    .where(
+        claims.c.active_namespace == sa.bindparam("k_namespace"),
+        claims.c.expires_at > sa.bindparam("k_now"),
     )
-    return (await conn.execute(query)).first() is not None
+    .with_for_update(read=True)
+)
 
 
 class Refused(Exception):
@@ -85,29 +91,47 @@ def increments(table: sa.Table, prefix: str, amount: Resources) -> dict[str, Any
     return {f"{prefix}{d}": table.c[f"{prefix}{d}"] + integer(amount.get(d)) for d in ALLOCATION}
 
 
+def bumps(prefix: str, amount: Resources, now: float) -> dict[prepared.Set, Any]:
+    """``increments`` and ``updated_at = now`` as the SET clauses of a prepared statement."""
+    sets: dict[prepared.Set, Any] = {
+        prepared.Bump(f"{prefix}{d}"): amount.get(d) for d in ALLOCATION
+    }
+    sets[prepared.Assign("updated_at")] = now
+    return sets
+
+
 async def charge_claim(
     conn: AsyncConnection, request: AdmitRequest, now: float, enforcement: str
 ) -> ClaimCharge | None:
     """Charge the namespace's active claim; None when it has none (expired claims don't count)."""
     x = request.resources
     params = request.guard_params()
-    active = sa.and_(claims.c.active_namespace == request.namespace, claims.c.expires_at > now)
-    values = {**increments(claims, "used_", x), "updated_at": now}
     hard = enforcement == HARD
-    if hard:
+    bypassed = None
+    active = sa.and_(claims.c.active_namespace == request.namespace, claims.c.expires_at > now)
+    if hard and not request.enforce:
+        values = {**increments(claims, "used_", x), "updated_at": now}
         try:
-            made = await charge(
-                conn, claims, active, CLAIM_GUARD, params, values, enforce=request.enforce
-            )
+            made = await charge(conn, claims, active, CLAIM_GUARD, params, values, enforce=False)
         except RowMissing:
             return None
-        if made.denial is not None:
-            raise Refused(made.denial)
         bypassed = made.bypassed
     else:
-        if await update(conn, claims, active, values) == 0:
-            return None
-        bypassed = None
+        # The common case runs prepared (advisory: unguarded; hard: under the claim guard).
+        keys = {("active_namespace", "eq"): request.namespace, ("expires_at", "gt"): now}
+        statement, binds = prepared.guarded_update(
+            claims, keys, CLAIM_GUARD if hard else None, params, bumps("used_", x, now)
+        )
+        if int((await conn.execute(statement, binds)).rowcount) == 0:
+            if not hard:
+                return None  # no active claim
+            values = {**increments(claims, "used_", x), "updated_at": now}
+            try:
+                made = await charge(conn, claims, active, CLAIM_GUARD, params, values, tried=True)
+            except RowMissing:
+                return None
+            if made.denial is not None:
+                raise Refused(made.denial)
     row = await read_locked(conn, claims, active)
     if row is None:  # pragma: no cover - we hold the claim's lock
         raise LedgerError("the charged claim vanished inside its own transaction")
@@ -127,11 +151,22 @@ async def charge_cluster(
     conn: AsyncConnection, amount: Resources, now: float, enforce: bool
 ) -> Denial | None:
     """Charge ``amount`` to the unclaimed sums under the cluster guard; returns any bypass."""
+    params = amount.as_dict()
+    if enforce:
+        statement, binds = prepared.guarded_update(
+            cluster,
+            {("id", "eq"): CLUSTER_ID},
+            CLUSTER_GUARD,
+            params,
+            bumps("unclaimed_used_", amount, now),
+        )
+        if int((await conn.execute(statement, binds)).rowcount) == 1:
+            return None
     key = cluster.c.id == CLUSTER_ID
     values = {**increments(cluster, "unclaimed_used_", amount), "updated_at": now}
     try:
         made = await charge(
-            conn, cluster, key, CLUSTER_GUARD, amount.as_dict(), values, enforce=enforce
+            conn, cluster, key, CLUSTER_GUARD, params, values, enforce=enforce, tried=enforce
         )
     except RowMissing as exc:
         raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`") from exc
@@ -142,6 +177,14 @@ async def charge_cluster(
 
 async def charge_node(conn: AsyncConnection, request: AdmitRequest, now: float) -> Denial | None:
     """Charge the node under the node guard, adding the demand charge; returns any bypass."""
+    guard, params = node_guard(request.target_load), request.guard_params()
+    if request.enforce:
+        sets = bumps("used_", request.resources, now)
+        sets[prepared.Bump("expected_demand", real=True)] = request.demand
+        key = {("name", "eq"): request.node}
+        statement, binds = prepared.guarded_update(nodes, key, guard, params, sets)
+        if int((await conn.execute(statement, binds)).rowcount) == 1:
+            return None
     values = {
         **increments(nodes, "used_", request.resources),
         "expected_demand": nodes.c.expected_demand + real(request.demand),
@@ -152,10 +195,11 @@ async def charge_node(conn: AsyncConnection, request: AdmitRequest, now: float) 
             conn,
             nodes,
             nodes.c.name == request.node,
-            node_guard(request.target_load),
-            request.guard_params(),
+            guard,
+            params,
             values,
             enforce=request.enforce,
+            tried=request.enforce,
         )
     except RowMissing as exc:
         raise NodeNotFound(request.node) from exc
@@ -184,20 +228,22 @@ async def admit_in(
     bypassed += [by] if by else []
     x = request.resources
     await conn.execute(
-        sa.insert(placements).values(
-            id=placement_id,
-            namespace=request.namespace,
-            node=request.node,
-            cpus=x.cpus,
-            memory_mb=x.memory_mb,
-            disk_gb=x.disk_gb,
-            demand=request.demand,
-            admitted_at=now,
-            request_id=request.request_id,
-            claim_id=None if claimed is None else claimed.claim_id,
-        )
+        prepared.insert(placements),
+        {
+            "id": placement_id,
+            "namespace": request.namespace,
+            "node": request.node,
+            "cpus": x.cpus,
+            "memory_mb": x.memory_mb,
+            "disk_gb": x.disk_gb,
+            "demand": request.demand,
+            "admitted_at": now,
+            "request_id": request.request_id,
+            "claim_id": None if claimed is None else claimed.claim_id,
+        },
     )
-    node_row = await read_locked(conn, nodes, nodes.c.name == request.node)
+    read_back = await conn.execute(prepared.locked_row(nodes, "name"), {"k_name": request.node})
+    node_row = read_back.mappings().first()
     assert node_row is not None  # we hold its lock
     return Admission(
         placement=Placement(

@@ -33,15 +33,19 @@ from fleetgate.domain.capacity.guards import (
 )
 
 Number = int | float
+#: A request's value, or the named placeholder a prepared statement binds it to.
+Value = Number | sa.BindParameter[Any]
 
 
-def expression(expr: Expr, table: sa.Table, params: Mapping[str, Number]) -> ColumnElement[Any]:
+def expression(expr: Expr, table: sa.Table, params: Mapping[str, Value]) -> ColumnElement[Any]:
     """The SQL form of an arithmetic expression over ``table``'s columns and ``params``."""
     match expr:
         case Column(name):
             return table.c[name]
         case Param(name, is_real):
             value = params[name]
+            if isinstance(value, sa.BindParameter):  # a named placeholder (``prepared``)
+                return as_double(value) if is_real or isinstance(value.type, sa.Double) else value
             return real(value) if is_real or isinstance(value, float) else integer(int(value))
         case Const(value):
             return real(value) if isinstance(value, float) else integer(value)
@@ -58,7 +62,7 @@ def expression(expr: Expr, table: sa.Table, params: Mapping[str, Number]) -> Col
     raise TypeError(f"not an expression: {expr!r}")  # pragma: no cover - exhaustive above
 
 
-def predicate(test: Test, table: sa.Table, params: Mapping[str, Number]) -> ColumnElement[bool]:
+def predicate(test: Test, table: sa.Table, params: Mapping[str, Value]) -> ColumnElement[bool]:
     """The SQL form of one guard predicate."""
     match test:
         case AtMost(a, b):
@@ -72,7 +76,7 @@ def predicate(test: Test, table: sa.Table, params: Mapping[str, Number]) -> Colu
     raise TypeError(f"not a predicate: {test!r}")  # pragma: no cover - exhaustive above
 
 
-def where(guard: Guard, table: sa.Table, params: Mapping[str, Number]) -> ColumnElement[bool]:
+def where(guard: Guard, table: sa.Table, params: Mapping[str, Value]) -> ColumnElement[bool]:
     """The conjunction of every predicate of ``guard``: the guarded UPDATE's WHERE."""
     return sa.and_(*(predicate(t, table, params) for _, t in guard.tests()))
 

@@ -97,14 +97,17 @@ async def charge(
     values: Mapping[str, Any],
     *,
     enforce: bool = True,
+    tried: bool = False,
 ) -> Charge:
     """Apply ``values`` to the keyed row if ``guard`` admits ``params`` (or regardless, unenforced).
 
+    ``tried``: the caller already ran this very guarded UPDATE (``prepared``, the fast path of an
+    admission that fits) and it matched no row, so the refusal is read straight away.
     Raises RowMissing when the key matches nothing, GuardMismatch if the database and the domain
     disagree about the guard on a locked row (a bug: never retried, never hidden).
     """
     guarded = sa.and_(key, where(guard, table, params))
-    if enforce and await update(conn, table, guarded, values) == 1:
+    if enforce and not tried and await update(conn, table, guarded, values) == 1:
         return Charge()
     row = await lock_and_read(conn, table, key)
     denial = deny(guard, guard_row(row), params)
