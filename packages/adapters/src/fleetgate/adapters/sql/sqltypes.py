@@ -43,8 +43,8 @@ def _as_double_sqlite(element: as_double, compiler: SQLCompiler, **kw: Any) -> s
 
 # One instance of each parameter type: SQLAlchemy memoizes a type's cache key per instance, so a
 # fresh BigInteger() per parameter would recompute it on every statement (a hot-path cost).
-_BIGINT = sa.BigInteger()
-_DOUBLE = sa.Double()
+_BIGINT: sa.BigInteger = sa.BigInteger()
+_DOUBLE: sa.Double[float] = sa.Double()
 
 
 def integer(value: int) -> sa.BindParameter[int]:
