@@ -47,7 +47,9 @@ def _warmup(writers: int) -> int:
     return min(64, writers * 4)
 
 
-async def ledger_cell(ledger: SqlLedger, names: list[str], writers: int, ops: int) -> Load:
+async def ledger_cell(
+    ledger: SqlLedger, names: list[str], writers: int, ops: int, max_seconds: float | None = None
+) -> Load:
     """``ops`` admissions through the ledger by ``writers`` concurrent writers."""
     rngs = [random.Random(w) for w in range(writers)]
 
@@ -61,11 +63,17 @@ async def ledger_cell(ledger: SqlLedger, names: list[str], writers: int, ops: in
         return "admitted" if admission.placement is not None else "refused"
 
     await closed_loop(writers, _warmup(writers), admit)
-    return await closed_loop(writers, ops, admit)
+    return await closed_loop(writers, ops, admit, max_seconds)
 
 
 async def ceiling_cell(
-    target: Target, url: str, script: Script, names: list[str], writers: int, ops: int
+    target: Target,
+    url: str,
+    script: Script,
+    names: list[str],
+    writers: int,
+    ops: int,
+    max_seconds: float | None = None,
 ) -> Load:
     """The same admissions as the captured statements on bare driver connections."""
     conns = [await raw.connect(target.kind, url, target.session_variables) for _ in range(writers)]
@@ -86,7 +94,7 @@ async def ceiling_cell(
 
     try:
         await closed_loop(writers, _warmup(writers), admit)
-        return await closed_loop(writers, ops, admit)
+        return await closed_loop(writers, ops, admit, max_seconds)
     finally:
         for conn in conns:
             await conn.close()
@@ -107,14 +115,16 @@ async def run_target(target: Target, sizes: Sizes, console: Console) -> list[Cel
                 label = f"{target.label}, {fleet:,} nodes, {writers} writer(s)"
                 await reset(ledger)
                 with console.status(f"{label}: ledger"):
-                    load = await ledger_cell(ledger, names, writers, sizes.admission_ops)
+                    load = await ledger_cell(
+                        ledger, names, writers, sizes.admission_ops, sizes.cell_seconds
+                    )
                 cells.append(
                     Cell(target.label, fleet, writers, "ledger", load, await check(ledger))
                 )
                 await reset(ledger)
                 with console.status(f"{label}: raw driver"):
                     load = await ceiling_cell(
-                        target, url, script, names, writers, sizes.admission_ops
+                        target, url, script, names, writers, sizes.admission_ops, sizes.cell_seconds
                     )
                 cells.append(
                     Cell(target.label, fleet, writers, "ceiling", load, await check(ledger))

@@ -91,7 +91,7 @@ async def _wait_ready(base: str, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("fleetgate api did not become ready")
 
 
-async def http_cell(base: str, writers: int, ops: int) -> Cell:
+async def http_cell(base: str, writers: int, ops: int, max_seconds: float | None = None) -> Cell:
     """``ops`` placements over HTTP by ``writers`` concurrent clients (no check: the caller's)."""
     limits = httpx.Limits(max_connections=writers, max_keepalive_connections=writers)
     headers = {"Authorization": f"Bearer {TOKEN}"}
@@ -110,8 +110,8 @@ async def http_cell(base: str, writers: int, ops: int) -> Cell:
                 return "admitted"
             return "refused" if r.status_code == 507 else "error"
 
-        await closed_loop(writers, min(64, writers * 4), place)
-        load = await closed_loop(writers, ops, place)
+        await closed_loop(writers, min(64, writers * 4), place, max_seconds)
+        load = await closed_loop(writers, ops, place, max_seconds)
     return Cell("", 0, writers, "http", load, Check())
 
 

@@ -13,6 +13,10 @@ class Sizes:
     admission_ops: int
     #: Admissions per HTTP cell.
     http_ops: int
+    #: Wall-clock cap of one cell (fewer operations in a slow configuration, never a longer run).
+    cell_seconds: float
+    #: Wall-clock cap of the simulator (a longer run is reported as partial, with its pace).
+    simulator_seconds: float
     #: Fleet sizes the admission cells run over.
     fleets: tuple[int, ...]
     #: Concurrent writers of the admission cells.
@@ -35,11 +39,17 @@ class Sizes:
     soak_workers: int
     #: Seconds between invariant checks while the soak runs.
     soak_check_every: float
+    #: The profile's name (a parallel soak worker is given it).
+    name: str = "full"
+    #: Soak two backends at a time, each in its own process (the client's CPU is the bound).
+    soak_parallel: bool = True
 
 
 FULL = Sizes(
-    admission_ops=2000,
-    http_ops=1500,
+    admission_ops=1500,
+    http_ops=1000,
+    cell_seconds=12.0,
+    simulator_seconds=60.0,
     fleets=(100, 10_000),
     writers=(1, 8, 32),
     ranking_nodes=10_000,
@@ -59,6 +69,8 @@ FULL = Sizes(
 QUICK = Sizes(
     admission_ops=200,
     http_ops=150,
+    cell_seconds=5.0,
+    simulator_seconds=15.0,
     fleets=(100, 1_000),
     writers=(1, 8),
     ranking_nodes=10_000,
@@ -73,6 +85,7 @@ QUICK = Sizes(
     soak_ops=2_000,
     soak_workers=8,
     soak_check_every=1.0,
+    name="quick",
 )
 
 #: For the smoke test: everything tiny.
@@ -92,6 +105,8 @@ TINY = replace(
     soak_ops=120,
     soak_workers=4,
     soak_check_every=0.2,
+    name="tiny",
+    soak_parallel=False,
 )
 
 PROFILES = {"full": FULL, "quick": QUICK, "tiny": TINY}

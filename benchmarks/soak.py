@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
+import sys
+import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import sqlalchemy as sa
 from rich.console import Console
@@ -31,8 +35,8 @@ from rich.progress import (
 from benchmarks.invariants import Check, check
 from benchmarks.report import Table, rate
 from benchmarks.seed import open_ledger
-from benchmarks.sizes import Sizes
-from benchmarks.targets import Target, fresh_database
+from benchmarks.sizes import PROFILES, Sizes
+from benchmarks.targets import Target, all_targets, fresh_database
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.adapters.sql.schema import placements
 from fleetgate.domain.capacity.claims import ClaimRequest
@@ -68,8 +72,10 @@ class SoakResult:
 
     @property
     def clean(self) -> bool:
-        """No over-commit, no drift, nothing lost or doubled."""
-        return not (self.over_commits or self.drift or self.lost or self.doubled)
+        """No over-commit, no drift, nothing lost or doubled, and the soak ran to the end."""
+        return not (
+            self.over_commits or self.drift or self.lost or self.doubled or self.unresolved < 0
+        )
 
 
 def _size(rng: random.Random) -> Resources:
@@ -252,3 +258,50 @@ def table(results: list[SoakResult]) -> Table:
             r.doubled,
         )
     return t
+
+
+def _one(key: str, profile: str, out: str) -> None:
+    """Soak one backend and write its result as JSON (a worker of :func:`run_parallel`)."""
+    (target,) = [t for t in all_targets() if t.key == key]
+    quiet = Console(stderr=True, quiet=True)
+    result = asyncio.run(run_target(target, PROFILES[profile], quiet))
+    Path(out).write_text(json.dumps(asdict(result)), encoding="utf-8")
+
+
+async def run_parallel(
+    targets: list[Target], profile: str, console: Console, width: int = 2
+) -> list[SoakResult]:
+    """Soak every backend, ``width`` at a time, each in a process of its own.
+
+    The soak is bound by the client's CPU (one core per Python process), and the machine has
+    two: two backends soak side by side in the time of one.
+    """
+    gate = asyncio.Semaphore(width)
+    results: dict[str, SoakResult] = {}
+
+    async def soak(target: Target, tmp: Path) -> None:
+        out = tmp / f"{target.key}.json"
+        async with gate:
+            console.print(f"  {target.label}: soak started")
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "benchmarks.soak", target.key, profile, str(out)
+            )
+            if await process.wait() != 0 or not out.exists():
+                result = SoakResult(target.label, notes=["the soak process failed"])
+                result.unresolved = -1
+            else:
+                result = SoakResult(**json.loads(out.read_text(encoding="utf-8")))
+            results[target.key] = result
+            console.print(
+                f"  {target.label}: {result.ops:,} ops in {result.seconds:.1f} s, "
+                f"{result.checks} checks, over-commits {result.over_commits}, drift "
+                f"{result.drift}, lost {result.lost}, doubled {result.doubled}"
+            )
+
+    with tempfile.TemporaryDirectory(prefix="fgbench-soak-") as tmp:
+        await asyncio.gather(*(soak(t, Path(tmp)) for t in targets))
+    return [results[t.key] for t in targets]
+
+
+if __name__ == "__main__":
+    _one(*sys.argv[1:4])

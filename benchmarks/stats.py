@@ -55,18 +55,24 @@ class Load:
 Operation = Callable[[int, int], Awaitable[str]]
 
 
-async def closed_loop(workers: int, ops: int, operation: Operation) -> Load:
+async def closed_loop(
+    workers: int, ops: int, operation: Operation, max_seconds: float | None = None
+) -> Load:
     """Run ``ops`` operations on ``workers`` concurrent workers, each starting its next at once.
 
     ``operation(worker, i)`` performs operation number ``i`` and returns its outcome's name
     ("admitted", "refused", ...). Every worker draws the next number from one shared counter,
-    so the total is exact whatever the speed of each worker.
+    so the total is exact whatever the speed of each worker. With ``max_seconds`` no operation
+    starts after that much wall time (a slow configuration ends with fewer operations, bounded).
     """
     load = Load()
     counter = iter(range(ops))
+    deadline = None if max_seconds is None else time.perf_counter() + max_seconds
 
     async def worker(w: int) -> None:
         for i in counter:
+            if deadline is not None and time.perf_counter() > deadline:
+                return
             start = time.perf_counter()
             outcome = await operation(w, i)
             load.latencies.append(time.perf_counter() - start)
