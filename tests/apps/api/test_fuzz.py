@@ -8,7 +8,9 @@ own event-loop thread and stops it after each test.
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error, positive_data_acceptance
 from schemathesis.config import SchemathesisConfig
 
+from fleetgate.adapters.sql.schema import cluster
 from fleetgate.apps.api.schemas import MAX_AMOUNT, MAX_THREADS
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, CapacitySettings, Settings
@@ -35,8 +38,9 @@ SEMANTIC = {
 
 # Module level because schemathesis parametrizes at collection time; removed at interpreter exit.
 _WORKDIR = tempfile.TemporaryDirectory(prefix="fleetgate-fuzz-")
+_DB_FILE = Path(_WORKDIR.name) / "fuzz.db"
 _SETTINGS = Settings(
-    database_url=f"sqlite+aiosqlite:///{Path(_WORKDIR.name) / 'fuzz.db'}",
+    database_url=f"sqlite+aiosqlite:///{_DB_FILE}",
     api=ApiSettings(admin_token=ADMIN_TOKEN),
     capacity=CapacitySettings(ranking_seed=3),
 )
@@ -49,6 +53,15 @@ def only_intended_5xx(ctx: Any, response: Any, case: schemathesis.Case) -> None:
         body = response.json() if response.status_code == 507 else None
         if not (isinstance(body, dict) and body.get("error") == "insufficient_capacity"):
             raise AssertionError(f"server error {response.status_code}: {response.text[:300]}")
+
+
+def _empty_database() -> None:
+    """Delete every row (children first) and zero the cluster row, straight on the SQLite file."""
+    with closing(sqlite3.connect(_DB_FILE, timeout=30)) as db, db:
+        for table in ("placements", "claims", "events", "api_tokens", "nodes"):
+            db.execute(f"DELETE FROM {table}")
+        counters = [c.name for c in cluster.columns if c.name not in ("id", "updated_at")]
+        db.execute(f"UPDATE cluster SET {', '.join(f'{c} = 0' for c in counters)}")
 
 
 app = build_container(_SETTINGS).api_app()
@@ -76,7 +89,9 @@ class Workflow(schema.as_state_machine()):  # type: ignore[misc]
     then read, change and delete what was created (ids flow from one response to the next)."""
 
     def setup(self) -> None:
-        """A node with room for anything, so claims and placements can succeed at all."""
+        """An empty ledger (each scenario starts from the same state, so Hypothesis can replay
+        it) with one node that has room for anything, so claims and placements can succeed."""
+        _empty_database()
         seed = schema["/v1/nodes/{name}"]["PUT"].Case(
             path_parameters={"name": "seed-node"},
             body={"threads": MAX_THREADS, "memory_mb": MAX_AMOUNT, "disk_gb": MAX_AMOUNT},
