@@ -1,0 +1,55 @@
+"""The rotation check's request and the report it answers with."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from fleetgate.apps.api.schemas.common import WHOLE_NUMBER, RequestBody
+
+#: The largest YAML policy text accepted (a policy is a few hundred bytes).
+MAX_POLICY_TEXT = 64 * 1024
+Duration = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+
+
+class RotationCheckRequest(RequestBody):
+    """``fleetgate check`` over HTTP: a RotationPolicy and the NodePool facts it is checked with.
+
+    ``policy`` is the manifest as a JSON object, or its YAML text (one document).
+    """
+
+    policy: dict[str, Any] | Annotated[str, StringConstraints(max_length=MAX_POLICY_TEXT)]
+    expire_after: Duration = Field(description='NodePool expireAfter, e.g. "14d", or "Never".')
+    termination_grace_period: Duration | None = Field(
+        None, description="NodePool terminationGracePeriod; unset uses the drain fallback."
+    )
+    nodes: Annotated[int, Field(strict=True, ge=0, le=1_000_000), WHOLE_NUMBER] = Field(
+        0, description="NodeClaims in the pool (N)."
+    )
+
+
+class FindingBody(BaseModel):
+    """One finding of the derivation."""
+
+    severity: str
+    code: str
+    side: str
+    message: str
+
+
+class RotationCheckBody(BaseModel):
+    """The JSON of ``fleetgate check --format json``: inputs, derived quantities, findings."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    inputs: dict[str, Any]
+    t_rot: float | None = Field(alias="tRot")
+    t_rot_est: float | None = Field(alias="tRotEst")
+    drain_estimate: float | None = Field(alias="drainEstimate")
+    provisioning_estimate: float | None = Field(alias="provisioningEstimate")
+    lead_time: float | None = Field(alias="leadTime")
+    age_threshold: float | None = Field(alias="A")
+    guaranteed_chances: int | None = Field(alias="G")
+    capacity: int | None = Field(alias="C")
+    findings: list[FindingBody]
