@@ -148,7 +148,7 @@ async def _faults(targets: Sequence[Target], sizes: Sizes, console: Console) -> 
 
 async def _soak(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
     if sizes.soak_parallel and len(targets) > 1:
-        results = await soak.run_parallel(list(targets), sizes.name, console)
+        results = await soak.run_parallel(list(targets), sizes.name, console, width=len(targets))
     else:
         results = [await soak.run_target(t, sizes, console) for t in targets]
     s = Section("soak", "Reliability: concurrent admissions and releases")

@@ -41,14 +41,15 @@ class Sizes:
     soak_check_every: float
     #: The profile's name (a parallel soak worker is given it).
     name: str = "full"
-    #: Soak two backends at a time, each in its own process (the client's CPU is the bound).
+    #: Soak the backends side by side, each in its own process (one client process is bound by
+    #: its one core and by the database's commit latency; several overlap both).
     soak_parallel: bool = True
 
 
 FULL = Sizes(
-    admission_ops=1500,
-    http_ops=1000,
-    cell_seconds=12.0,
+    admission_ops=1000,
+    http_ops=600,
+    cell_seconds=10.0,
     simulator_seconds=60.0,
     fleets=(100, 10_000),
     writers=(1, 8, 32),
