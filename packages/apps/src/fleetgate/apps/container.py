@@ -6,6 +6,7 @@ cluster plugin is chosen by configuration alone.
 
 from __future__ import annotations
 
+from datetime import datetime
 from random import Random
 from typing import Any
 
@@ -13,7 +14,7 @@ from dependency_injector import containers, providers
 from prometheus_client import CollectorRegistry
 
 from fleetgate.adapters import plugins
-from fleetgate.adapters.clock import SystemClock
+from fleetgate.adapters.clock import SystemClock, VirtualClock
 from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink
 from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
@@ -44,14 +45,17 @@ def _capacity_events(ledger: Any) -> FanOutEventSink:
     return FanOutEventSink(LoggingEventSink(), ledger.event_sink())
 
 
-def _placement_service(
-    ledger: Any, clock: Any, events: Any, settings: Settings
-) -> PlacementService:
+def _demand_policy(settings: Settings) -> DemandPolicy:
     capacity = settings.capacity
-    policy = DemandPolicy(
+    return DemandPolicy(
         capacity.target_load, capacity.demand_per_vcpu, capacity.demand_decay_seconds
     )
-    return PlacementService(ledger, clock, events, policy, Random(capacity.ranking_seed))
+
+
+def _placement_service(
+    ledger: Any, clock: Any, events: Any, policy: DemandPolicy, settings: Settings
+) -> PlacementService:
+    return PlacementService(ledger, clock, events, policy, Random(settings.capacity.ranking_seed))
 
 
 def _reconciler(
@@ -61,13 +65,11 @@ def _reconciler(
     return Reconciler(ledger, clock, events, metrics, settings.reconciler.interval_seconds)
 
 
-def _node_sync(ledger: Any, cluster: Any, clock: Any, events: Any, settings: Settings) -> NodeSync:
+def _node_sync(
+    ledger: Any, cluster: Any, clock: Any, events: Any, policy: DemandPolicy, settings: Settings
+) -> NodeSync:
     # Relocations walk with the same demand policy and seed as new placements.
-    capacity = settings.capacity
-    policy = DemandPolicy(
-        capacity.target_load, capacity.demand_per_vcpu, capacity.demand_decay_seconds
-    )
-    return NodeSync(ledger, cluster, clock, events, policy, Random(capacity.ranking_seed))
+    return NodeSync(ledger, cluster, clock, events, policy, Random(settings.capacity.ranking_seed))
 
 
 def _cluster(pm: Any, settings: Settings, clock: Any) -> Any:
@@ -106,8 +108,14 @@ class Container(containers.DeclarativeContainer):
     cluster = providers.Singleton(_cluster, pm=plugin_manager, settings=settings, clock=clock)
     event_sink = providers.Singleton(LoggingEventSink)
     capacity_events = providers.Singleton(_capacity_events, ledger=ledger)
+    demand_policy = providers.Singleton(_demand_policy, settings=settings)
     placement_service = providers.Singleton(
-        _placement_service, ledger=ledger, clock=clock, events=capacity_events, settings=settings
+        _placement_service,
+        ledger=ledger,
+        clock=clock,
+        events=capacity_events,
+        policy=demand_policy,
+        settings=settings,
     )
     token_store = providers.Singleton(_token_store, ledger=ledger)
     node_sync = providers.Singleton(
@@ -116,6 +124,7 @@ class Container(containers.DeclarativeContainer):
         cluster=cluster,
         clock=clock,
         events=capacity_events,
+        policy=demand_policy,
         settings=settings,
     )
     claim_service = providers.Singleton(
@@ -148,3 +157,8 @@ def build_container(settings: Settings | None = None, **overrides: Any) -> Conta
     for name, value in overrides.items():
         getattr(container, name).override(providers.Object(value))
     return container
+
+
+def virtual_container(settings: Settings, start: datetime, **overrides: Any) -> Container:
+    """A container whose clock is virtual time from ``start`` (the simulator, ``fleetgate up``)."""
+    return build_container(settings, clock=VirtualClock(start), **overrides)

@@ -17,10 +17,10 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry
 
-from fleetgate.adapters import plugins
-from fleetgate.adapters.clock import VirtualClock
+from fleetgate.apps.container import virtual_container
 from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import RotationController
+from fleetgate.apps.settings import Settings
 from fleetgate.apps.simulate.engine import DEFAULT_BUDGET, VirtualDriver
 from fleetgate.apps.simulate.fleet import Fleet
 from fleetgate.apps.simulate.lineage import build_lineage
@@ -116,9 +116,8 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
     drain = drain if drain is not None else derivation.drain_estimate
     diagnostics = _diagnostics(resolved, derivation, fleet, provisioning, drain)
 
-    clock = VirtualClock(inp.start)
-    pm = plugins.plugin_manager(allow={"fake"})
-    cluster = plugins.make_cluster(pm, "fake", {}, clock)
+    container = virtual_container(Settings(cluster="fake", cluster_options={}), inp.start)
+    clock, cluster = container.clock(), container.cluster()
     cluster.add_pool(
         fleet.pool,
         expire_after=fleet.expire_after,

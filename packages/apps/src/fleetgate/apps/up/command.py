@@ -27,14 +27,11 @@ from random import Random
 from typing import Any
 
 import uvicorn
-from dependency_injector import providers
 from rich.console import Console
 
-from fleetgate.adapters.clock import VirtualClock
 from fleetgate.apps.api.dashboard import install_dashboard
 from fleetgate.apps.api.server import with_admin_token
-from fleetgate.apps.container import Container, build_container
-from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink
+from fleetgate.apps.container import Container, virtual_container
 from fleetgate.apps.logging import configure_logging
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.settings import ConfigError, Settings, load_settings
@@ -140,8 +137,7 @@ async def _main(settings: Settings, policies: list[Any], nodes: int, speed: floa
         _err.print(f"[red]error:[/red] cannot listen on {where}: {exc.strerror or exc}")
         return EXIT_FAILED
     now = datetime.now(UTC).replace(second=0, microsecond=0)
-    clock = VirtualClock(virtual_start(policies, now))
-    container = build_container(settings, clock=clock)
+    container = virtual_container(settings, virtual_start(policies, now))
     ledger = container.ledger()
     try:
         await ledger.start()
@@ -161,9 +157,7 @@ async def _run(
 ) -> int:
     clock, ledger, cluster = container.clock(), container.ledger(), container.cluster()
     # Rotation events go to the audit trail too, beside the capacity events.
-    container.event_sink.override(
-        providers.Object(FanOutEventSink(LoggingEventSink(), ledger.event_sink()))
-    )
+    container.event_sink.override(container.capacity_events)
     plans = plan_pools(policies, nodes)
     seed_cluster(cluster, plans, clock.now())
     sync = container.node_sync()
