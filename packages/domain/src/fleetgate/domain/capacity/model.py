@@ -22,7 +22,7 @@ MAX_POOL = 253
 
 def check_node_name(name: object, field_name: str = "name") -> str:
     """Return ``name`` if it is a valid node name, else raise naming the field."""
-    if not isinstance(name, str) or not _NODE_NAME.match(name):
+    if not isinstance(name, str) or not _NODE_NAME.fullmatch(name):
         raise ValueError(
             f"{field_name}: {name!r} is not a node name (1-253 letters, digits, '.', '_', '-')"
         )
@@ -31,7 +31,7 @@ def check_node_name(name: object, field_name: str = "name") -> str:
 
 def check_namespace(name: object, field_name: str = "namespace") -> str:
     """Return ``name`` if it is a valid namespace (a DNS label), else raise naming the field."""
-    if not isinstance(name, str) or not _NAMESPACE.match(name):
+    if not isinstance(name, str) or not _NAMESPACE.fullmatch(name):
         raise ValueError(f"{field_name}: {name!r} is not a namespace (a DNS label, 1-63 chars)")
     return name
 
@@ -40,7 +40,7 @@ def check_request_id(value: object) -> str | None:
     """Return a valid idempotency key (1-128 printable ASCII characters) or ``None``."""
     if value is None:
         return None
-    if not isinstance(value, str) or not _REQUEST_ID.match(value):
+    if not isinstance(value, str) or not _REQUEST_ID.fullmatch(value):
         raise ValueError(f"request_id: {value!r} must be 1-128 printable ASCII characters")
     return value
 
