@@ -67,6 +67,9 @@ class ControllerSettings(_Section):
     endpoints_host: str = "0.0.0.0"  # probes and metrics must be reachable from outside the Pod
     metrics_port: int | None = Field(8080, ge=0, le=65535)
     probes_port: int | None = Field(8081, ge=0, le=65535)
+    # The ledger follows the cluster after every round: nodes join when Ready, a node being
+    # rotated is cordoned there too, and its placements are re-admitted elsewhere.
+    sync_ledger: bool = False
 
 
 class Settings(BaseSettings):

@@ -8,7 +8,7 @@ pass, so editing a policy takes effect without a restart.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -78,17 +78,24 @@ async def run_loop(
     once: bool,
     stop: asyncio.Event | None = None,
     wake: asyncio.Event | None = None,
+    after_round: Callable[[], Awaitable[object]] | None = None,
 ) -> list[PassResult]:
     """Run passes as pools fall due (real time) until ``stop`` is set; ``once``: one round.
 
-    ``wake`` (set by a watch that poked a pool) cuts the wait short.
+    ``wake`` (set by a watch that poked a pool) cuts the wait short; ``after_round`` runs after
+    every round (the ledger's node sync).
     """
     if once:
-        return await controller.run_once()
+        results = await controller.run_once()
+        if after_round is not None:
+            await after_round()
+        return results
     stop = stop or asyncio.Event()
     while not stop.is_set():
         try:
             await controller.run_due()
+            if after_round is not None:
+                await after_round()
         except PolicyFileError:
             raise
         except Exception as exc:
@@ -128,14 +135,30 @@ def run_controller(once: bool) -> int:
         settings = container.settings()
         configure_logging(settings.log_format)
         controller = container.rotation_controller()
+        ledger = container.ledger() if settings.controller.sync_ledger else None
     except (ConfigError, PolicyFileError, LookupError, ValueError) as exc:
         structlog.get_logger("fleetgate").error("cannot start the controller", error=str(exc))
         return 2
-    return asyncio.run(_main(controller, once, settings, container.metrics_registry()))
+    if ledger is None:
+        return asyncio.run(_main(controller, once, settings, container.metrics_registry()))
+
+    async def with_ledger() -> int:
+        await ledger.start()
+        try:
+            sync = container.node_sync()
+            return await _main(controller, once, settings, container.metrics_registry(), sync.sync)
+        finally:
+            await ledger.close()
+
+    return asyncio.run(with_ledger())
 
 
 async def _main(
-    controller: RotationController, once: bool, settings: Settings, registry: Any
+    controller: RotationController,
+    once: bool,
+    settings: Settings,
+    registry: Any,
+    after_round: Callable[[], Awaitable[object]] | None = None,
 ) -> int:
     ctl = settings.controller
     # --once is a one-shot job: no listeners; it still waits for the Lease, never acting
@@ -155,7 +178,7 @@ async def _main(
         with cancelled_on_signals():
             results = await run_on_cluster(
                 controller,
-                lambda wake: run_loop(controller, once=once, wake=wake),
+                lambda wake: run_loop(controller, once=once, wake=wake, after_round=after_round),
                 leader_election=ctl.leader_election,
                 endpoints=endpoints,
             )
