@@ -94,6 +94,22 @@ async def api(backend: Backend) -> AsyncIterator[Api]:
         yield running
 
 
+@pytest.fixture(scope="session")
+def sqlite_backend(tmp_path_factory: pytest.TempPathFactory) -> Backend:
+    """A SQLite database of the API tests' own, whatever the backend under test."""
+    return Backend(
+        url=f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('api') / 'api.db'}", kind="sqlite"
+    )
+
+
+@pytest.fixture
+async def sqlite_api(sqlite_backend: Backend) -> AsyncIterator[Api]:
+    """The API on SQLite, for tests whose subject is not SQL (the authorization rules): they
+    run once, in the plain test session, rather than again in every database session."""
+    async for running in running_api(api_settings(sqlite_backend)):
+        yield running
+
+
 @pytest.fixture
 async def hard_api(backend: Backend) -> AsyncIterator[Api]:
     """The API with claims enforced hard (a claim refuses its namespace's overage with 403)."""

@@ -107,13 +107,14 @@ async def _headers(api: Api, principal: str) -> dict[str, str]:
     ids=[f"{m} {p}" for m, p, _, _ in MATRIX],
 )
 async def test_authorization_matrix(
-    api: Api,
+    sqlite_api: Api,
     principal: str,
     method: str,
     path: str,
     body: Any,
     expected: tuple[int, int, int, int],
 ) -> None:
+    api = sqlite_api
     headers = await _headers(api, principal)
     target = await _prepare(api, path)
     r = await api.client.request(method, target, json=body, headers=headers)
