@@ -197,8 +197,10 @@ SIM_WINDOWS = (
     (MaintenanceWindow("Asia/Tokyo", ("Wed", "Sat"), "02:00", "06:00"),),
     (MaintenanceWindow("UTC", ("Mon", "Wed", "Fri"), "00:00", "03:00"),),
     (MaintenanceWindow("UTC", DAY_NAMES, "22:00", "23:30"),),
-    (MaintenanceWindow("Europe/Berlin", ("Tue", "Thu"), "01:00", "05:00"),
-     MaintenanceWindow("Europe/Berlin", ("Sun",), "10:00", "16:00")),
+    (
+        MaintenanceWindow("Europe/Berlin", ("Tue", "Thu"), "01:00", "05:00"),
+        MaintenanceWindow("Europe/Berlin", ("Sun",), "10:00", "16:00"),
+    ),
 )
 """Window sets an operator would write: twice weekly, three times weekly, nightly, mixed."""
 

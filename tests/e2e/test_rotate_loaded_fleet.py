@@ -2,9 +2,10 @@
 
 Two pools of three nodes carry placements at ~70% of their vCPU limits, one namespace of three
 drawing on a claim. The rotation controller replaces every original node make-before-break; the
-node sync follows the cluster into the ledger. After every step (each controller round, each sync) the ledger must hold every placement
-exactly once, each node's counters must equal the sum of its placements and stay within its
-limits, and no node the cluster is taking away may still be schedulable in the ledger.
+node sync follows the cluster into the ledger. After every step (each controller round, each
+sync) the ledger must hold every placement exactly once, each node's counters must equal the
+sum of its placements and stay within its limits, and no node the cluster is taking away may
+still be schedulable in the ledger.
 """
 
 from __future__ import annotations

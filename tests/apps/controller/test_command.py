@@ -17,9 +17,7 @@ def settings(url: str, *, sync: bool) -> Settings:
     return Settings(
         database_url=url,
         cluster="fake",
-        controller=ControllerSettings(
-            policies=[EXAMPLE], sync_ledger=sync, leader_election=False
-        ),
+        controller=ControllerSettings(policies=[EXAMPLE], sync_ledger=sync, leader_election=False),
     )
 
 
