@@ -27,7 +27,7 @@ from tests.ledgers import START, open_ledger
 
 NAMESPACES = ("ci-0", "ci-1", "ci-2", "web")
 NODES = ("n1", "n2", "n3")
-STEPS = 100
+STEPS = 150
 
 
 class Soak:
