@@ -17,11 +17,12 @@ import structlog
 
 from fleetgate.apps.controller.endpoints import ControllerEndpoints
 from fleetgate.apps.controller.metrics import RotationMetrics
-from fleetgate.apps.controller.runtime import PreflightFailed, cancelled_on_signals, run_on_cluster
+from fleetgate.apps.controller.runtime import PreflightFailed, run_on_cluster
 from fleetgate.apps.controller.shell import PassResult, PolicySource, RotationController
 from fleetgate.apps.eventsink import FanOutEventSink
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.settings import Settings
+from fleetgate.apps.signals import cancelled_on_signals
 from fleetgate.domain.ports import ClusterRuntime
 from fleetgate.domain.rotation.constants import LONG_REQUEUE
 from fleetgate.domain.rotation.machine import MachineConfig

@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -97,21 +96,3 @@ async def run_on_cluster(
             await endpoints.stop()
         if runtime is not None:
             await runtime.close()
-
-
-@contextlib.contextmanager
-def cancelled_on_signals() -> Iterator[None]:
-    """Turn SIGTERM/SIGINT into cancelling the running task (so the Lease gets released)."""
-    loop = asyncio.get_running_loop()
-    task = asyncio.current_task()
-    assert task is not None
-    installed = []
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, task.cancel)
-            installed.append(sig)
-    try:
-        yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)

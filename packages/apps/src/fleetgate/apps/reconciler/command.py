@@ -9,9 +9,6 @@ loop runs until SIGINT/SIGTERM (exit 0), serving its Prometheus series on
 from __future__ import annotations
 
 import asyncio
-import signal
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import structlog
@@ -21,22 +18,9 @@ from rich.console import Console
 from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.report import render
 from fleetgate.apps.settings import Settings
+from fleetgate.apps.signals import stop_on_signals
 
 _log = structlog.get_logger("fleetgate.reconciler")
-
-
-@contextmanager
-def stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
-    """Set ``stop`` on SIGINT or SIGTERM while inside the block."""
-    loop = asyncio.get_running_loop()
-    signals = (signal.SIGINT, signal.SIGTERM)
-    for sig in signals:
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        yield
-    finally:
-        for sig in signals:
-            loop.remove_signal_handler(sig)
 
 
 async def run_once(reconciler: Reconciler, console: Console) -> int:
@@ -115,4 +99,4 @@ def run_reconciler(once: bool, interval: float | None) -> int:
     return asyncio.run(main(container, once, interval))
 
 
-__all__ = ["main", "run_loop", "run_once", "run_reconciler", "stop_on_signals"]
+__all__ = ["main", "run_loop", "run_once", "run_reconciler"]

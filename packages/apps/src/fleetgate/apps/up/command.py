@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -35,6 +34,7 @@ from fleetgate.apps.container import Container, virtual_container
 from fleetgate.apps.logging import configure_logging
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.settings import ConfigError, Settings, load_settings
+from fleetgate.apps.signals import stop_on_signals
 from fleetgate.apps.up.fleet import (
     DEFAULT_POLICIES,
     NAMESPACES,
@@ -197,7 +197,7 @@ async def _run(
     )
     server = _Server(config)
     stop = asyncio.Event()
-    with _stop_on_signals(stop):
+    with stop_on_signals(stop):
         serving = asyncio.create_task(_serve(server, sock))
         if not await _started(server, serving):
             _err.print("[red]error:[/red] the HTTP server did not start")
@@ -229,21 +229,6 @@ async def _started(server: uvicorn.Server, serving: asyncio.Task[None]) -> bool:
             return False
         await asyncio.sleep(0.05)
     return True
-
-
-@contextlib.contextmanager
-def _stop_on_signals(stop: asyncio.Event) -> Iterator[None]:
-    loop = asyncio.get_running_loop()
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-            installed.append(sig)
-    try:
-        yield
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
 
 
 def _banner(settings: Settings, port: int, plans: list[Any], speed: float) -> None:
