@@ -42,7 +42,9 @@ def after_first(ledger: SqlLedger, prefix: str, action: Any) -> Any:
     return hook
 
 
-@pytest.mark.parametrize("cut_after", ["UPDATE CLUSTER", "UPDATE NODES", "INSERT INTO PLACEMENTS"])
+@pytest.mark.parametrize(
+    "cut_after", ["SELECT", "UPDATE CLUSTER", "UPDATE NODES", "INSERT INTO PLACEMENTS"]
+)
 async def test_a_connection_killed_mid_admission_leaves_nothing(
     ledger: SqlLedger, backend: Backend, cut_after: str
 ) -> None:

@@ -34,6 +34,15 @@ class DialectSupport:
         """True for errors that mean "run the whole transaction again" (deadlock, busy...)."""
         return False
 
+    def connection_lost(self, error: Exception) -> bool:
+        """True for a non-DBAPI error that means the driver's connection is gone.
+
+        SQLAlchemy wraps the driver's own errors, but not everything a driver raises after its
+        connection was closed under it; such an error must still reach the caller as
+        ``LedgerUnavailable``, like any other lost connection.
+        """
+        return False
+
     def lock_for_migration(self, connection: Connection) -> None:
         """Serialise concurrent migrations (several workers starting at once)."""
 

@@ -95,8 +95,18 @@ class Store:
                 async with self.engine.connect() as conn:
                     if read_only:
                         conn = await conn.execution_options(**{READ_ONLY: True})
-                    async with conn.begin():
-                        return await work(conn)
+                    try:
+                        async with conn.begin():
+                            return await work(conn)
+                    except ValueError as exc:
+                        if not self.dialect.connection_lost(exc):
+                            raise
+                        # Not wrapped by SQLAlchemy, so the pool would hand the dead
+                        # connection out again: drop it here.
+                        await conn.invalidate()
+                        raise LedgerUnavailable(
+                            f"{what}: lost the database connection: {exc}"
+                        ) from exc
             except (OperationalError, InterfaceError) as exc:
                 if self.dialect.retryable(exc):
                     raise

@@ -72,6 +72,14 @@ class SqliteSupport(DialectSupport):
             return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
         return "database is locked" in str(orig) or "database table is locked" in str(orig)
 
+    def connection_lost(self, error: Exception) -> bool:
+        """aiosqlite's ValueError for a closed connection (e.g. closing a SELECT's cursor)."""
+        return type(error) is ValueError and str(error) in _CLOSED
+
+
+#: What aiosqlite raises (a bare ValueError) for work queued on a connection that was closed.
+_CLOSED = ("Connection closed", "no active connection")
+
 
 @hookimpl
 def fleetgate_ledger_schemes() -> list[str]:
