@@ -1,9 +1,11 @@
-"""Candidate ranking: buckets, weights, the seeded weighted shuffle, eligibility."""
+"""Candidate ranking: buckets, weights, the weighted shuffle, the lazy order, eligibility."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from datetime import UTC, datetime
+from itertools import permutations
 from random import Random
 
 from hypothesis import given
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.model import NodeMetrics, NodeState
 from fleetgate.domain.capacity.ranking import (
+    Candidates,
     bucket,
     eligible,
     load_fraction,
@@ -120,3 +123,106 @@ def test_rank_is_bucket_then_weighted_key_of_the_named_functions(
     assert [(r.bucket, r.weight) for r in ranked] == [
         (bucket(nodes[i]), weight(nodes[i], target_load)) for _, _, i in expected
     ]
+
+
+def successive(weights: dict[str, float], order: tuple[str, ...]) -> float:
+    """P(order) under successive sampling: each next one in proportion to the weight left."""
+    left, p = sum(weights.values()), 1.0
+    for name in order:
+        p *= weights[name] / left
+        left -= weights[name]
+    return p
+
+
+def within(observed: int, p: float, draws: int) -> bool:
+    # Five standard deviations: the seeds are fixed, so this cannot flake, and a wrong
+    # distribution (e.g. uniform, or weights squared) is tens of deviations away at these sizes.
+    return abs(observed - p * draws) <= 5 * math.sqrt(draws * p * (1 - p)) + 1
+
+
+@given(
+    st.lists(st.tuples(st.floats(0, 16), st.integers(0, 1000)), max_size=40),
+    st.integers(0, 2**32),
+)
+def test_a_fully_drawn_order_has_every_candidate_once_buckets_ascending(
+    specs: list[tuple[float, int]], seed: int
+) -> None:
+    nodes = [node(f"n{i}", load=load, used_mb=used) for i, (load, used) in enumerate(specs)]
+    drawn = list(Candidates(nodes, 0.75).order(Random(seed)))
+    assert sorted(r.node.name for r in drawn) == sorted(n.name for n in nodes)
+    assert [r.bucket for r in drawn] == sorted(r.bucket for r in drawn)
+    assert all(r.bucket == bucket(r.node) and r.weight == weight(r.node, 0.75) for r in drawn)
+
+
+@given(st.lists(st.floats(0, 16), max_size=30), st.integers(0, 2**32))
+def test_the_order_is_deterministic_for_a_seed_and_drawn_lazily(
+    loads: list[float], seed: int
+) -> None:
+    candidates = Candidates([node(f"n{i}", load=x) for i, x in enumerate(loads)], 0.75)
+    first, second = candidates.order(Random(seed)), candidates.order(Random(seed))
+    head = next(first, None)
+    assert len(first.drawn) == (0 if head is None else 1)  # nothing beyond what was asked
+    rest = list(first)
+    assert ([] if head is None else [head, *rest]) == list(second) == first.drawn
+
+
+def test_concurrent_orders_share_nothing() -> None:
+    # Two decisions interleaving their draws over one snapshot get what each gets alone.
+    candidates = Candidates([node(f"n{i}", load=i % 5, threads=8) for i in range(50)], 0.75)
+    alone = [list(candidates.order(Random(seed))) for seed in (1, 2)]
+    a, b = candidates.order(Random(1)), candidates.order(Random(2))
+    together: tuple[list[object], list[object]] = ([], [])
+    for _ in range(50):
+        together[0].append(next(a))
+        together[1].append(next(b))
+    assert together == (alone[0], alone[1])
+
+
+def test_first_draws_follow_the_weights() -> None:
+    # One bucket (no load), weights 0.75 x threads: 0.75, 1.5, 3, 6, 12.
+    nodes = [node(f"t{t}", threads=t) for t in (1, 2, 4, 8, 16)]
+    candidates = Candidates(nodes, 0.75)
+    assert len(candidates.bands) == 1
+    draws = 20_000
+    firsts = Counter(next(candidates.order(Random(seed))).node.name for seed in range(draws))
+    total = 0.75 * (1 + 2 + 4 + 8 + 16)
+    for t in (1, 2, 4, 8, 16):
+        assert within(firsts[f"t{t}"], 0.75 * t / total, draws), (t, firsts)
+
+
+def test_whole_orders_follow_successive_sampling_as_ranking_does() -> None:
+    # Every permutation of three, so draws by rejection, the sorted remainder, and the switch
+    # between them are all covered; ``rank`` (the Efraimidis-Spirakis sort) is held to the same.
+    nodes = [node(f"t{t}", threads=t) for t in (1, 3, 12)]
+    weights = {n.name: weight(n, 0.75) for n in nodes}
+    candidates = Candidates(nodes, 0.75)
+    draws = 30_000
+    lazy = Counter(
+        tuple(r.node.name for r in candidates.order(Random(seed))) for seed in range(draws)
+    )
+    full = Counter(
+        tuple(r.node.name for r in rank(nodes, 0.75, Random(seed))) for seed in range(draws)
+    )
+    for order in permutations(weights):
+        p = successive(weights, order)
+        assert within(lazy[order], p, draws), (order, lazy)
+        assert within(full[order], p, draws), (order, full)
+
+
+def test_a_band_mostly_drawn_still_draws_by_weight() -> None:
+    # A heavy node drawn first leaves a band whose remaining weight is under half: the second
+    # draw comes from the sorted remainder and must still follow the weights.
+    nodes = [node("heavy", threads=64), node("t1", threads=1), node("t4", threads=4)]
+    candidates = Candidates(nodes, 0.75)
+    seconds: Counter[str] = Counter()
+    for seed in range(40_000):
+        order = candidates.order(Random(seed))
+        if next(order).node.name == "heavy":
+            seconds[next(order).node.name] += 1
+    n = sum(seconds.values())
+    assert n > 30_000 and within(seconds["t4"], 4 / 5, n)
+
+
+def test_an_empty_snapshot_draws_nothing() -> None:
+    candidates = Candidates([], 0.75)
+    assert len(candidates) == 0 and list(candidates.order(Random(1))) == []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail, Stage
@@ -64,3 +66,36 @@ def test_waiver_candidates_and_duplicates() -> None:
     assert waiver_candidates(["a", "b"], {"a": CPUS, "b": DEMAND}) == ["b"]
     with pytest.raises(ValueError, match="candidates"):
         Walk(["a", "a"])
+
+
+def test_a_lazy_order_is_drawn_one_candidate_per_try() -> None:
+    pulled: list[str] = []
+
+    def order() -> Iterator[str]:
+        for name in ["a", "b", "c", "d"]:
+            pulled.append(name)
+            yield name
+
+    walk = Walk(order())
+    tried = drive(walk, {("a", True): CPUS})
+    assert [t.node for t in tried] == ["a", "b"] and walk.admitted_on == "b"
+    assert pulled == ["a", "b"] and walk.candidates == ["a", "b"]
+
+
+def test_the_waiver_pass_revisits_the_drawn_order() -> None:
+    walk = Walk(iter(["c", "a", "b"]))
+    outcomes = {("c", True): DEMAND, ("a", True): CPUS, ("b", True): DEMAND,
+                ("c", False): CPUS}  # fmt: skip
+    tried = drive(walk, outcomes)
+    assert [(t.node, t.enforce_demand) for t in tried] == [
+        ("c", True), ("a", True), ("b", True), ("c", False), ("b", False),
+    ]  # fmt: skip
+    assert walk.candidates == ["c", "a", "b"] and walk.admitted_on == "b"
+
+
+def test_a_lazy_order_that_repeats_a_node_is_an_error() -> None:
+    walk = Walk(iter(["a", "a"]))
+    assert walk.next_attempt() == Attempt("a", enforce_demand=True)
+    walk.refused("a", CPUS)
+    with pytest.raises(ValueError, match="twice"):
+        walk.next_attempt()

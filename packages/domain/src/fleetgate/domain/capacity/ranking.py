@@ -3,10 +3,16 @@
 Ranking orders, it never drops: a node that looks busy is tried later, not skipped, so a stale
 metric can never cause a refusal on its own. The shuffle spreads concurrent requests that see the
 same snapshot; its random source is injected so tests are deterministic.
+
+``rank`` orders a whole list at once (the reschedule walk uses it). A placement instead builds
+``Candidates`` once per node snapshot and draws a ``CandidateOrder`` per decision: the same
+distribution, but the cost of a decision is the candidates it actually tries, not the fleet.
 """
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Sequence
 from random import Random
@@ -105,3 +111,117 @@ def eligible(
         and (pool is None or n.pool == pool)
         and (wanted is None or n.name in wanted)
     ]
+
+
+class Band(NamedTuple):
+    """The candidates of one bucket with their running weight sums (drawn from by bisection)."""
+
+    bucket: int
+    members: tuple[Ranked, ...]
+    cumulative: tuple[float, ...]
+    total: float
+
+
+class Candidates:
+    """A snapshot's candidates, each ranked once: bands of equal bucket, lowest bucket first.
+
+    Built once per snapshot (O(n)) and never changed afterwards, so any number of concurrent
+    decisions may draw from it: each ``order`` keeps its own state.
+    """
+
+    __slots__ = ("bands", "size")
+
+    def __init__(self, nodes: Sequence[NodeState], target_load: float) -> None:
+        floor = math.floor
+        by_bucket: dict[int, list[Ranked]] = {}
+        # The same arithmetic as ``rank``, inline for the same reason.
+        for node in nodes:
+            metrics = node.metrics
+            cs = metrics.cpu_schedulable
+            threads = node.capacity.threads if cs is None else cs
+            load = metrics.cpu_load_1 or 0.0
+            limit = node.limits.memory_mb
+            ram = node.used.memory_mb / limit if limit > 0 else 0.0
+            cpu = load / threads if threads > 0 else 0.0
+            b = max(floor(cpu / BUCKET_WIDTH), floor(ram / BUCKET_WIDTH))
+            w = max(MIN_FACTOR, target_load * threads - load) * max(MIN_FACTOR, 1.0 - ram)
+            by_bucket.setdefault(b, []).append(Ranked(node, b, w))
+        bands = []
+        for b in sorted(by_bucket):
+            members = tuple(by_bucket[b])
+            cumulative = tuple(itertools.accumulate(r.weight for r in members))
+            bands.append(Band(b, members, cumulative, cumulative[-1]))
+        self.bands: tuple[Band, ...] = tuple(bands)
+        self.size = len(nodes)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def order(self, rng: Random) -> CandidateOrder:
+        """A fresh lazily drawn order over these candidates, for one decision."""
+        return CandidateOrder(self, rng)
+
+
+#: Rejected draws in a row after which a band's remainder is sorted instead (see ``_draw``).
+MAX_REJECTIONS = 16
+
+
+class CandidateOrder:
+    """One decision's candidate order, drawn one candidate at a time (an iterator of Ranked).
+
+    The distribution is the one ``rank`` gives (successive sampling: each next candidate of a
+    band drawn with probability proportional to its weight among those not yet drawn), but a
+    walk that admits on its first try pays for one draw, not for ordering the whole fleet.
+    Inside a band a draw picks by bisection over the running weight sums and redraws if it hit
+    a node already drawn; that is exact, since a redraw conditions on "not yet drawn". Once half
+    of the band's weight is drawn (or a draw keeps hitting drawn nodes) the rest of the band is
+    ordered at once with ``rank``'s ``U ** (1 / weight)`` keys, which is the same distribution
+    for what remains. ``drawn`` lists the candidates handed out so far, in order.
+    """
+
+    __slots__ = ("_band", "_candidates", "_mass", "_random", "_rest", "_taken", "drawn")
+
+    def __init__(self, candidates: Candidates, rng: Random) -> None:
+        self._candidates = candidates
+        self._random = rng.random
+        self._band = 0
+        self._taken: set[int] = set()
+        self._mass = 0.0
+        self._rest: list[Ranked] | None = None
+        self.drawn: list[Ranked] = []
+
+    def __iter__(self) -> CandidateOrder:
+        return self
+
+    def __next__(self) -> Ranked:
+        bands = self._candidates.bands
+        while self._band < len(bands):
+            picked = self._draw(bands[self._band])
+            if picked is not None:
+                self.drawn.append(picked)
+                return picked
+            self._band += 1
+            self._taken = set()
+            self._mass = 0.0
+            self._rest = None
+        raise StopIteration
+
+    def _draw(self, band: Band) -> Ranked | None:
+        members, taken = band.members, self._taken
+        if self._rest is None:
+            if self._mass * 2.0 < band.total:
+                draw, cumulative, total = self._random, band.cumulative, band.total
+                last = len(members) - 1
+                for _ in range(MAX_REJECTIONS):
+                    i = min(bisect.bisect_right(cumulative, draw() * total), last)
+                    if i not in taken:
+                        taken.add(i)
+                        self._mass += members[i].weight
+                        return members[i]
+            draw = self._random
+            keyed = sorted(
+                (-(draw() ** (1.0 / r.weight)), i) for i, r in enumerate(members) if i not in taken
+            )
+            # Reversed, so each next candidate is a cheap pop from the end.
+            self._rest = [members[i] for _, i in reversed(keyed)]
+        return self._rest.pop() if self._rest else None

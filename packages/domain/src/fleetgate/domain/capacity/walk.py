@@ -4,12 +4,18 @@ The first pass tries every ranked candidate with the demand clause on. If none a
 refused on demand alone, one waiver pass retries *only those* candidates, in the same order, with
 the clause waived: a spreader must never fail a placement that a node has real room for.
 Candidates refused on a real dimension (or cordoned) are not retried.
+
+The candidates may be a lazy iterator (``ranking.CandidateOrder``): the first pass draws one
+candidate per try, so a walk that admits at once never orders the rest of the fleet. The waiver
+pass only runs once the first pass has drawn every candidate, so by then the whole order is
+known and it revisits exactly that list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections import deque
+from collections.abc import Iterable, Sized
+from dataclasses import dataclass
 
 from fleetgate.domain.capacity.denials import Denial
 
@@ -23,36 +29,46 @@ class Attempt:
     opens_waiver: bool = False
 
 
-@dataclass
 class Walk:
-    """The state of one placement's walk. Drive it with ``next_attempt`` / ``refused``."""
+    """The state of one placement's walk. Drive it with ``next_attempt`` / ``refused``.
 
-    candidates: Sequence[str]
-    denials: dict[str, Denial] = field(default_factory=dict)
-    waived: bool = False
-    admitted_on: str | None = None
-    _queue: list[Attempt] = field(default_factory=list)
-    _first_pass_done: bool = False
+    ``candidates`` lists the candidates drawn so far, in order: every candidate once the first
+    pass is over.
+    """
 
-    def __post_init__(self) -> None:
-        if len(set(self.candidates)) != len(self.candidates):
+    def __init__(self, candidates: Iterable[str]) -> None:
+        if isinstance(candidates, Sized) and len(set(candidates)) != len(candidates):
             raise ValueError("candidates: a node may appear only once")
-        self._queue = [Attempt(n, enforce_demand=True) for n in self.candidates]
+        self._source = iter(candidates)
+        self.candidates: list[str] = []
+        self._seen: set[str] = set()
+        self.denials: dict[str, Denial] = {}
+        self.waived = False
+        self.admitted_on: str | None = None
+        self._queue: deque[Attempt] = deque()
+        self._first_pass_done = False
 
     def next_attempt(self) -> Attempt | None:
         """The next candidate to try, or ``None`` when the walk is over."""
         if self.admitted_on is not None:
             return None
-        if not self._queue and not self._first_pass_done:
+        if not self._first_pass_done:
+            name = next(self._source, None)
+            if name is not None:
+                if name in self._seen:
+                    raise ValueError(f"candidates: {name} appeared twice")
+                self._seen.add(name)
+                self.candidates.append(name)
+                return Attempt(name, enforce_demand=True)
             self._first_pass_done = True
             retry = waiver_candidates(self.candidates, self.denials)
             if retry:
                 self.waived = True
-                self._queue = [
+                self._queue.extend(
                     Attempt(n, enforce_demand=False, opens_waiver=(i == 0))
                     for i, n in enumerate(retry)
-                ]
-        return self._queue.pop(0) if self._queue else None
+                )
+        return self._queue.popleft() if self._queue else None
 
     def refused(self, node: str, denial: Denial) -> None:
         """Record that ``node`` refused (a waiver-pass refusal replaces the first-pass one)."""
@@ -64,6 +80,6 @@ class Walk:
         self._queue.clear()
 
 
-def waiver_candidates(candidates: Sequence[str], denials: dict[str, Denial]) -> list[str]:
+def waiver_candidates(candidates: Iterable[str], denials: dict[str, Denial]) -> list[str]:
     """The candidates a waiver pass retries: those refused on demand alone, in ranked order."""
     return [n for n in candidates if n in denials and denials[n].demand_only]
