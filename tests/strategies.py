@@ -232,3 +232,30 @@ def sim_fleets(draw: st.DrawFn) -> dict[str, object]:
             },
         }
     }
+
+
+# --- demand decay -----------------------------------------------------------------------------
+
+
+@st.composite
+def demand_charges(draw: st.DrawFn) -> dict[str, object]:
+    """A pass's ``now`` (epoch seconds), a decay window and charges on nodes a/b/c at ages
+    around the window: fresh, exactly at its ends, past it, and stamped by a clock running ahead.
+    """
+    decay = draw(st.sampled_from([0.0, 0.5, 1.0, 600.0, 3600.0]) | st.floats(0.001, 1e6))
+    now = draw(st.floats(1.5e9, 2.5e9))
+    age = (
+        st.sampled_from([0.0, decay, -1.0, decay * 2])
+        | st.floats(-60.0, decay * 2 + 1.0)
+        | st.integers(0, int(decay) + 1).map(float)
+    )
+    demand = st.sampled_from([0.0, 0.6, 2.4]) | st.floats(0.0, 1000.0)
+    charges = draw(
+        st.lists(st.tuples(st.sampled_from("abc"), demand, age), min_size=0, max_size=12)
+    )
+    return {
+        "now": now,
+        "decay": decay,
+        # What the ledger stores: the admission instant as epoch seconds.
+        "charges": [(node, d, now - a) for node, d, a in charges],
+    }

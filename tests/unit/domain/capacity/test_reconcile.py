@@ -184,6 +184,33 @@ def test_expected_demand_is_snapped_to_the_decayed_sum_per_node() -> None:
     assert a.drift.is_zero() and b.drift.is_zero()
 
 
+def test_demand_an_adapter_already_decayed_is_taken_as_it_is_beside_the_charges() -> None:
+    snap = Snapshot(
+        nodes=[
+            node("a", Resources(), demand=9.0),
+            node("b", Resources(), demand=0.5),
+            node("c", Resources(1, 0, 0)),
+        ],
+        node_usage={"c": Resources(1, 0, 0)},
+        namespace_usage={},
+        charges=[DemandCharge("a", 2.4, NOW - timedelta(seconds=150))],
+        claims=[],
+        cluster=row(Resources(300, 3000, 300), Resources(), Resources()),
+        node_demand={"a": 1.0, "b": 0.5},
+    )
+    a, b, c = reconcile(snap, NOW, 600).nodes
+    assert a.expected_demand == pytest.approx(1.0 + 1.8)
+    assert b.expected_demand == 0.5 and c.expected_demand == 0.0
+    # only a row that differs from what is stored needs writing
+    assert a.changed and not b.changed and not c.changed
+
+
+def test_a_node_whose_usage_drifted_needs_writing() -> None:
+    snap = Snapshot([node("a", Resources(2, 0, 0))], {"a": Resources(3, 0, 0)}, {}, [], [], None)
+    (a,) = reconcile(snap, NOW, 600).nodes
+    assert a.changed and not a.drift.is_zero()
+
+
 def test_a_pass_report_carries_its_duration_into_the_summary() -> None:
     snap = Snapshot([], {}, {}, [], [], row(Resources(), Resources(), Resources()))
     report = PassReport(reconcile(snap, NOW, 600), duration_seconds=1.5)

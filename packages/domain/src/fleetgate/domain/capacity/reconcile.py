@@ -97,6 +97,9 @@ class Snapshot:
     ``node_usage`` and ``namespace_usage`` are Σ placements grouped by node and by namespace;
     ``charges`` are the demand charges of placements young enough to still count (older ones
     contribute nothing, so the adapter need not read them); ``claims`` the stored-active claims.
+    ``node_demand`` is what an adapter that evaluates the decay rule itself (the SQL ledger, in
+    its GROUP BY) already summed per node at the pass's ``now``; a node's expected demand is that
+    plus the decayed ``charges`` on it, so an adapter passes each charge one way or the other.
     """
 
     nodes: Sequence[NodeCounters]
@@ -105,6 +108,7 @@ class Snapshot:
     charges: Sequence[DemandCharge]
     claims: Sequence[Claim]
     cluster: ClusterState | None
+    node_demand: Mapping[str, float] = field(default_factory=dict)
 
 
 # --- outputs ----------------------------------------------------------------------------------
@@ -125,6 +129,11 @@ class NodeResult:
     def drift(self) -> Drift:
         """Recomputed minus stored ``used_*``."""
         return Drift.between(self.stored_used, self.used)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the stored row differs from the recomputed one: the rows a pass must write."""
+        return self.used != self.stored_used or self.expected_demand != self.stored_expected_demand
 
 
 @dataclass(frozen=True)
@@ -267,7 +276,8 @@ def reconcile(snapshot: Snapshot, now: datetime, decay_seconds: float) -> Reconc
             name=n.name,
             limits=n.limits,
             used=snapshot.node_usage.get(n.name, Resources()),
-            expected_demand=expected_demand(by_node.get(n.name, []), now, decay_seconds),
+            expected_demand=snapshot.node_demand.get(n.name, 0.0)
+            + expected_demand(by_node.get(n.name, []), now, decay_seconds),
             stored_used=n.used,
             stored_expected_demand=n.expected_demand,
         )
