@@ -15,6 +15,7 @@ from fleetgate.adapters.sql.schema import claims
 from fleetgate.apps.container import build_container
 from fleetgate.apps.services import placement as svc
 from fleetgate.apps.services.placement import PlacementService
+from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.settings import load_settings
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
@@ -67,9 +68,46 @@ async def test_a_busy_node_is_tried_after_an_idle_one(
     await node(ledger, "idle", load=0.0)
     for seed in range(5):  # the bucket decides, whatever the shuffle draws
         out = await service(ledger, clock, seed).place(PlacementRequest("team", SMALL))
-        assert out.candidates == ("idle", "busy")
+        assert out.candidates == ("idle",)  # drawn lazily: "busy" was never needed
         assert out.placement is not None and out.placement.node == "idle"
+        final = (await ledger.events(subject=out.subject, kind=svc.FINAL_CANDIDATES))[0].event
+        assert final.data["candidates"] == ["idle"] and final.data["buckets"] == {"idle": 0}
+        assert final.data["candidate_count"] == 2 and final.data["lowest_bucket"] == 0
         await ledger.release(out.placement.id)
+
+
+async def test_a_failed_walk_records_every_candidate_in_the_order_tried(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "busy", threads=1, load=0.9)
+    await node(ledger, "idle", threads=1, load=0.0)
+    out = await service(ledger, clock).place(PlacementRequest("team", Resources(4, 1, 1)))
+    assert not out.placed and out.candidates == ("idle", "busy")
+    final = (await ledger.events(subject=out.subject, kind=svc.FINAL_CANDIDATES))[0].event
+    assert final.data["candidates"] == ["idle", "busy"]
+    assert final.data["buckets"] == {"idle": 0, "busy": 3}
+    assert final.data["weights"] == {"idle": 0.75, "busy": 0.1}
+    assert final.data["candidate_count"] == 2 and final.data["lowest_bucket"] == 0
+    failed = (await ledger.events(subject=out.subject, kind=svc.FAILED))[0].event
+    assert failed.data["candidates"] == ["idle", "busy"]
+
+
+async def test_a_node_gone_since_the_snapshot_is_a_refusal_not_an_error(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "gone", load=0.0)
+    await node(ledger, "other", load=2.0)  # a higher bucket: "gone" is always drawn first
+    snapshot = NodeSnapshot(ledger, clock, DemandPolicy().target_load, max_age=60)
+    place = PlacementService(
+        ledger, clock, ledger.event_sink(), DemandPolicy(), Random(1), snapshot
+    ).place
+    assert len(await snapshot.candidates()) == 2
+    await ledger.remove_node("gone")
+    out = await place(PlacementRequest("team", SMALL))
+    assert out.placement is not None and out.placement.node == "other"
+    assert out.candidates == ("gone", "other") and out.denials == {}
+    refused = (await ledger.events(subject=out.subject, kind=svc.REFUSED))[0].event
+    assert refused.data["node"] == "gone" and refused.data["reason"] == "node left the ledger"
 
 
 async def test_when_only_demand_refuses_the_waiver_pass_places(
@@ -266,6 +304,8 @@ def test_the_container_builds_the_service_from_settings(tmp_path: Path) -> None:
         database_url=f"sqlite+aiosqlite:///{tmp_path / 'c.db'}",
         capacity={"target_load": 0.5, "demand_per_vcpu": 0.3, "demand_decay_seconds": 60},
     )
-    built = build_container(settings).placement_service()
+    container = build_container(settings)
+    built = container.placement_service()
     assert isinstance(built, PlacementService)
     assert built.policy == DemandPolicy(0.5, 0.3, 60.0)
+    assert built.snapshot is container.node_snapshot() and built.snapshot.max_age == 1.0

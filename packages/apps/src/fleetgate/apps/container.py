@@ -21,6 +21,7 @@ from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
 from fleetgate.apps.services.claims import ClaimService
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
+from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.settings import Settings, load_settings
 from fleetgate.domain.capacity.demand import DemandPolicy
 
@@ -52,10 +53,22 @@ def _demand_policy(settings: Settings) -> DemandPolicy:
     )
 
 
+def _node_snapshot(
+    ledger: Any, clock: Any, policy: DemandPolicy, settings: Settings
+) -> NodeSnapshot:
+    return NodeSnapshot(ledger, clock, policy.target_load, settings.capacity.snapshot_seconds)
+
+
 def _placement_service(
-    ledger: Any, clock: Any, events: Any, policy: DemandPolicy, settings: Settings
+    ledger: Any,
+    clock: Any,
+    events: Any,
+    policy: DemandPolicy,
+    settings: Settings,
+    snapshot: NodeSnapshot,
 ) -> PlacementService:
-    return PlacementService(ledger, clock, events, policy, Random(settings.capacity.ranking_seed))
+    rng = Random(settings.capacity.ranking_seed)
+    return PlacementService(ledger, clock, events, policy, rng, snapshot)
 
 
 def _reconciler(
@@ -109,6 +122,10 @@ class Container(containers.DeclarativeContainer):
     event_sink = providers.Singleton(LoggingEventSink)
     capacity_events = providers.Singleton(_capacity_events, ledger=ledger)
     demand_policy = providers.Singleton(_demand_policy, settings=settings)
+    # One per process: the API's node routes invalidate the snapshot the placements rank.
+    node_snapshot = providers.Singleton(
+        _node_snapshot, ledger=ledger, clock=clock, policy=demand_policy, settings=settings
+    )
     placement_service = providers.Singleton(
         _placement_service,
         ledger=ledger,
@@ -116,6 +133,7 @@ class Container(containers.DeclarativeContainer):
         events=capacity_events,
         policy=demand_policy,
         settings=settings,
+        snapshot=node_snapshot,
     )
     token_store = providers.Singleton(_token_store, ledger=ledger)
     node_sync = providers.Singleton(

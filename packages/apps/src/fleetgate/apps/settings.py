@@ -31,6 +31,9 @@ class CapacitySettings(_Section):
     demand_per_vcpu: float = Field(0.6, ge=0)
     demand_decay_seconds: float = Field(600.0, ge=0)
     ranking_seed: int | None = None
+    # Placements rank a snapshot of the ledger's nodes read at most this often (spec 5.1 allows
+    # 60 s of staleness; admission is guarded, so a stale order is safe). 0: read every request.
+    snapshot_seconds: float = Field(1.0, ge=0, le=60)
 
 
 class ClaimSettings(_Section):

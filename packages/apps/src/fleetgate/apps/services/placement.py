@@ -2,7 +2,8 @@
 
 It depends only on the CapacityLedger port, the domain, a Clock and an EventSink, so the same
 code runs against any ledger plugin. Every decision is the domain's: which nodes are
-candidates (``ranking.eligible``), their order (``ranking.rank``), when the waiver pass runs and
+candidates (``ranking.eligible``, over a ``NodeSnapshot`` of the ledger's nodes), their order
+(``ranking.Candidates``, drawn lazily one candidate per try), when the waiver pass runs and
 over which candidates (``walk.Walk``), the demand charge (``demand.charge``). The service only
 drives the ledger through those decisions and reports them as audit events (capacity spec 4.5,
 names exact), delivered in one batch when the walk is over.
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail
 from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound, PlacementNotFound
@@ -23,13 +25,12 @@ from fleetgate.domain.capacity.model import (
     Admission,
     AdmitRequest,
     MoveRequest,
-    NodeState,
     Placement,
     PlacementRequest,
     Release,
 )
-from fleetgate.domain.capacity.ranking import eligible, rank
-from fleetgate.domain.capacity.walk import Walk
+from fleetgate.domain.capacity.ranking import CandidateOrder, Candidates
+from fleetgate.domain.capacity.walk import Attempt, Walk
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
 
@@ -84,12 +85,15 @@ class PlacementService:
         events: EventSink,
         policy: DemandPolicy | None = None,
         rng: Random | None = None,
+        snapshot: NodeSnapshot | None = None,
     ) -> None:
         self._ledger = ledger
         self._clock = clock
         self._events = events
         self.policy = policy or DemandPolicy()
         self._rng = rng or Random()
+        # Without one, the nodes are read for every request (a snapshot of age 0).
+        self.snapshot = snapshot or NodeSnapshot(ledger, clock, self.policy.target_load)
 
     def _event(
         self,
@@ -102,15 +106,15 @@ class PlacementService:
     ) -> Event:
         return Event(kind, self._clock.now(), subject, namespace, level, data)
 
-    async def _candidates(self, request: PlacementRequest) -> list[NodeState]:
+    async def _candidates(self, request: PlacementRequest) -> Candidates:
         if request.node is not None:
             # A forced node is a one-candidate walk: tried even if cordoned, so the refusal
-            # says why instead of "no candidates".
+            # says why instead of "no candidates". It is read now, never from the snapshot.
             node = await self._ledger.node(request.node)
             if node is None:
                 raise NodeNotFound(request.node)
-            return [node]
-        return eligible(await self._ledger.nodes(), pool=request.pool)
+            return Candidates([node], self.policy.target_load)
+        return await self.snapshot.candidates(request.pool)
 
     async def place(self, request: PlacementRequest) -> PlaceOutcome:
         """Admit ``request`` on the best candidate that has room, or report every refusal."""
@@ -120,19 +124,17 @@ class PlacementService:
             if existing is not None:
                 return PlaceOutcome(existing.id, existing, replayed=True)
         subject = str(uuid.uuid4())
-        ranked = rank(await self._candidates(request), self.policy.target_load, self._rng)
-        names = tuple(r.node.name for r in ranked)
-        walk = Walk(names)
-        events = [
-            self._event(
-                FINAL_CANDIDATES,
-                subject,
-                ns,
-                candidates=list(names),
-                weights={r.node.name: round(r.weight, 4) for r in ranked},
-                buckets={r.node.name: r.bucket for r in ranked},
-            )
-        ]
+        candidates = await self._candidates(request)
+        order = candidates.order(self._rng)
+        walk = Walk(r.node.name for r in order)
+        events: list[Event] = []
+
+        async def emit() -> None:
+            # Reported first, as the spec orders the events, but written once the walk is
+            # over: only then is it known which candidates were drawn.
+            events.insert(0, self._final_candidates(subject, ns, candidates, order))
+            await self._events.emit(events)
+
         demand = charge(request.resources.cpus, self.policy.demand_per_vcpu)
         attempts = 0
         try:
@@ -140,20 +142,28 @@ class PlacementService:
                 if attempt.opens_waiver:
                     events.append(self._waiver_event(subject, ns, walk))
                 attempts += 1
-                admission = await self._ledger.admit(
-                    AdmitRequest(
-                        namespace=ns,
-                        node=attempt.node,
-                        resources=request.resources,
-                        demand=demand,
-                        target_load=self.policy.target_load if attempt.enforce_demand else 0.0,
-                        enforce=request.enforce,
-                        request_id=request.request_id,
-                        placement_id=subject,
+                try:
+                    admission = await self._ledger.admit(
+                        AdmitRequest(
+                            namespace=ns,
+                            node=attempt.node,
+                            resources=request.resources,
+                            demand=demand,
+                            target_load=self.policy.target_load if attempt.enforce_demand else 0.0,
+                            enforce=request.enforce,
+                            request_id=request.request_id,
+                            placement_id=subject,
+                        )
                     )
-                )
+                except NodeNotFound:
+                    if request.node is not None:
+                        raise
+                    # The node left the ledger after the snapshot was read: for this walk it
+                    # is a refusal (no room there), never an error; the next candidate is tried.
+                    events.append(self._gone_event(subject, ns, attempt.node, attempt))
+                    continue
                 if admission.replayed and admission.placement is not None:
-                    await self._events.emit(events)
+                    await emit()
                     return PlaceOutcome(admission.placement.id, admission.placement, replayed=True)
                 if admission.denial is not None:
                     walk.refused(attempt.node, admission.denial)
@@ -174,8 +184,9 @@ class PlacementService:
                 )
         except LedgerUnavailable as exc:
             events.append(self._event(WRITE_FAILED, subject, ns, Level.ERROR, error=str(exc)))
-            await self._events.emit(events)
+            await emit()
             raise
+        tried = tuple(walk.candidates)
         if walk.admitted_on is None:
             events.append(
                 self._event(
@@ -183,20 +194,51 @@ class PlacementService:
                     subject,
                     ns,
                     Level.WARNING,
-                    candidates=list(names),
+                    candidates=list(tried),
                     denials={n: d.as_dict() for n, d in walk.denials.items()},
                 )
             )
-            await self._events.emit(events)
-            return PlaceOutcome(subject, None, dict(walk.denials), names, walk.waived)
-        await self._events.emit(events)
+            await emit()
+            return PlaceOutcome(subject, None, dict(walk.denials), tried, walk.waived)
+        await emit()
         return PlaceOutcome(
             subject,
             admission.placement,
             dict(walk.denials),
-            names,
+            tried,
             walk.waived,
             claim_over_limit=admission.claim_over_limit,
+        )
+
+    def _final_candidates(
+        self, subject: str, ns: str, candidates: Candidates, order: CandidateOrder
+    ) -> Event:
+        # The candidates the walk drew, in order, not the whole fleet: listing 10,000 nodes with
+        # their weights on every placement cost more than the placement (docs/decisions.md).
+        drawn = order.drawn
+        return self._event(
+            FINAL_CANDIDATES,
+            subject,
+            ns,
+            candidates=[r.node.name for r in drawn],
+            weights={r.node.name: round(r.weight, 4) for r in drawn},
+            buckets={r.node.name: r.bucket for r in drawn},
+            candidate_count=len(candidates),
+            lowest_bucket=candidates.bands[0].bucket if candidates.bands else None,
+        )
+
+    def _gone_event(self, subject: str, ns: str, node: str, attempt: Attempt) -> Event:
+        return self._event(
+            REFUSED,
+            subject,
+            ns,
+            node=node,
+            enforce_demand=attempt.enforce_demand,
+            failing_stage="node",
+            dimensions=[],
+            demand_only=False,
+            cordoned=False,
+            reason="node left the ledger",
         )
 
     def _waiver_event(self, subject: str, ns: str, walk: Walk) -> Event:

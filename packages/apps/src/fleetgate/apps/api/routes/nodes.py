@@ -40,6 +40,13 @@ _LINKS = {
 }
 
 
+def _changed(request: Request) -> None:
+    # Placements rank a snapshot of the nodes; a node this server added, cordoned or removed
+    # must count from the next request on, not a snapshot later. (Published metrics only
+    # reorder candidates, which the snapshot's staleness bound allows.)
+    container_of(request).node_snapshot().invalidate()
+
+
 @router.get("", operation_id="list_nodes", response_model=list[NodeBody])
 @access(admin_only=True, missing="node")
 async def list_nodes(request: Request) -> list[NodeBody]:
@@ -84,6 +91,7 @@ async def put_node(request: Request, response: Response, name: NamePath, body: N
                 response.status_code = status.HTTP_201_CREATED
             else:
                 node = await ledger.update_node(spec)
+            _changed(request)
             return NodeBody.of(node)
         except (NodeExists, NodeNotFound):
             continue
@@ -102,14 +110,18 @@ async def put_metrics(request: Request, name: NamePath, body: MetricsPut) -> Nod
 @access(admin_only=True, missing="node")
 async def cordon(request: Request, name: NamePath) -> NodeBody:
     """Stop admitting onto the node (its placements stay)."""
-    return NodeBody.of(await container_of(request).ledger().cordon(name))
+    node = await container_of(request).ledger().cordon(name)
+    _changed(request)
+    return NodeBody.of(node)
 
 
 @router.post("/{name}/uncordon", operation_id="uncordon_node", response_model=NodeBody)
 @access(admin_only=True, missing="node")
 async def uncordon(request: Request, name: NamePath) -> NodeBody:
     """Admit onto the node again."""
-    return NodeBody.of(await container_of(request).ledger().uncordon(name))
+    node = await container_of(request).ledger().uncordon(name)
+    _changed(request)
+    return NodeBody.of(node)
 
 
 @router.delete(
@@ -128,4 +140,5 @@ async def delete_node(request: Request, name: NamePath) -> Response:
         raise ApiError(
             409, "node_busy", f"node {name} still holds placements", placements=exc.placements
         ) from exc
+    _changed(request)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
