@@ -70,7 +70,9 @@ def _slot(value: Any, sentinels: Mapping[Any, str]) -> Any:
 def _templated(statement: str, parameters: Any, sentinels: Mapping[Any, str]) -> Statement:
     params: Sequence[Any] = parameters if isinstance(parameters, list | tuple) else ()
     words = statement.lstrip().split(None, 1)
-    returns_rows = bool(words) and words[0].upper() == "SELECT"
+    returns_rows = bool(words) and (
+        words[0].upper() == "SELECT" or "RETURNING" in statement.upper().split()
+    )
     return Statement(statement, tuple(_slot(p, sentinels) for p in params), returns_rows)
 
 

@@ -58,7 +58,8 @@ class RawSqlite(RawConnection):
                 async with self.conn.execute(s.sql, s.bind(values)) as cursor:
                     if s.returns_rows:
                         await cursor.fetchall()
-            await self.conn.execute("COMMIT")
+            if self.conn.in_transaction:  # the script ends with the ledger's own COMMIT
+                await self.conn.execute("COMMIT")
         except BaseException:
             if self.conn.in_transaction:
                 await self.conn.execute("ROLLBACK")

@@ -1,14 +1,24 @@
-"""What the dialects read from a driver error: the code that decides whether to retry."""
+"""What the dialects read from a driver error, and how they keep pooled connections alive."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 
 import pymysql.err
+import pytest
+import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
+from sqlalchemy.ext.asyncio import create_async_engine
 
+from fleetgate.adapters import plugins
+from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.sql.dialect import error_code
+from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.adapters.sql.plugin_mariadb import MariaDbSupport
+from fleetgate.domain.capacity.errors import LedgerUnavailable
+from tests.conftest import Backend
+from tests.ledgers import START
 
 
 def wrapped(orig: BaseException) -> OperationalError:
@@ -29,3 +39,47 @@ def test_a_sqlite_error_is_known_by_its_extended_code() -> None:
     busy = sqlite3.OperationalError("database is locked")
     busy.sqlite_errorcode = sqlite3.SQLITE_BUSY  # type: ignore[attr-defined]
     assert error_code(wrapped(busy)) == sqlite3.SQLITE_BUSY
+
+
+_IDENTITY = {"mariadb": "SELECT CONNECTION_ID()", "postgres": "SELECT pg_backend_pid()"}
+_KILL = {"mariadb": "KILL CONNECTION {id}", "postgres": "SELECT pg_terminate_backend({id}, 5000)"}
+_GONE = {
+    "mariadb": "SELECT COUNT(*) FROM information_schema.processlist WHERE id = {id}",
+    "postgres": "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = {id}",
+}
+
+
+@pytest.mark.parametrize(("idle_seconds", "survives"), [(0.0, True), (3600.0, False)])
+async def test_a_connection_dropped_while_idle_is_replaced_only_after_the_idle_bound(
+    backend: Backend, idle_seconds: float, survives: bool
+) -> None:
+    """The idle ping stands in for pool_pre_ping: a pooled connection the server dropped is
+    replaced before use once it sat idle past the bound; within the bound it is not pinged, so
+    its loss surfaces as LedgerUnavailable (the case the bound trades for fewer round trips)."""
+    if backend.kind == "sqlite":
+        pytest.skip("SQLite is a local file: there is no server side to drop")
+    options = {**backend.ledger_options(), "migrate": True, "ping_idle_seconds": idle_seconds}
+    ledger = plugins.make_ledger(
+        plugins.plugin_manager(), backend.url, options, VirtualClock(START)
+    )
+    assert isinstance(ledger, SqlLedger)
+    killer = create_async_engine(backend.url)
+    await ledger.start()
+    try:
+        async with ledger.store.engine.connect() as conn:
+            victim = int((await conn.execute(sa.text(_IDENTITY[backend.kind]))).scalar_one())
+        async with killer.connect() as conn:
+            await conn.execute(sa.text(_KILL[backend.kind].format(id=victim)))
+            for _ in range(100):
+                gone = await conn.execute(sa.text(_GONE[backend.kind].format(id=victim)))
+                if gone.scalar_one() == 0:
+                    break
+                await asyncio.sleep(0.02)
+        if not survives:
+            with pytest.raises(LedgerUnavailable):
+                await ledger.nodes()
+        # Survived (or, past the failure, the pool recovered at once): the read goes through.
+        assert isinstance(await ledger.nodes(), list)
+    finally:
+        await ledger.close()
+        await killer.dispose()

@@ -54,13 +54,13 @@ class MariaDbSupport(DialectSupport):
     def engine_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
         """Matched-row counts, and a pool that recycles before the server's idle timeout."""
         return {
-            "pool_pre_ping": True,
             "pool_recycle": 3600,
             "connect_args": {"client_flag": CLIENT.FOUND_ROWS},
         }
 
     def install(self, engine: AsyncEngine, options: dict[str, Any]) -> None:
         """Apply the configured session variables on every new connection."""
+        super().install(engine, options)
         statements = session_statements(dict(options.get("session_variables") or {}))
         if not statements:
             return

@@ -64,6 +64,14 @@ class SqliteSupport(DialectSupport):
             read_only = conn.get_execution_options().get(READ_ONLY, False)
             conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
+        @event.listens_for(engine.sync_engine, "commit")
+        def _on_commit(conn: Any) -> None:
+            # Our COMMIT, not the driver's: SQLAlchemy's aiosqlite adapter skips commit()
+            # without a word when the connection is already closed, which would report a
+            # transaction that was rolled back as committed. A statement on a closed
+            # connection fails, and the caller gets LedgerUnavailable.
+            conn.exec_driver_sql("COMMIT")
+
     def retryable(self, error: DBAPIError) -> bool:
         """SQLITE_BUSY and SQLITE_LOCKED (the write lock was not granted within the timeout)."""
         orig = error.orig

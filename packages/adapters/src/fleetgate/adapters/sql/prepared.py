@@ -92,6 +92,7 @@ def _update(
     guard: Guard | None,
     reals: frozenset[str],
     sets: tuple[Set, ...],
+    returning: bool,
 ) -> sa.Update:
     ops = {"eq": lambda c, b: c == b, "gt": lambda c, b: c > b}
     conditions = [ops[op](table.c[col], sa.bindparam(f"k_{col}")) for col, op in keys]
@@ -113,7 +114,8 @@ def _update(
             values[s.column] = table.c[s.column] + addend
         else:
             values[s.column] = sa.bindparam(name, type_=table.c[s.column].type)
-    return sa.update(table).where(sa.and_(*conditions)).values(**values)
+    statement = sa.update(table).where(sa.and_(*conditions)).values(**values)
+    return statement.returning(*table.c) if returning else statement
 
 
 def guarded_update(
@@ -122,14 +124,18 @@ def guarded_update(
     guard: Guard | None,
     params: Mapping[str, Number],
     sets: Mapping[Set, Any],
+    *,
+    returning: bool = False,
 ) -> tuple[sa.Update, dict[str, Any]]:
     """The (cached) statement and its parameters.
 
     ``keys`` maps ``(column, "eq" | "gt")`` to the key's value, ``params`` are the guard's
     parameters (as ``compile.where`` takes them), ``sets`` maps each SET clause to its value.
+    With ``returning`` the statement returns the updated row (``UPDATE … RETURNING``, where the
+    dialect has it), sparing a read of the row afterwards.
     """
     reals = _reals(guard, params)
-    statement = _update(table, tuple(keys), guard, reals, tuple(sets))
+    statement = _update(table, tuple(keys), guard, reals, tuple(sets), returning)
     binds: dict[str, Any] = {f"k_{col}": value for (col, _), value in keys.items()}
     if guard is not None:
         for p in _guard_params(guard):
