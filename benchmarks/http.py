@@ -40,8 +40,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+#: Set to a directory to run each API server under cProfile, one ``.prof`` file per server.
+PROFILE_ENV = "FLEETGATE_BENCH_PROFILE_DIR"
+
+
 def _command(port: int) -> list[str]:
     script = Path(sys.executable).with_name("fleetgate")
+    profile_dir = os.environ.get(PROFILE_ENV)
+    if profile_dir and script.exists():
+        out = Path(profile_dir) / f"api-{port}.prof"
+        return [sys.executable, "-m", "cProfile", "-o", str(out), str(script), "api",
+                "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
     if script.exists():
         return [str(script), "api", "--host", "127.0.0.1", "--port", str(port)]
     code = "from fleetgate.apps.cli import main; main()"

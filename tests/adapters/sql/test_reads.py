@@ -7,7 +7,7 @@ from datetime import timedelta
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
-from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
+from fleetgate.domain.capacity.model import AdmitRequest, NodeMetrics, NodeSpec
 from tests.ledgers import START
 
 
@@ -31,3 +31,25 @@ async def test_placements_filter_and_order(ledger: SqlLedger, clock: VirtualCloc
     assert await ledger.placement_by_request("team", "team-b") == made[2]
     assert await ledger.placement_by_request("other", "team-b") is None
     assert await ledger.placement("missing") is None
+
+
+async def test_reading_every_node_gives_what_reading_each_gives(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    # nodes() builds the fleet in one pass, sharing repeated values; it must agree field for
+    # field with node(), which converts one row the plain way.
+    for i, name in enumerate(["n0", "n1", "n2", "n3"]):
+        labels = {"zone": f"z{i % 2}"} if i else {}
+        await ledger.add_node(NodeSpec(name, Capacity(8, 8192, 100), pool="p", labels=labels))
+    await ledger.add_node(NodeSpec("big", Capacity(64, 65536, 1000)))
+    clock.advance(timedelta(seconds=3))
+    await ledger.publish_metrics("n1", NodeMetrics(cpu_load_1=2.5, cpu_schedulable=6))
+    await ledger.publish_metrics("n2", NodeMetrics(cpu_load_1=2.5, cpu_schedulable=6))
+    await ledger.publish_metrics("n3", NodeMetrics(cpu_load_1=None, cpu_schedulable=8))
+    await ledger.cordon("n3")
+    await ledger.admit(AdmitRequest("team", "n2", Resources(2, 1024, 5), demand=1.2))
+    every = await ledger.nodes()
+    assert every == [await ledger.node(n.name) for n in every]
+    assert [n.name for n in every] == ["big", "n0", "n1", "n2", "n3"]
+    every[1].labels["changed"] = "here"  # one node's labels are not another's
+    assert "changed" not in every[2].labels and (await ledger.nodes())[1].labels == {}

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql.engine import Store
-from fleetgate.adapters.sql.rows import cluster_state, node_state, placement
+from fleetgate.adapters.sql.rows import cluster_state, node_state, node_states, placement
 from fleetgate.adapters.sql.schema import CLUSTER_ID, cluster, nodes, placements
 from fleetgate.domain.capacity.errors import LedgerError
 from fleetgate.domain.capacity.model import ClusterState, NodeState, Placement
@@ -22,7 +22,7 @@ async def all_nodes(store: Store) -> list[NodeState]:
 
     async def work(conn: AsyncConnection) -> list[NodeState]:
         result = await conn.execute(sa.select(nodes).order_by(nodes.c.name))
-        return [node_state(r) for r in result.mappings()]
+        return node_states(list(result.keys()), result.all())
 
     return await store.read(work, what="read nodes")
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -46,6 +47,75 @@ def node_state(row: Row) -> NodeState:
         updated_at=instant(row["updated_at"]),
         metrics_at=maybe_instant(row["metrics_at"]),
     )
+
+
+def node_states(keys: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[NodeState]:
+    """Many ``nodes`` rows (plain tuples, columns named by ``keys``) as NodeStates.
+
+    The same values as ``node_state``, made for reading the whole fleet (every node-snapshot
+    refresh of the placement service reads 10,000 rows). Columns are looked up by position
+    once, and the immutable parts that fleets repeat (a machine type's capacity and limits, the
+    counters of idle nodes, timestamps written in one batch) are built once per read and shared:
+    their validation is most of the cost of a node.
+    """
+    at = {k: i for i, k in enumerate(keys)}
+    name, pool, labels, expected, schedulable = (
+        at["name"], at["pool"], at["labels"], at["expected_demand"], at["schedulable"]
+    )  # fmt: skip
+    cap = (at["threads"], at["memory_mb"], at["disk_gb"])
+    limit = tuple(at[f"limit_{d}"] for d in ALLOCATION)
+    used = tuple(at[f"used_{d}"] for d in ALLOCATION)
+    load, threads, updated, metrics_at = (
+        at["cpu_load_1"], at["cpu_schedulable"], at["updated_at"], at["metrics_at"]
+    )  # fmt: skip
+    capacities: dict[tuple[int, int, int], Capacity] = {}
+    amounts: dict[tuple[int, int, int], Resources] = {}
+    metrics: dict[tuple[float | None, int | None], NodeMetrics] = {}
+    instants: dict[float, datetime] = {}
+
+    def shared_resources(key: tuple[int, int, int]) -> Resources:
+        value = amounts.get(key)
+        if value is None:
+            value = amounts[key] = Resources(*key)
+        return value
+
+    def shared_instant(seconds: float) -> datetime:
+        value = instants.get(seconds)
+        if value is None:
+            value = instants[seconds] = instant(seconds)
+        return value
+
+    out = []
+    for r in rows:
+        c = (int(r[cap[0]]), int(r[cap[1]]), int(r[cap[2]]))
+        capacity = capacities.get(c)
+        if capacity is None:
+            capacity = capacities[c] = Capacity(*c)
+        m_load, m_threads = r[load], r[threads]
+        m = (
+            None if m_load is None else float(m_load),
+            None if m_threads is None else int(m_threads),
+        )
+        node_metrics = metrics.get(m)
+        if node_metrics is None:
+            node_metrics = metrics[m] = NodeMetrics(*m)
+        seen = r[metrics_at]
+        out.append(
+            NodeState(
+                name=r[name],
+                pool=r[pool],
+                labels=dict(r[labels] or {}),  # a copy each: NodeState's labels are a dict
+                capacity=capacity,
+                limits=shared_resources((int(r[limit[0]]), int(r[limit[1]]), int(r[limit[2]]))),
+                used=shared_resources((int(r[used[0]]), int(r[used[1]]), int(r[used[2]]))),
+                expected_demand=float(r[expected]),
+                metrics=node_metrics,
+                schedulable=bool(r[schedulable]),
+                updated_at=shared_instant(r[updated]),
+                metrics_at=None if seen is None else shared_instant(seen),
+            )
+        )
+    return out
 
 
 def placement(row: Row) -> Placement:
