@@ -244,3 +244,31 @@ async def test_the_plugin_builds_a_fake_cluster_on_the_given_clock(clock: Virtua
     assert isinstance(fc, FakeCluster) and fc.drain_time == timedelta(minutes=7)
     assert await fc.list_pools() == []
     assert await fc.list_policies() is None
+
+
+async def test_an_unchanged_pool_is_observed_by_reuse_and_every_change_shows(
+    cluster: FakeCluster, clock: VirtualClock
+) -> None:
+    a = cluster.add_node("pool", "a", workload=CPU)
+    cluster.add_node("pool", "b")
+    first = await cluster.observe("pool")
+    again = await cluster.observe("pool")
+    assert first is not None and again is first  # nothing changed: the same value
+    await cluster.annotate_claim(a, {"x": "1"})
+    changed = await cluster.observe("pool")
+    assert changed is not None and changed is not first
+    assert changed.claims[0].annotations == {"x": "1"}
+    assert changed.claims[1] is first.claims[1]  # an unchanged object's value is reused
+    assert first.claims[0].annotations == {}  # a value handed out never changes
+    await cluster.set_unschedulable(a, True)
+    await cluster.delete_claim("b")
+    after = await cluster.observe("pool")
+    assert after is not None
+    node_a = after.node(a)
+    assert node_a is not None and node_a.unschedulable
+    claim_b = after.claim("b")
+    assert claim_b is not None and claim_b.deleting
+    clock.advance(timedelta(minutes=10))
+    gone = await cluster.observe("pool")
+    assert gone is not None and [c.name for c in gone.claims] == [a]
+    assert [p.name for p in gone.pods] == [f"{a}-app"]

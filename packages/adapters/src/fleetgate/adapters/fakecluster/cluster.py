@@ -23,7 +23,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from fleetgate.adapters.fakecluster.faults import Faults
 from fleetgate.adapters.fakecluster.lifecycle import KarpenterLifecycle
@@ -37,6 +37,7 @@ from fleetgate.adapters.fakecluster.model import (
     NodeChange,
     Pod,
     Pool,
+    Revisions,
     is_placeholder,
 )
 from fleetgate.domain.rotation.cluster import (
@@ -97,6 +98,11 @@ class FakeCluster(KarpenterLifecycle):
         self._listeners: list[Callable[[NodeChange], None]] = []
         self._scheduling = False  # the scheduler folds re-entrant calls into the running one
         self._rerun = False
+        self._revisions = Revisions()
+        # Per pool: the observation last handed out, reused while nothing at all has changed,
+        # and its members (claims, nodes, pods, placeholders), reused while none joined or left.
+        self._observed: dict[str, tuple[int, PoolObservation]] = {}
+        self._members: dict[str, tuple[int, _Members]] = {}
 
     # --- seeding -----------------------------------------------------------------------------
 
@@ -144,6 +150,7 @@ class FakeCluster(KarpenterLifecycle):
         if node_allocatable is not None:
             pool.node_allocatable = dict(node_allocatable)
         self.pools[name] = pool
+        pool.attach(self._revisions)
         return pool
 
     def add_node(
@@ -210,6 +217,7 @@ class FakeCluster(KarpenterLifecycle):
             node_name=node,
         )
         self.pods[pod.key] = pod
+        pod.attach(self._revisions)
         if node is None:
             self._schedule(self.clock.now())
 
@@ -307,20 +315,26 @@ class FakeCluster(KarpenterLifecycle):
         return sorted(self.pools)
 
     async def observe(self, pool: str) -> PoolObservation | None:
-        """One pool with its claims, nodes, their pods, and its placeholders."""
+        """One pool with its claims, nodes, their pods, and its placeholders.
+
+        Each object's value is built once per change of that object (see ``model``), the pool's
+        member lists once per claim or Pod joining, leaving or moving, and the whole
+        observation is handed out again while nothing in the cluster changed.
+        """
         self.catch_up()
         p = self.pools.get(pool)
         if p is None:
             return None
-        claims = sorted((c for c in self.claims.values() if c.pool == pool), key=lambda c: c.name)
-        nodes = [c.node for c in claims if c.node is not None]
-        node_names = {n.name for n in nodes}
-        pods = [
-            pod.view()
-            for pod in sorted(self.pods.values(), key=lambda p: p.key)
-            if pod.node_name in node_names and not is_placeholder(pod)
-        ]
-        return PoolObservation(
+        revisions = self._revisions
+        observed = self._observed.get(pool)
+        if observed is not None and observed[0] == revisions.any:
+            return observed[1]
+        cached = self._members.get(pool)
+        if cached is None or cached[0] != revisions.members:
+            cached = (revisions.members, self._gather(pool))
+            self._members[pool] = cached
+        members = cached[1]
+        obs = PoolObservation(
             name=p.name,
             version=str(p.version),
             expire_after=p.expire_after,
@@ -330,13 +344,33 @@ class FakeCluster(KarpenterLifecycle):
             requirements=p.requirements,
             taints=p.taints,
             limits=dict(p.limits),
-            resources=self.pool_resources(pool),
-            claims=tuple(c.view() for c in claims),
-            nodes=tuple(n.view() for n in nodes),
-            pods=tuple(pods),
-            placeholders=tuple(
-                pod.view() for pod in sorted(self._placeholders(pool), key=lambda p: p.key)
+            resources=dict(members.resources),
+            claims=tuple([c.view() for c in members.claims]),
+            nodes=tuple([n.view() for n in members.nodes]),
+            pods=tuple([pod.view() for pod in members.pods]),
+            placeholders=tuple([pod.view() for pod in members.placeholders]),
+        )
+        self._observed[pool] = (revisions.any, obs)
+        return obs
+
+    def _gather(self, pool: str) -> _Members:
+        claims = sorted((c for c in self.claims.values() if c.pool == pool), key=_by_name)
+        nodes = [c.node for c in claims if c.node is not None]
+        node_names = {n.name for n in nodes}
+        pods = sorted(
+            (
+                pod
+                for pod in self.pods.values()
+                if pod.node_name in node_names and not is_placeholder(pod)
             ),
+            key=_by_key,
+        )
+        resources: dict[str, int] = {}
+        for claim in claims:
+            for name, value in claim.allocatable.items():
+                resources[name] = resources.get(name, 0) + value
+        return _Members(
+            claims, nodes, pods, sorted(self._placeholders(pool), key=_by_key), resources
         )
 
     async def list_policies(self) -> Sequence[Mapping[str, Any]] | None:
@@ -354,6 +388,7 @@ class FakeCluster(KarpenterLifecycle):
         if expect_version is not None and expect_version != str(p.version):
             raise ClusterConflict(f"nodepool {pool}: version {p.version} != {expect_version}")
         _merge(p.annotations, patch)
+        p.touch()
         p.version += 1
         self._wrote()
         return str(p.version)
@@ -361,13 +396,17 @@ class FakeCluster(KarpenterLifecycle):
     async def annotate_claim(self, name: str, patch: Mapping[str, str | None]) -> None:
         """Merge-patch a claim's annotations."""
         self.catch_up()
-        _merge(self._claim(name).annotations, patch)
+        claim = self._claim(name)
+        _merge(claim.annotations, patch)
+        claim.touch()
         self._wrote()
 
     async def annotate_node(self, name: str, patch: Mapping[str, str | None]) -> None:
         """Merge-patch a node's annotations."""
         self.catch_up()
-        _merge(self._node(name).annotations, patch)
+        node = self._node(name)
+        _merge(node.annotations, patch)
+        node.touch()
         self._wrote()
 
     async def set_unschedulable(self, node: str, unschedulable: bool) -> None:
@@ -400,6 +439,7 @@ class FakeCluster(KarpenterLifecycle):
                 required=tuple(spec.required),
             )
             self.pods[pod.key] = pod
+            pod.attach(self._revisions)
             self._record(now, "placeholder-created", spec.name, spec.pool, surge_for=spec.surge_for)
             self._schedule(now)
         self._wrote()
@@ -426,6 +466,24 @@ class FakeCluster(KarpenterLifecycle):
         """The Node of ``claim``, if launched."""
         c = self.claims.get(claim)
         return c.node if c else None
+
+
+class _Members(NamedTuple):
+    """A pool's objects in observation order, and its ``status.resources``."""
+
+    claims: list[Claim]
+    nodes: list[Node]
+    pods: list[Pod]
+    placeholders: list[Pod]
+    resources: dict[str, int]
+
+
+def _by_name(claim: Claim) -> str:
+    return claim.name
+
+
+def _by_key(pod: Pod) -> tuple[str, str]:
+    return (pod.namespace, pod.name)
 
 
 def _merge(target: dict[str, str], patch: Mapping[str, str | None]) -> None:

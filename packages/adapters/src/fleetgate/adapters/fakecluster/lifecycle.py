@@ -24,6 +24,7 @@ from fleetgate.adapters.fakecluster.model import (
     NodeChange,
     Pod,
     Pool,
+    Revisions,
     is_placeholder,
 )
 from fleetgate.adapters.fakecluster.scheduler import BATCH
@@ -48,6 +49,7 @@ class KarpenterLifecycle:
     _listeners: list[Callable[[NodeChange], None]]
     _scheduling: bool
     _rerun: bool
+    _revisions: Revisions
 
     def pool_resources(self, pool: str) -> dict[str, int]:
         """``status.resources``: the summed allocatable of the pool's claims."""
@@ -82,19 +84,22 @@ class KarpenterLifecycle:
         )
         self.claims[name] = claim
         self.archive[name] = claim
+        claim.attach(self._revisions)
         self._record(created_at, "claim-created", name, pool.name)
         if expire_after is not None:
             self._at(created_at + expire_after, "expire", name)
         return claim
 
     def _launch(self, claim: Claim, at: datetime, *, ready: bool = True) -> None:
-        claim.node = Node(
+        node = Node(
             name=claim.name,
             pool=claim.pool,
             allocatable=dict(claim.allocatable),
             labels={**claim.labels, HOSTNAME_LABEL: claim.name},
             ready=False,
         )
+        node.attach(self._revisions)
+        claim.node = node
         if ready:
             self._become_ready(claim, at)
 
@@ -160,11 +165,13 @@ class KarpenterLifecycle:
 
     def _remove_claim(self, claim: Claim, at: datetime) -> None:
         del self.claims[claim.name]
+        self._left()
         if claim.node is not None:
             for pod in list(self.pods.values()):
                 if pod.node_name == claim.node.name:
                     if pod.owner_kind in (None, "DaemonSet"):
                         del self.pods[pod.key]
+                        self._left()
                     else:
                         pod.node_name = None
                         pod.pending_since = at
@@ -182,9 +189,15 @@ class KarpenterLifecycle:
 
     def _delete_pod(self, pod: Pod, at: datetime, kind: str) -> None:
         del self.pods[pod.key]
+        self._left()
         if is_placeholder(pod):
             self._record(at, kind, pod.name, pod.pool or "")
             self._schedule(at)
+
+    def _left(self) -> None:
+        """A claim or Pod was removed: the pools' member lists are stale."""
+        self._revisions.any += 1
+        self._revisions.members += 1
 
     def _placeholders(self, pool: str | None) -> list[Pod]:
         return [

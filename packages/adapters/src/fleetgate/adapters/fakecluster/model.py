@@ -1,10 +1,17 @@
-"""The fake cluster's mutable records, and their conversion into the domain's observation values."""
+"""The fake cluster's mutable records, and their conversion into the domain's observation values.
+
+A record caches its observation value and drops it on any write to one of its attributes (an
+in-place change of one of its dicts calls ``touch()``), and tells the cluster's ``Revisions``
+that something changed: an unchanged pool is then observed by reusing values, like an informer
+cache keyed by resourceVersion, instead of copying every object on every pass.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MappingProxyType
+from typing import Any
 
 from fleetgate.domain.rotation.cluster import (
     NodeClaimView,
@@ -28,8 +35,50 @@ DEFAULT_NODE_ALLOCATABLE: dict[str, int] = {
 }
 
 
+class Revisions:
+    """Counters the cluster's records bump when they change: ``any`` on every change,
+    ``members`` when a claim or a workload Pod joins, leaves or moves between nodes."""
+
+    __slots__ = ("any", "members")
+
+    def __init__(self) -> None:
+        self.any = 0
+        self.members = 0
+
+
+class _Cached:
+    """A record whose observation value is cached until one of its attributes is written."""
+
+    _view: Any = None
+    _revisions: Revisions | None = None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name != "_view":
+            object.__setattr__(self, "_view", None)
+            revisions = self._revisions
+            if revisions is not None:
+                revisions.any += 1
+                if name in self._membership:
+                    revisions.members += 1
+
+    _membership: frozenset[str] = frozenset()
+
+    def attach(self, revisions: Revisions) -> None:
+        """Report this record's changes to ``revisions`` (the owning cluster's)."""
+        object.__setattr__(self, "_revisions", revisions)
+        revisions.any += 1
+        revisions.members += 1
+
+    def touch(self) -> None:
+        """One of the record's dicts was changed in place: its cached value is stale."""
+        self._view = None
+        if self._revisions is not None:
+            self._revisions.any += 1
+
+
 @dataclass
-class Pool:
+class Pool(_Cached):
     """A NodePool: template, limits, annotations, and the fake-Karpenter knobs for its nodes."""
 
     name: str
@@ -48,7 +97,7 @@ class Pool:
 
 
 @dataclass
-class Claim:
+class Claim(_Cached):
     """A NodeClaim and, once launched, its Node (the two share a name here, as on AWS)."""
 
     name: str
@@ -63,8 +112,16 @@ class Claim:
     deleting_at: datetime | None = None
     node: Node | None = None
 
+    _membership = frozenset({"node"})
+
     def view(self) -> NodeClaimView:
-        """The claim as the controller observes it."""
+        """The claim as the controller observes it (cached until the claim changes)."""
+        if self._view is None:
+            self._view = self._build()
+        view: NodeClaimView = self._view
+        return view
+
+    def _build(self) -> NodeClaimView:
         return NodeClaimView(
             name=self.name,
             created_at=self.created_at,
@@ -85,7 +142,7 @@ class Claim:
 
 
 @dataclass
-class Node:
+class Node(_Cached):
     """A Node of a launched claim."""
 
     name: str
@@ -97,7 +154,13 @@ class Node:
     ready: bool = True
 
     def view(self) -> NodeView:
-        """The node as the controller observes it."""
+        """The node as the controller observes it (cached until the node changes)."""
+        if self._view is None:
+            self._view = self._build()
+        view: NodeView = self._view
+        return view
+
+    def _build(self) -> NodeView:
         return NodeView(
             name=self.name,
             labels=MappingProxyType(dict(self.labels)),
@@ -109,7 +172,7 @@ class Node:
 
 
 @dataclass
-class Pod:
+class Pod(_Cached):
     """A Pod. ``pool`` is its required NodePool affinity (None: any); ``seq`` orders creation."""
 
     namespace: str
@@ -133,8 +196,16 @@ class Pod:
         """(namespace, name): a Pod's identity."""
         return (self.namespace, self.name)
 
+    _membership = frozenset({"node_name"})
+
     def view(self) -> PodView:
-        """The pod as the controller observes it."""
+        """The pod as the controller observes it (cached until the pod changes)."""
+        if self._view is None:
+            self._view = self._build()
+        view: PodView = self._view
+        return view
+
+    def _build(self) -> PodView:
         return PodView(
             namespace=self.namespace,
             name=self.name,

@@ -105,16 +105,21 @@ def _bind(cluster: FakeCluster, pod: Pod, node: Node, at: datetime) -> None:
 
 
 def _preempt(cluster: FakeCluster, pod: Pod, at: datetime) -> bool:
+    # The bound Pods by node, gathered once: a scan of every Pod per candidate node is
+    # quadratic in a 10,000-node pool (an evicted workload Pod tries every node).
+    bound: dict[str, list[Pod]] | None = None
     for node in _eligible_nodes(cluster, pod):
+        if bound is None:
+            bound = {}
+            for p in cluster.pods.values():
+                if p.node_name is not None:
+                    bound.setdefault(p.node_name, []).append(p)
+        on_node = bound.get(node.name, [])
         victims = sorted(
-            (
-                p
-                for p in cluster.pods.values()
-                if p.node_name == node.name and p.priority < pod.priority
-            ),
+            (p for p in on_node if p.priority < pod.priority),
             key=lambda p: (p.priority, -p.seq),
         )
-        free = free_on(cluster, node)
+        free = subtract(node.allocatable, *(p.requests for p in on_node))
         chosen = []
         for victim in victims:
             if fits(free, pod.requests):
