@@ -13,6 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
+
+from fleetgate.domain.rotation.selection import ClaimView
 
 Resources = Mapping[str, int]
 """Resource name -> quantity in milli-units (see the module docstring)."""
@@ -72,6 +75,21 @@ class NodeClaimView:
     def deleting(self) -> bool:
         """True once Kubernetes has set the deletionTimestamp."""
         return self.deleting_at is not None
+
+    @cached_property
+    def selection_view(self) -> ClaimView:
+        """What selection reads of this claim; built once per value, since a gateway that
+        caches its observation hands the same value to pass after pass."""
+        return ClaimView(
+            name=self.name,
+            created_at=self.created_at,
+            expire_after=self.expire_after,
+            tgp=self.termination_grace_period,
+            deleting=self.deleting_at is not None,
+            ready=self.ready,
+            node_name=self.node_name,
+            annotations=self.annotations,
+        )
 
 
 @dataclass(frozen=True)

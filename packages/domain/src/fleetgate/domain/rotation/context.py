@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import Action, DeletePlaceholder
@@ -11,7 +13,13 @@ from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
 from fleetgate.domain.rotation.markers import unfreeze
 from fleetgate.domain.rotation.placeholder import placeholder_name
 from fleetgate.domain.rotation.policy import ResolvedPolicy
-from fleetgate.domain.rotation.selection import ClaimView, opted_out_claims
+from fleetgate.domain.rotation.selection import (
+    Bucket,
+    Census,
+    ClaimView,
+    classify,
+    opted_out_claims,
+)
 
 CLEAR_ANCHOR: dict[str, str | None] = {
     ann.ACTIVE_ROTATION: None,
@@ -39,6 +47,29 @@ class Pass:
     now: datetime
     config: MachineConfig
 
+    # Each is computed once per pass and shared by the report, the pick and the quiet instant:
+    # over a 10,000-claim pool, a second walk over the claims is a large part of a pass.
+    @cached_property
+    def views(self) -> list[ClaimView]:
+        """The selection module's view of every observed claim, in observation order."""
+        return [c.selection_view for c in self.obs.claims]
+
+    @cached_property
+    def opted(self) -> frozenset[str]:
+        """The claims whose node carries the operator's own ``do-not-disrupt``."""
+        return opted_out_claims(self.views, {n.name: n.annotations for n in self.obs.nodes})
+
+    @cached_property
+    def buckets(self) -> list[Bucket]:
+        """Each claim's census bucket now, in observation order."""
+        rules, now, opted = self.policy.selection, self.now, self.opted
+        return [classify(v, now, rules, opted) for v in self.views]
+
+    @property
+    def census(self) -> Census:
+        """How many claims fell in each bucket (``take_census`` over ``views``)."""
+        return Census(Counter(self.buckets))
+
     @property
     def stamp(self) -> str:
         """``now`` as an annotation value."""
@@ -62,16 +93,7 @@ class Pass:
 
 def claim_view(claim: NodeClaimView) -> ClaimView:
     """The selection module's view of an observed claim."""
-    return ClaimView(
-        name=claim.name,
-        created_at=claim.created_at,
-        expire_after=claim.expire_after,
-        tgp=claim.termination_grace_period,
-        deleting=claim.deleting,
-        ready=claim.ready,
-        node_name=claim.node_name,
-        annotations=claim.annotations,
-    )
+    return claim.selection_view
 
 
 def opted_out(obs: PoolObservation) -> frozenset[str]:

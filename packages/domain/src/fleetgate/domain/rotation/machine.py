@@ -33,8 +33,6 @@ from fleetgate.domain.rotation.context import (
     CLEAR_ANCHOR,
     MachineConfig,
     Pass,
-    claim_view,
-    opted_out,
 )
 from fleetgate.domain.rotation.estimates import (
     OBSERVED_DRAIN,
@@ -47,8 +45,9 @@ from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.quiet import earliest, gate_change, next_eligibility, quiet_anchored
 from fleetgate.domain.rotation.report import PoolReport, observe
 from fleetgate.domain.rotation.selection import (
+    Bucket,
     deadline,
-    pick,
+    order,
 )
 
 __all__ = ["MachineConfig", "PoolReport", "Step", "step", "surgeless_fallback"]
@@ -128,9 +127,10 @@ def step(
             blocked_report,
             quiet_until=earliest(blocked.until, gate_change(p)),
         )
-    views = [claim_view(c) for c in obs.claims]
-    opted = opted_out(obs)
-    chosen = pick(views, now, p.policy.selection, opted)
+    # ``pick`` over the buckets the census already computed for this pass.
+    eligible = [v for v, b in zip(p.views, p.buckets, strict=True) if b is Bucket.ELIGIBLE]
+    ordered = order(eligible, p.policy.selection)
+    chosen = ordered[0] if ordered else None
     if chosen is None:
         census = report.census.as_dict()
         actions.append(

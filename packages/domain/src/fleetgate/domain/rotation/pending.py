@@ -24,7 +24,7 @@ from fleetgate.domain.rotation.actions import (
 )
 from fleetgate.domain.rotation.cluster import NodeClaimView, PodView
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
-from fleetgate.domain.rotation.context import CLEAR_ANCHOR, Pass, claim_view
+from fleetgate.domain.rotation.context import CLEAR_ANCHOR, Pass
 from fleetgate.domain.rotation.estimates import OBSERVED_PROVISIONING, append_sample
 from fleetgate.domain.rotation.markers import freeze
 from fleetgate.domain.rotation.placeholder import Clamp, build_placeholder
@@ -67,7 +67,7 @@ def build(p: Pass, claim: NodeClaimView) -> tuple[CreatePlaceholder, Clamp]:
     due_hosts = [
         c.node_name
         for c in p.obs.claims
-        if c.node_name and is_triggered(claim_view(c), p.now, rules)
+        if c.node_name and is_triggered(c.selection_view, p.now, rules)
     ]
     avoid = [claim.node_name, *due_hosts] if claim.node_name else due_hosts
     spec, sized = build_placeholder(

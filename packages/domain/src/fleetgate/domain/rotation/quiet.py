@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from fleetgate.domain.rotation import annotations as ann
-from fleetgate.domain.rotation.context import Pass, opted_out
+from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.selection import retry_backoff
 
 _TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
@@ -18,7 +18,7 @@ _TICK = timedelta(microseconds=1)  # "strictly after": the first instant a stric
 def next_eligibility(p: Pass) -> datetime | None:
     """The first instant after now at which some claim could become eligible by time alone."""
     rules = p.policy.selection
-    opted = opted_out(p.obs)
+    opted = p.opted
     instants = []
     for claim in p.obs.claims:
         state = claim.annotations.get(ann.CLAIM_STATE, "")

@@ -7,12 +7,12 @@ from datetime import datetime
 
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import Action, Announce
-from fleetgate.domain.rotation.context import Pass, claim_view, opted_out
+from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.derive import Derivation
 from fleetgate.domain.rotation.estimates import KEYS, EstimateCheck, check_estimate, read_samples
 from fleetgate.domain.rotation.gates import Blocked
 from fleetgate.domain.rotation.governance import Governance
-from fleetgate.domain.rotation.selection import Census, is_short_lead, take_census
+from fleetgate.domain.rotation.selection import Census, is_short_lead
 
 
 @dataclass(frozen=True)
@@ -40,8 +40,8 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
     """Step 1 of a pass (§7.2): derive, take the census, and announce the pool's standing."""
     obs, now = p.obs, p.now
     derivation = p.policy.derive(obs.expire_after, len(obs.claims))
-    views = [claim_view(c) for c in obs.claims]
-    census = take_census(views, now, p.policy.selection, opted_out(obs))
+    views = p.views
+    census = p.census
     actions: list[Action] = []
     for f in derivation.findings:
         if not f.fatal:
