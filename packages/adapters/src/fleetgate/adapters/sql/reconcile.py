@@ -87,7 +87,12 @@ async def _by_node(
     conn: AsyncConnection, now: datetime, decay_seconds: float
 ) -> tuple[dict[str, Resources], dict[str, float]]:
     """Each node's usage and decayed demand, from one scan of the placements."""
-    sums = [sa.func.coalesce(sa.func.sum(placements.c[d]), 0).label(d) for d in ALLOCATION]
+    # BIGINT, not the NUMERIC PostgreSQL makes of a SUM of BIGINTs: 30,000 Decimals cost the
+    # client more to decode than the ints do.
+    sums = [
+        sa.cast(sa.func.coalesce(sa.func.sum(placements.c[d]), 0), sa.BigInteger()).label(d)
+        for d in ALLOCATION
+    ]
     left = decayed_sum(epoch(now), decay_seconds).label("left")
     rows = await conn.execute(sa.select(placements.c.node, *sums, left).group_by(placements.c.node))
     usage: dict[str, Resources] = {}

@@ -62,10 +62,8 @@ class Drift:
 
 
 def _sum(values: Sequence[Resources]) -> Resources:
-    total = Resources()
-    for value in values:
-        total = total.plus(value)
-    return total
+    # One Resources at the end, not one per addend: a pass sums 10,000 node limits.
+    return Resources(*(sum(v.get(d) for v in values) for d in ALLOCATION))
 
 
 # --- inputs -----------------------------------------------------------------------------------
