@@ -25,6 +25,8 @@ SCHEMES = ["sqlite+aiosqlite"]
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 #: Execution option that marks a read-only transaction (plain, deferred BEGIN).
 READ_ONLY = "fleetgate_read_only"
+#: What aiosqlite raises (a bare ValueError) for work queued on a connection that was closed.
+_CLOSED = ("Connection closed", "no active connection")
 
 
 class SqliteSupport(DialectSupport):
@@ -66,11 +68,13 @@ class SqliteSupport(DialectSupport):
 
         @event.listens_for(engine.sync_engine, "commit")
         def _on_commit(conn: Any) -> None:
-            # Our COMMIT, not the driver's: SQLAlchemy's aiosqlite adapter skips commit()
-            # without a word when the connection is already closed, which would report a
-            # transaction that was rolled back as committed. A statement on a closed
-            # connection fails, and the caller gets LedgerUnavailable.
-            conn.exec_driver_sql("COMMIT")
+            # SQLAlchemy's aiosqlite adapter skips commit() without a word when the connection
+            # is already closed, which would report a rolled-back transaction as committed.
+            # Refuse to commit on a closed connection instead (the adapter itself reads the
+            # same attribute); the store turns this error into LedgerUnavailable. Sending our
+            # own COMMIT would do too, at three more thread hops per transaction.
+            if conn.connection.driver_connection._connection is None:
+                raise ValueError(_CLOSED[0])
 
     def retryable(self, error: DBAPIError) -> bool:
         """SQLITE_BUSY and SQLITE_LOCKED (the write lock was not granted within the timeout)."""
@@ -83,10 +87,6 @@ class SqliteSupport(DialectSupport):
     def connection_lost(self, error: Exception) -> bool:
         """aiosqlite's ValueError for a closed connection (e.g. closing a SELECT's cursor)."""
         return type(error) is ValueError and str(error) in _CLOSED
-
-
-#: What aiosqlite raises (a bare ValueError) for work queued on a connection that was closed.
-_CLOSED = ("Connection closed", "no active connection")
 
 
 @hookimpl
