@@ -42,19 +42,27 @@ def _free_port() -> int:
 
 #: Set to a directory to run each API server under cProfile, one ``.prof`` file per server.
 PROFILE_ENV = "FLEETGATE_BENCH_PROFILE_DIR"
+#: ``fleetgate api --workers`` for the servers (1 unless set); the table says which was used.
+WORKERS_ENV = "FLEETGATE_BENCH_API_WORKERS"
+
+
+def workers() -> int:
+    """How many uvicorn worker processes each API server runs."""
+    return max(1, int(os.environ.get(WORKERS_ENV, "1")))
 
 
 def _command(port: int) -> list[str]:
     script = Path(sys.executable).with_name("fleetgate")
+    args = ["api", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers())]
     profile_dir = os.environ.get(PROFILE_ENV)
     if profile_dir and script.exists():
+        # Only the parent process is profiled: run with one worker to profile the serving.
         out = Path(profile_dir) / f"api-{port}.prof"
-        return [sys.executable, "-m", "cProfile", "-o", str(out), str(script), "api",
-                "--host", "127.0.0.1", "--port", str(port)]  # fmt: skip
+        return [sys.executable, "-m", "cProfile", "-o", str(out), str(script), *args]
     if script.exists():
-        return [str(script), "api", "--host", "127.0.0.1", "--port", str(port)]
+        return [str(script), *args]
     code = "from fleetgate.apps.cli import main; main()"
-    return [sys.executable, "-c", code, "api", "--host", "127.0.0.1", "--port", str(port)]
+    return [sys.executable, "-c", code, *args]
 
 
 @asynccontextmanager
@@ -161,10 +169,15 @@ async def run_target(target: Target, sizes: Sizes, console: Console) -> list[Cel
     return cells
 
 
+def _processes() -> str:
+    n = workers()
+    return "one process" if n == 1 else f"--workers {n}"
+
+
 def table(cells: list[Cell]) -> Table:
     """One row per backend, fleet size and writers."""
     t = Table(
-        "Admission over HTTP (fleetgate api, uvicorn, one process; httpx client)",
+        f"Admission over HTTP (fleetgate api, uvicorn, {_processes()}; httpx client)",
         [
             "backend",
             "nodes",

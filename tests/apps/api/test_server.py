@@ -144,3 +144,42 @@ def test_with_admin_token_keeps_a_configured_token_and_generates_otherwise() -> 
     generated, token = with_admin_token(Settings())
     assert token is not None and generated.api.admin_token == token
     assert with_admin_token(Settings())[1] != token
+
+
+def test_workers_share_the_generated_admin_token(tmp_path: Path) -> None:
+    # Every worker builds its own app: each must accept the one token the parent printed.
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
+    env["FLEETGATE_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'workers.db'}"
+    proc = subprocess.Popen(
+        [str(FLEETGATE), "api", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    assert proc.stderr is not None
+    try:
+        first = proc.stderr.readline() + proc.stderr.readline()
+        token = first.split("generated one for this run:\n", 1)[1].strip()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        admin = {"Authorization": f"Bearer {token}"}
+        with httpx.Client(base_url=base, timeout=10) as http:
+            assert {http.get("/v1/nodes", headers=admin).status_code for _ in range(20)} == {200}
+            assert http.get("/v1/nodes", headers={"Authorization": "Bearer x"}).status_code == 401
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(timeout=30) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            proc.stderr.close()

@@ -108,11 +108,15 @@ def simulate(
 def api(
     host: Annotated[str | None, typer.Option("--host")] = None,
     port: Annotated[int | None, typer.Option("--port", min=0, max=65535)] = None,
+    workers: Annotated[
+        int,
+        typer.Option("--workers", min=1, max=64, help="uvicorn worker processes sharing the port."),
+    ] = 1,
 ) -> None:
     """Serve the HTTP API (uvicorn)."""
     from fleetgate.apps.api.server import run_api
 
-    raise typer.Exit(run_api(host, port))
+    raise typer.Exit(run_api(host, port, workers))
 
 
 @app.command()

@@ -1,12 +1,21 @@
-"""``fleetgate api``: serve the HTTP API with uvicorn, one process, over the configured ledger.
+"""``fleetgate api``: serve the HTTP API with uvicorn over the configured ledger.
 
 Without ``api.admin_token`` (``FLEETGATE_API__ADMIN_TOKEN``) in the configuration, a random admin
 token is generated for this run and printed once on standard error: it is never stored, so a
 restart makes a new one. Configure a token for anything but a trial.
+
+``--workers N`` (N > 1) serves from N uvicorn worker processes sharing one socket. Each worker
+builds its own container from the environment, so the parent migrates the schema once first
+(workers then find it at head) and hands the admin token it settled on down through
+``FLEETGATE_API__ADMIN_TOKEN``: a generated token is accepted by every worker. Each worker keeps
+its own node snapshot; a node changed through one worker reaches the others' placements within
+``capacity.snapshot_seconds``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import secrets
 import signal
 import sys
@@ -34,7 +43,50 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def run_api(host: str | None, port: int | None) -> int:
+ADMIN_TOKEN_ENV = "FLEETGATE_API__ADMIN_TOKEN"
+
+
+def worker_app() -> object:
+    """The app of one worker process (``--workers``): built from the environment, as a factory."""
+    settings = load_settings()
+    configure_logging(settings.log_format)
+    return build_container(settings).api_app()
+
+
+async def _migrate(settings: Settings) -> None:
+    ledger = build_container(settings).ledger()
+    try:
+        await ledger.start()
+    finally:
+        await ledger.close()
+
+
+def _run_workers(settings: Settings, host: str, port: int, workers: int) -> int:
+    from uvicorn.supervisors.multiprocess import Multiprocess
+
+    try:
+        asyncio.run(_migrate(settings))
+    except Exception as exc:  # reported like a failed start of one process
+        print(f"error: cannot start the ledger: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    assert settings.api.admin_token is not None
+    os.environ[ADMIN_TOKEN_ENV] = settings.api.admin_token
+    config = uvicorn.Config(
+        f"{__name__}:worker_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        lifespan="on",
+        log_config=None,
+        proxy_headers=False,
+    )
+    # uvicorn's supervisor handles SIGINT/SIGTERM itself: it stops the workers and returns.
+    Multiprocess(config, sockets=[config.bind_socket()]).run()
+    return EXIT_OK
+
+
+def run_api(host: str | None, port: int | None, workers: int = 1) -> int:
     """Serve until interrupted; 0 after a clean shutdown, 1 if start-up failed, 2 bad config."""
     try:
         settings = load_settings()
@@ -50,11 +102,15 @@ def run_api(host: str | None, port: int | None) -> int:
             file=sys.stderr,
             flush=True,
         )
+    bind_host = host or settings.api.host
+    bind_port = settings.api.port if port is None else port
+    if workers > 1:
+        return _run_workers(settings, bind_host, bind_port, workers)
     app = build_container(settings).api_app()
     config = uvicorn.Config(
         app,
-        host=host or settings.api.host,
-        port=settings.api.port if port is None else port,
+        host=bind_host,
+        port=bind_port,
         lifespan="on",
         log_config=None,  # our structlog configuration handles uvicorn's loggers too
         proxy_headers=False,
