@@ -60,7 +60,7 @@ def free_on(cluster: FakeCluster, node: Node) -> dict[str, int]:
 
 def _eligible_nodes(cluster: FakeCluster, pod: Pod) -> list[Node]:
     nodes = []
-    for claim in sorted(cluster.claims.values(), key=lambda c: c.name):
+    for claim in cluster.claims_by_name():
         node = claim.node
         if node is None or not node.ready or node.unschedulable or claim.deleting_at is not None:
             continue
@@ -146,7 +146,7 @@ def _provision_for(cluster: FakeCluster, pod: Pod, at: datetime) -> None:
     if not fits(pool.node_allocatable, pod.requests):
         pod.unschedulable_message = f"no instance type of NodePool {pool.name} fits the requests"
         return
-    for claim in sorted(cluster.claims.values(), key=lambda c: c.name):
+    for claim in cluster.claims_by_name():
         if claim.pool != pool.name or claim.ready or claim.deleting_at is not None:
             continue
         load = [p.requests for p in cluster.pods.values() if p.nominated_claim == claim.name]

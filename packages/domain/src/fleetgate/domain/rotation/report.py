@@ -7,6 +7,7 @@ from datetime import datetime
 
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import Action, Announce
+from fleetgate.domain.rotation.cluster import NodeClaimView
 from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.derive import Derivation
 from fleetgate.domain.rotation.estimates import KEYS, EstimateCheck, check_estimate, read_samples
@@ -90,13 +91,22 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
         census=census,
         short_lead=short,
         drain_stuck=stuck,
-        retry_count=max(
-            (ann.parse_retry_count(c.annotations.get(ann.RETRY_COUNT)) for c in obs.claims),
-            default=0,
-        ),
+        retry_count=_retry_count(obs.claims),
         estimates=checks,
     )
     return report, actions
+
+
+def _retry_count(claims: tuple[NodeClaimView, ...]) -> int:
+    """The highest retry count of any claim (an absent one counts as 0); parses only those set."""
+    counts = [
+        ann.parse_retry_count(c.annotations[ann.RETRY_COUNT])
+        for c in claims
+        if ann.RETRY_COUNT in c.annotations
+    ]
+    if len(counts) < len(claims):
+        counts.append(0)
+    return max(counts, default=0)
 
 
 def _estimate_checks(p: Pass, derivation: Derivation) -> tuple[EstimateCheck, ...]:
