@@ -78,7 +78,7 @@ async def simulator(sizes: Sizes) -> tuple[Table, Verdict]:
 
     t = Table(
         "Simulator: the real controller on the fake cluster, in virtual time",
-        ["nodes", "days", "rotations", "breaches", "controller passes", "wall s"],
+        ["nodes", "days", "rotations", "breaches", "controller passes", "ms per pass", "wall s"],
     )
     try:
         doc = await simulate_async(inputs, progress)
@@ -89,6 +89,7 @@ async def simulator(sizes: Sizes) -> tuple[Table, Verdict]:
         t.add(
             f"{sizes.simulator_nodes:,}",
             f"{days:.1f} of {sizes.simulator_days} (stopped at {sizes.simulator_seconds:.0f} s)",
+            "-",
             "-",
             "-",
             "-",
@@ -108,6 +109,7 @@ async def simulator(sizes: Sizes) -> tuple[Table, Verdict]:
         f"{s['rotations']:,}",
         s["breaches"],
         f"{s['controllerPasses']:,}",
+        f"{1000 * seconds / max(s['controllerPasses'], 1):.2f}",
         f"{seconds:.2f}",
     )
     verdict = Verdict(
@@ -153,7 +155,9 @@ async def tick(sizes: Sizes) -> tuple[Table, Verdict]:
         logger=structlog.wrap_logger(structlog.ReturnLogger(), processors=[]),
     )
     await controller.startup_sweep()
-    # Time the gateway's share (the fake cluster copying out its objects) apart from the rest.
+    # Time the gateway's share apart from the rest. The fake cluster observes like an informer
+    # cache: it rebuilds only the objects that changed since the last observation (and hands
+    # out the same value when nothing did), so this is the incremental cost, not a full copy.
     observed: list[float] = []
     observe = cluster.observe
 
@@ -182,7 +186,7 @@ async def tick(sizes: Sizes) -> tuple[Table, Verdict]:
             "first tick ms",
             "p50 ms",
             "worst ms",
-            "of which observe (p50 ms)",
+            "of which observe, incremental (p50 ms)",
         ],
     )
     t.add(
