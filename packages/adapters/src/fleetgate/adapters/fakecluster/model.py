@@ -8,6 +8,7 @@ cache keyed by resourceVersion, instead of copying every object on every pass.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MappingProxyType
@@ -223,6 +224,22 @@ class Pod(_Cached):
 def fits(free: Resources, requests: Resources) -> bool:
     """True when every requested quantity fits into ``free`` (a resource a node lacks is 0)."""
     return all(want <= free.get(name, 0) for name, want in requests.items() if want > 0)
+
+
+def fits_after(total: Resources, used: Sequence[Resources], requests: Resources) -> bool:
+    """``fits(subtract(total, *used), requests)`` without building the free dict: the scheduler
+    asks this of every candidate node, and only the requested resources matter."""
+    for name, want in requests.items():
+        if want <= 0:
+            continue
+        if name not in total:
+            return False
+        free = total[name]
+        for item in used:
+            free -= item.get(name, 0)
+        if want > free:
+            return False
+    return True
 
 
 def subtract(total: Resources, *used: Resources) -> dict[str, int]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from fleetgate.adapters.fakecluster.model import Node, Pod, fits, subtract
+from fleetgate.adapters.fakecluster.model import Node, Pod, fits, fits_after, subtract
 
 if TYPE_CHECKING:
     from fleetgate.adapters.fakecluster.lifecycle import KarpenterLifecycle as FakeCluster
@@ -90,7 +90,7 @@ def _best_node(cluster: FakeCluster, pod: Pod) -> Node | None:
     for node in _eligible_nodes(cluster, pod):
         if bound is None:
             bound = _bound_requests(cluster)
-        if fits(subtract(node.allocatable, *bound.get(node.name, ())), pod.requests):
+        if fits_after(node.allocatable, bound.get(node.name, ()), pod.requests):
             return node
     return None
 
