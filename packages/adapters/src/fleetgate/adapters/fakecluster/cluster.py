@@ -23,6 +23,7 @@ import heapq
 import itertools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
+from operator import attrgetter
 from typing import Any, NamedTuple
 
 from fleetgate.adapters.fakecluster.faults import Faults
@@ -102,7 +103,7 @@ class FakeCluster(KarpenterLifecycle):
         # Per pool: the observation last handed out, reused while nothing at all has changed,
         # and its members (claims, nodes, pods, placeholders), reused while none joined or left.
         self._observed: dict[str, tuple[int, PoolObservation]] = {}
-        self._members: dict[str, tuple[int, _Members]] = {}
+        self._members: dict[str, _Members] = {}
 
     # --- seeding -----------------------------------------------------------------------------
 
@@ -329,11 +330,7 @@ class FakeCluster(KarpenterLifecycle):
         observed = self._observed.get(pool)
         if observed is not None and observed[0] == revisions.any:
             return observed[1]
-        cached = self._members.get(pool)
-        if cached is None or cached[0] != revisions.members:
-            cached = (revisions.members, self._gather(pool))
-            self._members[pool] = cached
-        members = cached[1]
+        members = self._gather(pool)
         obs = PoolObservation(
             name=p.name,
             version=str(p.version),
@@ -354,24 +351,41 @@ class FakeCluster(KarpenterLifecycle):
         return obs
 
     def _gather(self, pool: str) -> _Members:
-        claims = sorted((c for c in self.claims.values() if c.pool == pool), key=_by_name)
-        nodes = [c.node for c in claims if c.node is not None]
-        node_names = {n.name for n in nodes}
-        pods = sorted(
-            (
-                pod
-                for pod in self.pods.values()
-                if pod.node_name in node_names and not is_placeholder(pod)
-            ),
-            key=_by_key,
+        # Each list is rebuilt only when its own kind of member joined, left or moved.
+        r = self._revisions
+        cached = self._members.get(pool)
+        if cached is not None and cached.key == (r.claims, r.pods, r.placeholders):
+            return cached
+        if cached is not None and cached.key[0] == r.claims:
+            claims, nodes, resources = cached.claims, cached.nodes, cached.resources
+        else:
+            claims = sorted((c for c in self.claims.values() if c.pool == pool), key=_by_name)
+            nodes = [c.node for c in claims if c.node is not None]
+            resources = {}
+            for claim in claims:
+                for name, value in claim.allocatable.items():
+                    resources[name] = resources.get(name, 0) + value
+        if cached is not None and cached.key[:2] == (r.claims, r.pods):
+            pods = cached.pods
+        else:
+            node_names = {n.name for n in nodes}
+            pods = sorted(
+                (
+                    pod
+                    for pod in self.pods.values()
+                    if pod.node_name in node_names and not is_placeholder(pod)
+                ),
+                key=_by_key,
+            )
+        if cached is not None and cached.key[2] == r.placeholders:
+            placeholders = cached.placeholders
+        else:
+            placeholders = sorted(self._placeholders(pool), key=_by_key)
+        members = _Members(
+            (r.claims, r.pods, r.placeholders), claims, nodes, pods, placeholders, resources
         )
-        resources: dict[str, int] = {}
-        for claim in claims:
-            for name, value in claim.allocatable.items():
-                resources[name] = resources.get(name, 0) + value
-        return _Members(
-            claims, nodes, pods, sorted(self._placeholders(pool), key=_by_key), resources
-        )
+        self._members[pool] = members
+        return members
 
     async def list_policies(self) -> Sequence[Mapping[str, Any]] | None:
         """The manifests given to ``set_policies``, or None."""
@@ -471,6 +485,7 @@ class FakeCluster(KarpenterLifecycle):
 class _Members(NamedTuple):
     """A pool's objects in observation order, and its ``status.resources``."""
 
+    key: tuple[int, int, int]  # the (claims, pods, placeholders) revisions they were built at
     claims: list[Claim]
     nodes: list[Node]
     pods: list[Pod]
@@ -478,12 +493,8 @@ class _Members(NamedTuple):
     resources: dict[str, int]
 
 
-def _by_name(claim: Claim) -> str:
-    return claim.name
-
-
-def _by_key(pod: Pod) -> tuple[str, str]:
-    return (pod.namespace, pod.name)
+_by_name = attrgetter("name")
+_by_key = attrgetter("namespace", "name")
 
 
 def _merge(target: dict[str, str], patch: Mapping[str, str | None]) -> None:

@@ -55,7 +55,7 @@ class KarpenterLifecycle:
 
     def claims_by_name(self) -> list[Claim]:
         """Every claim, sorted by name; re-sorted only after a claim joined or left."""
-        members = self._revisions.members
+        members = self._revisions.claims
         if self._by_name is None or self._by_name[0] != members:
             self._by_name = (members, sorted(self.claims.values(), key=lambda c: c.name))
         return self._by_name[1]
@@ -174,13 +174,13 @@ class KarpenterLifecycle:
 
     def _remove_claim(self, claim: Claim, at: datetime) -> None:
         del self.claims[claim.name]
-        self._left()
+        self._revisions.left("claims")
         if claim.node is not None:
             for pod in list(self.pods.values()):
                 if pod.node_name == claim.node.name:
                     if pod.owner_kind in (None, "DaemonSet"):
                         del self.pods[pod.key]
-                        self._left()
+                        self._revisions.left(pod._kind())
                     else:
                         pod.node_name = None
                         pod.pending_since = at
@@ -198,15 +198,10 @@ class KarpenterLifecycle:
 
     def _delete_pod(self, pod: Pod, at: datetime, kind: str) -> None:
         del self.pods[pod.key]
-        self._left()
+        self._revisions.left(pod._kind())
         if is_placeholder(pod):
             self._record(at, kind, pod.name, pod.pool or "")
             self._schedule(at)
-
-    def _left(self) -> None:
-        """A claim or Pod was removed: the pools' member lists are stale."""
-        self._revisions.any += 1
-        self._revisions.members += 1
 
     def _placeholders(self, pool: str | None) -> list[Pod]:
         return [

@@ -37,14 +37,22 @@ DEFAULT_NODE_ALLOCATABLE: dict[str, int] = {
 
 
 class Revisions:
-    """Counters the cluster's records bump when they change: ``any`` on every change,
-    ``members`` when a claim or a workload Pod joins, leaves or moves between nodes."""
+    """Counters the cluster's records bump when they change: ``any`` on every change; ``claims``,
+    ``pods`` (workload Pods) and ``placeholders`` when one joins, leaves or (for the first two)
+    moves: a pool's member lists are rebuilt only when their own counter moved."""
 
-    __slots__ = ("any", "members")
+    __slots__ = ("any", "claims", "placeholders", "pods")
 
     def __init__(self) -> None:
         self.any = 0
-        self.members = 0
+        self.claims = 0
+        self.pods = 0
+        self.placeholders = 0
+
+    def left(self, kind: str) -> None:
+        """A record of ``kind`` (``claims``, ``pods``, ``placeholders``) joined or left."""
+        self.any += 1
+        setattr(self, kind, getattr(self, kind) + 1)
 
 
 class _Cached:
@@ -52,6 +60,8 @@ class _Cached:
 
     _view: Any = None
     _revisions: Revisions | None = None
+    _membership: frozenset[str] = frozenset()
+    """Attributes whose change moves the record between member lists (see ``_kind``)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
@@ -61,15 +71,24 @@ class _Cached:
             if revisions is not None:
                 revisions.any += 1
                 if name in self._membership:
-                    revisions.members += 1
+                    kind = self._kind()
+                    if kind == "claims":
+                        revisions.claims += 1
+                    elif kind == "pods":
+                        revisions.pods += 1
 
-    _membership: frozenset[str] = frozenset()
+    def _kind(self) -> str | None:
+        """The member list this record is counted in (None: none)."""
+        return None
 
     def attach(self, revisions: Revisions) -> None:
         """Report this record's changes to ``revisions`` (the owning cluster's)."""
         object.__setattr__(self, "_revisions", revisions)
-        revisions.any += 1
-        revisions.members += 1
+        kind = self._kind()
+        if kind is None:
+            revisions.any += 1
+        else:
+            revisions.left(kind)
 
     def touch(self) -> None:
         """One of the record's dicts was changed in place: its cached value is stale."""
@@ -114,6 +133,9 @@ class Claim(_Cached):
     node: Node | None = None
 
     _membership = frozenset({"node"})
+
+    def _kind(self) -> str:
+        return "claims"
 
     def view(self) -> NodeClaimView:
         """The claim as the controller observes it (cached until the claim changes)."""
@@ -197,7 +219,11 @@ class Pod(_Cached):
         """(namespace, name): a Pod's identity."""
         return (self.namespace, self.name)
 
+    # A placeholder is listed by its pool whether bound or not: binding it moves nothing.
     _membership = frozenset({"node_name"})
+
+    def _kind(self) -> str:
+        return "placeholders" if is_placeholder(self) else "pods"
 
     def view(self) -> PodView:
         """The pod as the controller observes it (cached until the pod changes)."""
