@@ -18,6 +18,7 @@ import asyncio
 import os
 import secrets
 import signal
+import socket
 import sys
 from types import FrameType
 
@@ -82,8 +83,20 @@ def _run_workers(settings: Settings, host: str, port: int, workers: int) -> int:
         proxy_headers=False,
     )
     # uvicorn's supervisor handles SIGINT/SIGTERM itself: it stops the workers and returns.
-    Multiprocess(config, sockets=[config.bind_socket()]).run()
+    Multiprocess(config, sockets=[_listening_socket(host, port)]).run()
     return EXIT_OK
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    # Made here rather than by uvicorn's bind_socket, which leaves the protocol 0: asyncio turns
+    # on TCP_NODELAY only for sockets that say they are TCP, so each response on a kept-alive
+    # connection then waited some 40 ms for the client's delayed ACK (Nagle's algorithm).
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
 
 
 def run_api(host: str | None, port: int | None, workers: int = 1) -> int:
