@@ -55,6 +55,8 @@ class PlaceOutcome:
 
     ``subject`` is the id the walk's audit events were recorded under (the placement's id when
     one was admitted), so an operator can read why a refused request was refused.
+    ``candidates`` are the candidates the walk drew, in order: every eligible node when nothing
+    admitted, otherwise those tried up to and including the one that admitted.
     """
 
     subject: str
