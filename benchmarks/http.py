@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -65,9 +66,56 @@ def _command(port: int) -> list[str]:
     return [sys.executable, "-c", code, *args]
 
 
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (uvicorn workers are children of the supervisor)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        for children in Path(f"/proc/{p}/task").glob("*/children"):
+            try:
+                todo += [int(c) for c in children.read_text().split()]
+            except OSError:
+                continue
+    return found
+
+
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system) the API server's processes have used (Linux /proc)."""
+    total = 0
+    for p in _tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / _TICK
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, from /proc/stat."""
+    try:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except OSError:
+        return 0.0, 0.0
+    idle = values[3] + (values[4] if len(values) > 4 else 0)  # idle + iowait
+    return (sum(values) - idle) / _TICK, sum(values) / _TICK
+
+
+@dataclass
+class Server:
+    """A running ``fleetgate api``: where it listens, and its process (for its CPU time)."""
+
+    base: str
+    pid: int
+
+
 @asynccontextmanager
-async def serve(target: Target, url: str) -> AsyncIterator[str]:
-    """Run ``fleetgate api`` on ``url`` until the block ends; yields its base URL."""
+async def serve(target: Target, url: str) -> AsyncIterator[Server]:
+    """Run ``fleetgate api`` on ``url`` until the block ends."""
     port = _free_port()
     env = {
         **os.environ,
@@ -83,7 +131,7 @@ async def serve(target: Target, url: str) -> AsyncIterator[str]:
     base = f"http://127.0.0.1:{port}"
     try:
         await _wait_ready(base, process)
-        yield base
+        yield Server(base, process.pid)
     finally:
         # No graceful drain: requests a capped cell abandoned are not worth serving.
         process.terminate()
@@ -109,8 +157,20 @@ async def _wait_ready(base: str, process: subprocess.Popen[bytes]) -> None:
     raise RuntimeError("fleetgate api did not become ready")
 
 
-async def http_cell(base: str, writers: int, ops: int, max_seconds: float | None = None) -> Cell:
+@dataclass
+class HttpCell:
+    """An HTTP cell with the CPU the server and the whole machine spent on it."""
+
+    cell: Cell
+    server_cpu_ms_per_op: float
+    machine_busy: float  # share of all cores busy while the cell ran (0..1)
+
+
+async def http_cell(
+    server: Server, writers: int, ops: int, max_seconds: float | None = None
+) -> HttpCell:
     """``ops`` placements over HTTP by ``writers`` concurrent clients (no check: the caller's)."""
+    base = server.base
     limits = httpx.Limits(max_connections=writers, max_keepalive_connections=writers)
     headers = {"Authorization": f"Bearer {TOKEN}"}
     body = SIZE.as_dict()
@@ -131,8 +191,15 @@ async def http_cell(base: str, writers: int, ops: int, max_seconds: float | None
 
         warmup = None if max_seconds is None else max_seconds / 4
         await closed_loop(writers, min(64, writers * 4), place, warmup)
+        cpu_before, (busy_before, all_before) = server_cpu(server.pid), machine_busy()
         load = await closed_loop(writers, ops, place, max_seconds)
-    return Cell("", 0, writers, "http", load, Check())
+        cpu_after, (busy_after, all_after) = server_cpu(server.pid), machine_busy()
+    spent = all_after - all_before
+    return HttpCell(
+        Cell("", 0, writers, "http", load, Check()),
+        (cpu_after - cpu_before) * 1000.0 / load.ops if load.ops else 0.0,
+        (busy_after - busy_before) / spent if spent > 0 else 0.0,
+    )
 
 
 #: Above this many nodes a placement over HTTP takes on the order of a second, so only the
@@ -140,7 +207,7 @@ async def http_cell(base: str, writers: int, ops: int, max_seconds: float | None
 LARGE_FLEET = 1_000
 
 
-async def run_target(target: Target, sizes: Sizes, console: Console) -> list[Cell]:
+async def run_target(target: Target, sizes: Sizes, console: Console) -> list[HttpCell]:
     """Every (fleet, writers) HTTP cell of one backend, each against a freshly started server.
 
     A fresh server per cell: requests a slow cell abandoned at its cap must not be served on
@@ -156,11 +223,14 @@ async def run_target(target: Target, sizes: Sizes, console: Console) -> list[Cel
                 await reset(ledger)
                 label = f"{target.label}, {fleet:,} nodes, {writers} writer(s): HTTP"
                 with console.status(label):
-                    async with serve(target, url) as base:
-                        cell = await http_cell(base, writers, sizes.http_ops, sizes.cell_seconds)
+                    async with serve(target, url) as server:
+                        measured = await http_cell(
+                            server, writers, sizes.http_ops, sizes.cell_seconds
+                        )
+                cell = measured.cell
                 cell.backend, cell.fleet = target.label, fleet
                 cell.check = await check(ledger)
-                cells.append(cell)
+                cells.append(measured)
                 console.print(
                     f"  {label}: {cell.load.throughput:,.0f}/s "
                     f"p50 {cell.load.p(0.5):.1f} ms p99 {cell.load.p(0.99):.1f} ms "
@@ -174,7 +244,7 @@ def _processes() -> str:
     return "one process" if n == 1 else f"--workers {n}"
 
 
-def table(cells: list[Cell]) -> Table:
+def table(measured: list[HttpCell]) -> Table:
     """One row per backend, fleet size and writers."""
     t = Table(
         f"Admission over HTTP (fleetgate api, uvicorn, {_processes()}; httpx client)",
@@ -186,10 +256,13 @@ def table(cells: list[Cell]) -> Table:
             "p50 ms",
             "p99 ms",
             "client CPU ms/op",
+            "server CPU ms/op",
+            "machine busy",
             "over-commit check",
         ],
     )
-    for c in cells:
+    for m in measured:
+        c = m.cell
         extra = c.load.count("refused") + c.load.count("error")
         t.add(
             c.backend,
@@ -199,6 +272,8 @@ def table(cells: list[Cell]) -> Table:
             ms(c.load.p(0.5) / 1000),
             ms(c.load.p(0.99) / 1000),
             f"{c.load.cpu_ms_per_op:.2f}",
+            f"{m.server_cpu_ms_per_op:.2f}",
+            f"{m.machine_busy:.0%}",
             f"{c.check.summary()} ({c.check.placements:,} placements)",
         )
     return t

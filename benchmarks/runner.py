@@ -80,24 +80,27 @@ async def _admission(targets: Sequence[Target], sizes: Sizes, console: Console) 
 
 
 async def _http(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
-    cells: list[admission.Cell] = []
+    measured: list[http.HttpCell] = []
     for target in targets:
         if target.key in HTTP_BACKENDS:
-            cells += await http.run_target(target, sizes, console)
+            measured += await http.run_target(target, sizes, console)
     s = Section("http", "Admission over HTTP")
-    s.tables.append(http.table(cells))
+    s.tables.append(http.table(measured))
     for fleet in sizes.fleets:
-        mine = [c for c in cells if c.fleet == fleet]
+        mine = [m for m in measured if m.cell.fleet == fleet]
         if mine:
-            best = max(mine, key=lambda c: c.load.throughput)
+            top = max(mine, key=lambda m: m.cell.load.throughput)
+            best = top.cell
+            cpu = best.load.cpu_ms_per_op + top.server_cpu_ms_per_op
             s.verdicts.append(
                 Verdict(
                     f">= 500 placements/s over HTTP ({fleet:,} nodes)",
                     f"best {rate(best.load.throughput)}/s ({best.backend}, {best.writers} writers)",
                     best.load.throughput >= HTTP_PLACEMENTS,
+                    f"client + server CPU {cpu:.1f} ms/op, machine {top.machine_busy:.0%} busy",
                 )
             )
-    _note_checks(s, [c.check for c in cells], "HTTP")
+    _note_checks(s, [m.cell.check for m in measured], "HTTP")
     return s
 
 
