@@ -32,6 +32,8 @@ class Governance:
     resolved: ResolvedPolicy | None = None
     winner: str = ""
     detail: str = ""
+    tied: tuple[str, ...] = ()
+    """The sorted names of the policies tied at the top (a conflict of equal specificity)."""
 
     @property
     def governed(self) -> bool:
@@ -68,6 +70,7 @@ def govern(
         return Governance(
             Status.CONFLICT,
             detail=f"RotationPolicies {tied} select this NodePool with equal specificity {top}",
+            tied=tuple(tied),
         )
     winner = next(p for p in candidates if specificity(p) == top)
     try:

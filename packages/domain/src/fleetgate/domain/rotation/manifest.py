@@ -197,6 +197,7 @@ class _Reader:
             self.fail("kind", f"must be {KIND}, got {kind!r}")
         metadata = self.mapping(top.get("metadata"), "metadata", _METADATA_FIELDS)
         name = self.optional(metadata, "name", "metadata", self.string) or ""
+        generation = metadata.get("generation")
         spec = self.mapping(
             top.get("spec"),
             "spec",
@@ -225,6 +226,8 @@ class _Reader:
             exclusions=self.listed(spec, "exclusions", self.exclusion),
             surge=self.surge(spec.get("surge")),
             pre_pull=PrePull(enabled=self.flag(spec.get("prePull"), "spec.prePull")),
+            # Server-set, so never judged: kept only when it is what the API server writes.
+            generation=generation if type(generation) is int else None,
         )
 
     def listed(

@@ -123,6 +123,9 @@ class RotationPolicy:
     surge: Surge = Surge()
     pre_pull: PrePull = PrePull()
     api_version: str = FLEETGATE_API_VERSION
+    generation: int | None = field(default=None, compare=False)
+    """``metadata.generation`` of a policy read from the cluster (None from a file). Left out
+    of equality and hashing: it is bookkeeping for the status, not part of what the policy says."""
 
     def validate(self) -> list[str]:
         """Every problem with the policy, each as ``spec.field.path: reason`` (empty if valid)."""
