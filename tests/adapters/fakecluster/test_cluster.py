@@ -12,6 +12,7 @@ from fleetgate.adapters.fakecluster.faults import ControllerCrash
 from fleetgate.adapters.fakecluster.scheduler import BATCH
 from fleetgate.domain.ports import ClusterGateway
 from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound, PlaceholderSpec
+from fleetgate.domain.rotation.status import PolicyStatus, ReadyCondition
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 CPU = {"cpu": 3_000}
@@ -272,3 +273,38 @@ async def test_an_unchanged_pool_is_observed_by_reuse_and_every_change_shows(
     gone = await cluster.observe("pool")
     assert gone is not None and [c.name for c in gone.claims] == [a]
     assert [p.name for p in gone.pods] == [f"{a}-app"]
+
+
+def _status(matched: tuple[str, ...] = ("pool",)) -> PolicyStatus:
+    return PolicyStatus(
+        observed_generation=1,
+        matched_node_pools=matched,
+        rotating_node_pools=(),
+        ready=ReadyCondition(True, "Accepted", f"valid and governs {len(matched)} NodePool(s)", T0),
+    )
+
+
+async def test_a_policy_status_is_stored_and_shows_in_the_policy_it_carries(
+    cluster: FakeCluster,
+) -> None:
+    cluster.set_policies([{"kind": "RotationPolicy", "metadata": {"name": "p"}, "spec": {}}])
+    assert await cluster.write_policy_status("p", _status()) is True
+    assert cluster.policy_statuses["p"] == _status()
+    [manifest] = await cluster.list_policies() or []
+    assert manifest["metadata"]["generation"] == 1  # set as an API server would
+    assert manifest["status"] == _status().as_manifest()
+    assert cluster.writes == 0 and cluster.policy_status_writes == 1
+    with pytest.raises(ObjectNotFound):
+        await cluster.write_policy_status("other", _status())
+
+
+async def test_a_cluster_carrying_no_policies_stores_any_status(cluster: FakeCluster) -> None:
+    assert await cluster.write_policy_status("from-a-file", _status()) is True
+    assert cluster.policy_statuses["from-a-file"] == _status()
+
+
+async def test_an_injected_status_conflict_is_a_lost_write(cluster: FakeCluster) -> None:
+    cluster.conflict_policy_status()
+    assert await cluster.write_policy_status("p", _status(("a",))) is False
+    assert "p" not in cluster.policy_statuses
+    assert await cluster.write_policy_status("p", _status(("a",))) is True

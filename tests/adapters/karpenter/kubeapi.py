@@ -224,10 +224,42 @@ class KubeAPIServer(ObjectStore):
         if rest[0] == "namespaces" and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
         res = next((r for r in served if r.plural == rest[0]), None)
-        if res is None or len(rest) > 2 or (namespace is not None and not res.namespaced):
+        # ``<plural>/<name>/status``: the status subresource (every served kind has one here).
+        status = len(rest) == 3 and rest[2] == "status"
+        if (
+            res is None
+            or (len(rest) > 2 and not status)
+            or (namespace is not None and not res.namespaced)
+        ):
             raise KubeError(404, "NotFound", "the server could not find the requested resource")
-        name = rest[1] if len(rest) == 2 else None
+        name = rest[1] if len(rest) >= 2 else None
+        if status:
+            return await self._status_verb(request, res, namespace or "", rest[1], body)
         return await self._verb(request, res, namespace, name, query, body)
+
+    async def _status_verb(
+        self, request: web.Request, res: Resource, ns: str, name: str, body: Any
+    ) -> web.StreamResponse:
+        """GET or merge-PATCH the status subresource: only ``status`` changes, as on a real
+        server (anything else in the patch is ignored)."""
+        verb = {"GET": "get", "PATCH": "patch"}.get(request.method)
+        if verb is None:
+            raise KubeError(405, "MethodNotAllowed", f"{request.method} is not supported here")
+        if (verb, f"{res.plural}/status") in self._forbidden:
+            raise KubeError(
+                403,
+                "Forbidden",
+                f'{res.qualified} is forbidden: cannot {verb} resource "{res.plural}/status"',
+            )
+        current = copy.deepcopy(self._existing(res, ns, name))
+        if verb == "get":
+            return web.json_response(current)
+        if request.content_type != "application/merge-patch+json" or not isinstance(body, dict):
+            raise KubeError(415, "UnsupportedMediaType", "this fake takes merge patches only")
+        patched = merge_patch(copy.deepcopy(current), body)
+        current["status"] = patched.get("status")
+        sent_rv = (body.get("metadata") or {}).get("resourceVersion")
+        return web.json_response(self._store(res, ns, name, current, sent_rv))
 
     async def _verb(
         self,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from fleetgate.adapters.karpenter.connection import KubernetesAPIError
@@ -13,6 +15,7 @@ from fleetgate.domain.rotation.cluster import (
     PlaceholderSpec,
     Requirement,
 )
+from fleetgate.domain.rotation.status import PolicyStatus, ReadyCondition
 from tests.adapters.karpenter.conftest import NAMESPACE
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import KubeAPIServer
@@ -284,3 +287,65 @@ def _placeholder(claim: str) -> PlaceholderSpec:
         required=(Requirement("karpenter.sh/nodepool", "In", ("default",)),),
         labels={"fleetgate.io/surge-for": claim, "karpenter.sh/nodepool": "default"},
     )
+
+
+def _with_policy_crd(api: KubeAPIServer) -> None:
+    from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, Resource
+
+    api.resources = (
+        *DEFAULT_RESOURCES,
+        Resource(
+            "fleetgate.io", "v1alpha1", "rotationpolicies", "RotationPolicy", namespaced=False
+        ),
+    )
+    api.seed(
+        {
+            "apiVersion": "fleetgate.io/v1alpha1",
+            "kind": "RotationPolicy",
+            "metadata": {"name": "web", "generation": 2},
+            "spec": {"nodePoolSelector": {}},
+        }
+    )
+
+
+def _policy_status() -> PolicyStatus:
+    return PolicyStatus(
+        observed_generation=2,
+        matched_node_pools=("default",),
+        rotating_node_pools=(),
+        ready=ReadyCondition(
+            True, "Accepted", "valid and governs 1 NodePool(s)", datetime(2026, 1, 4, tzinfo=UTC)
+        ),
+    )
+
+
+async def test_a_policy_status_is_a_merge_patch_of_the_status_subresource(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    _with_policy_crd(api)
+    api.requests.clear()
+
+    assert await gateway.write_policy_status("web", _policy_status()) is True
+
+    [write] = api.writes()
+    assert (write.method, write.path, write.content_type) == (
+        "PATCH",
+        "/apis/fleetgate.io/v1alpha1/rotationpolicies/web/status",
+        MERGE,
+    )
+    assert write.body == {"status": _policy_status().as_manifest()}
+    stored = api.get("RotationPolicy", "web")
+    assert stored is not None and stored["status"]["conditions"][0]["reason"] == "Accepted"
+    assert stored["spec"] == {"nodePoolSelector": {}}  # the subresource touches only status
+
+
+async def test_a_conflicting_policy_status_write_is_false_not_an_error(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    _with_policy_crd(api)
+    api.fail_next("PATCH", r"/rotationpolicies/web/status$", 409)
+
+    assert await gateway.write_policy_status("web", _policy_status()) is False
+    assert "status" not in (api.get("RotationPolicy", "web") or {})
+    with pytest.raises(ObjectNotFound):
+        await gateway.write_policy_status("gone", _policy_status())

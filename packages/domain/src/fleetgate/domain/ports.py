@@ -32,6 +32,7 @@ from fleetgate.domain.capacity.model import (
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event
 from fleetgate.domain.rotation.cluster import PlaceholderSpec, PoolObservation
+from fleetgate.domain.rotation.status import PolicyStatus
 from fleetgate.domain.tokens import ApiToken
 
 # --- time and events -------------------------------------------------------------------------
@@ -287,6 +288,15 @@ class ClusterGateway(Protocol):
         """Delete a NodeClaim: Karpenter drains its node (PDBs apply) then removes it.
 
         A claim already deleting or gone is not an error.
+        """
+        ...
+
+    async def write_policy_status(self, name: str, status: PolicyStatus) -> bool:
+        """Replace the RotationPolicy's ``status`` (its status subresource) with ``status``.
+
+        Returns False when the write lost a conflict (the caller requeues silently and writes
+        again on a later pass); raises ``ObjectNotFound`` when the cluster has no such policy
+        (a policy read from a file).
         """
         ...
 

@@ -43,11 +43,13 @@ from fleetgate.adapters.fakecluster.model import (
 )
 from fleetgate.domain.rotation.cluster import (
     ClusterConflict,
+    ObjectNotFound,
     PlaceholderSpec,
     PoolObservation,
     Requirement,
     Taint,
 )
+from fleetgate.domain.rotation.status import PolicyStatus
 
 UNSET: Any = object()
 """Marker for "inherit from the pool template" in ``add_node``."""
@@ -92,6 +94,9 @@ class FakeCluster(KarpenterLifecycle):
         self.history: list[ClusterRecord] = []
         self.breaches: list[ClusterRecord] = []
         self.policies: list[Mapping[str, Any]] | None = None
+        # The status last written per policy name (also mirrored into ``policies``' manifests).
+        self.policy_statuses: dict[str, PolicyStatus] = {}
+        self.policy_status_writes = 0
         self.writes = 0
         self._queue: list[tuple[datetime, int, str, str]] = []
         self._seq = itertools.count()
@@ -223,8 +228,11 @@ class FakeCluster(KarpenterLifecycle):
             self._schedule(self.clock.now())
 
     def set_policies(self, manifests: Sequence[Mapping[str, Any]] | None) -> None:
-        """Carry these RotationPolicy manifests (None: this cluster carries no policies)."""
-        self.policies = None if manifests is None else list(manifests)
+        """Carry these RotationPolicy manifests (None: this cluster carries no policies).
+
+        Each gets ``metadata.generation`` 1 unless it has one, as an API server would set it.
+        """
+        self.policies = None if manifests is None else [_stored(m) for m in manifests]
 
     def set_ready(self, claim: str, ready: bool) -> None:
         """Flip a launched claim's (and its Node's) Ready condition."""
@@ -272,6 +280,10 @@ class FakeCluster(KarpenterLifecycle):
         if writes < 1:
             raise ValueError("writes: must be at least 1")
         self.faults.crash_after_writes = writes
+
+    def conflict_policy_status(self, times: int = 1) -> None:
+        """The next ``times`` RotationPolicy status writes lose a conflict."""
+        self.faults.policy_status_conflicts = times
 
     # --- listeners and time ------------------------------------------------------------------
 
@@ -392,6 +404,33 @@ class FakeCluster(KarpenterLifecycle):
         return None if self.policies is None else list(self.policies)
 
     # --- ClusterGateway: writes --------------------------------------------------------------
+
+    async def write_policy_status(self, name: str, status: PolicyStatus) -> bool:
+        """Store the policy's status; False while a conflict is injected.
+
+        A cluster carrying manifests has only those policies (another name is ObjectNotFound)
+        and shows the status in them; one carrying none stands in for the cluster the
+        controller's file policies would live on, so it stores any name. Not counted in
+        ``writes``: a status is bookkeeping, not a step a crash test injects between.
+        """
+        if self.faults.policy_status_conflicts > 0:
+            self.faults.policy_status_conflicts -= 1
+            return False
+        if self.policies is not None:
+            index = next(
+                (
+                    i
+                    for i, m in enumerate(self.policies)
+                    if (m.get("metadata") or {}).get("name") == name
+                ),
+                None,
+            )
+            if index is None:
+                raise ObjectNotFound(f"rotationpolicy {name} not found")
+            self.policies[index] = {**self.policies[index], "status": status.as_manifest()}
+        self.policy_statuses[name] = status
+        self.policy_status_writes += 1
+        return True
 
     async def annotate_pool(
         self, pool: str, patch: Mapping[str, str | None], *, expect_version: str | None = None
@@ -515,3 +554,10 @@ def _toggle(items: set[str], name: str, on: bool) -> None:
 def _first(*values: timedelta | None) -> timedelta:
     """The first value that is set (0 counts as set), else 0."""
     return next((v for v in values if v is not None), timedelta(0))
+
+
+def _stored(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """A policy manifest as the API server keeps it: with a ``metadata.generation``."""
+    metadata = dict(manifest.get("metadata") or {})
+    metadata.setdefault("generation", 1)
+    return {**manifest, "metadata": metadata}

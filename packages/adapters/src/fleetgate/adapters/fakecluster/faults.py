@@ -29,3 +29,5 @@ class Faults:
     stuck_forever: set[str] = field(default_factory=set)
     # Writes left before the injected crash (None: no crash armed).
     crash_after_writes: int | None = None
+    # The next this many RotationPolicy status writes lose a conflict (return False).
+    policy_status_conflicts: int = 0

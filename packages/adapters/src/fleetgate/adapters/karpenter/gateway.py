@@ -39,7 +39,8 @@ from fleetgate.adapters.karpenter.podspec import placeholder_pod
 from fleetgate.adapters.karpenter.preflight import preflight
 from fleetgate.adapters.karpenter.watches import ChangeWatcher
 from fleetgate.domain.rotation.annotations import KARPENTER_NODEPOOL, SURGE_FOR
-from fleetgate.domain.rotation.cluster import PlaceholderSpec, PoolObservation
+from fleetgate.domain.rotation.cluster import ClusterConflict, PlaceholderSpec, PoolObservation
+from fleetgate.domain.rotation.status import PolicyStatus
 
 MERGE_PATCH = "application/merge-patch+json"
 # kubernetes-asyncio honours ``_content_type`` at run time but its stubs omit it; without it a
@@ -296,6 +297,25 @@ class KarpenterGateway:
             ),
             tolerate=404,
         )
+
+    async def write_policy_status(self, name: str, status: PolicyStatus) -> bool:
+        """Merge-patch the RotationPolicy's status subresource; a 409 is False (requeue)."""
+        custom = await self._custom()
+        try:
+            await self._call(
+                f"write status of rotationpolicy {name}",
+                custom.patch_cluster_custom_object_status(
+                    POLICY_GROUP,
+                    POLICY_VERSION,
+                    "rotationpolicies",
+                    name,
+                    {"status": status.as_manifest()},
+                    **AS_MERGE_PATCH,
+                ),
+            )
+        except ClusterConflict:
+            return False
+        return True
 
     # --- one request -------------------------------------------------------------------------
 
