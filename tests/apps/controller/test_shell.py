@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 from structlog.testing import capture_logs
 
 from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 from tests.apps.controller.world import World, policy
 
@@ -179,3 +181,85 @@ async def test_estimates_far_from_reality_raise_a_warning_and_a_metric_with_the_
     assert world.metric("fleetgate_rotation_observed_seconds", estimate="drain") == 40 * 60
     assert world.metric("fleetgate_rotation_estimate_disagreement", estimate="drain") == 1
     assert world.metric("fleetgate_rotation_estimate_disagreement", estimate="provisioning") == 0
+
+
+def _kept(p: RotationPolicy, generation: int = 1) -> RotationPolicy:
+    """``p`` as read from the cluster (it has a generation, so a status to write)."""
+    return replace(p, generation=generation)
+
+
+async def test_a_policy_status_is_written_once_and_not_rewritten_on_an_unchanged_pass() -> None:
+    world = World(_kept(policy()))
+    world.node(timedelta(days=1))
+    await world.pass_once()
+    status = world.cluster.policy_statuses["default"]
+    assert status.observed_generation == 1
+    assert status.matched_node_pools == ("pool",) and status.rotating_node_pools == ()
+    assert (status.ready.status, status.ready.reason) == (True, "Accepted")
+    assert status.ready.message == "valid and governs 1 NodePool(s)"
+    assert status.ready.last_transition_time == world.clock.now()
+    assert world.controller.due["pool"] == world.clock.now() + timedelta(seconds=1)  # recheck
+
+    world.clock.advance(timedelta(seconds=1))
+    await world.pass_once()
+    assert world.cluster.policy_status_writes == 1
+    assert world.controller.due["pool"] > world.clock.now() + timedelta(seconds=1)
+
+
+async def test_a_started_rotation_shows_in_the_status_and_keeps_the_transition_time() -> None:
+    world = World(_kept(policy()))
+    old = world.node(DUE)
+    first = world.clock.now()
+    await world.pass_once()
+    assert world.pool_annotations()[ann.ACTIVE_ROTATION] == old
+    status = world.cluster.policy_statuses["default"]
+    assert status.rotating_node_pools == ("pool",)
+    world.clock.advance(M)
+    world.policies = [_kept(policy(), generation=2)]
+    await world.pass_once()
+    status = world.cluster.policy_statuses["default"]
+    assert status.observed_generation == 2
+    assert status.ready.last_transition_time == first  # still Ready=True
+    assert world.cluster.policy_status_writes == 2
+
+
+async def test_tied_and_invalid_policies_say_why_in_their_status() -> None:
+    world = World([_kept(policy("a")), _kept(policy("b")), _kept(policy("c", k=0))])
+    await world.pass_once()
+    statuses = world.cluster.policy_statuses
+    # c is invalid (Invalid outranks Conflict); a and b tie with each other and with c.
+    assert statuses["c"].ready.reason == "Invalid"
+    assert statuses["c"].ready.message == "spec.minRotationChances: must be at least 1"
+    assert statuses["a"].ready.reason == "Conflict"
+    assert statuses["a"].ready.message == "ties with [b c] for NodePool(s) [pool]"
+    assert statuses["a"].matched_node_pools == ()
+
+
+async def test_a_lost_status_write_is_retried_silently() -> None:
+    world = World(_kept(policy()))
+    world.cluster.conflict_policy_status()
+    with capture_logs() as logs:
+        result = await world.pass_once()
+    assert result.interrupted is None and "default" not in world.cluster.policy_statuses
+    assert not [e for e in logs if e["log_level"] in ("warning", "error")]
+    assert world.controller.due["pool"] == world.clock.now() + timedelta(seconds=1)
+    world.clock.advance(timedelta(seconds=1))
+    await world.pass_once()
+    assert world.cluster.policy_statuses["default"].ready.reason == "Accepted"
+
+
+async def test_a_policy_from_a_file_has_no_status_to_write() -> None:
+    world = World(policy())
+    await world.pass_once()
+    assert world.cluster.policy_statuses == {}
+
+
+async def test_a_restarted_controller_does_not_rewrite_a_status_that_is_still_right() -> None:
+    world = World(_kept(policy()))
+    await world.pass_once()
+    written = world.cluster.policy_statuses["default"]
+    world.cluster.set_policies([{"metadata": {"name": "default"}, "status": written.as_manifest()}])
+    world.restart()
+    world.clock.advance(timedelta(hours=1))
+    await world.pass_once()
+    assert world.cluster.policy_status_writes == 1

@@ -3,6 +3,11 @@
 One ``RotationController`` serves every pool of one cluster. Pools are independent (each has its
 own requeue instant); within a pool, actions are applied strictly in order and a failed write
 ends the pass (the pool is requeued and the next pass re-reads the truth from the cluster).
+
+Every pass also keeps the RotationPolicy statuses (spec §8.3) current: the pass's governance of
+its pool is remembered, the statuses of all policies are derived from what every pool's last
+pass decided, and only a status that changed is written (then the pool is rechecked in 1 s).
+Only policies the cluster keeps (they have a ``metadata.generation``) have a status to write.
 """
 
 from __future__ import annotations
@@ -18,14 +23,25 @@ from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import Clock, ClusterGateway, EventSink
 from fleetgate.domain.rotation import actions as act
+from fleetgate.domain.rotation.annotations import ACTIVE_ROTATION
 from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
 from fleetgate.domain.rotation.machine import MachineConfig, Step, step
 from fleetgate.domain.rotation.policy import RotationPolicy
+from fleetgate.domain.rotation.status import (
+    PolicyStatus,
+    PoolGovernance,
+    desired_statuses,
+    needs_write,
+    stamped,
+    validation_errors,
+)
 from fleetgate.domain.rotation.sweep import sweep
 
 PolicySource = Callable[[], Awaitable[Sequence[RotationPolicy]]]
 _log = structlog.get_logger("fleetgate.controller")
+STATUS_RECHECK = timedelta(seconds=1)
+"""After a RotationPolicy status write (or a lost one), look at the pool again this soon."""
 
 
 @dataclass
@@ -70,12 +86,18 @@ class RotationController:
         self.due: dict[str, datetime] = {}
         self._announced: dict[str, set[str]] = {}
         self._logged: dict[str, dict[str, str]] = {}
+        # Policy status: each pool's last governance, the status last written per policy,
+        # and what the statuses were last derived from (an unchanged pass derives nothing).
+        self._governance: dict[str, PoolGovernance] = {}
+        self._statuses: dict[str, PolicyStatus] = {}
+        self._status_inputs: tuple[object, ...] | None = None
 
     # --- the loop ----------------------------------------------------------------------------
 
     async def startup_sweep(self) -> None:
         """Clean up what a dead controller left outside any anchor (once, best-effort)."""
         now = self.clock.now()
+        await self._read_statuses()
         for pool in await self.cluster.list_pools():
             obs = await self.cluster.observe(pool)
             if obs is None:
@@ -119,6 +141,7 @@ class RotationController:
         self.due.pop(pool, None)
         self._announced.pop(pool, None)
         self._logged.pop(pool, None)
+        self._governance.pop(pool, None)
         self.metrics.forget(pool)
 
     # --- one pass ----------------------------------------------------------------------------
@@ -155,9 +178,73 @@ class RotationController:
             self.due[pool] = now + LONG_REQUEUE
         else:
             self.due[pool] = outcome.requeue_at
+        # A pass that wrote nothing leaves the anchor it observed; one that was interrupted
+        # may not have written the anchor its report names.
+        anchor = (
+            result.report.anchor
+            if outcome.interrupted is None
+            else obs.annotations.get(ACTIVE_ROTATION) or None
+        )
+        self._governance[pool] = PoolGovernance.of(pool, result.report.governance, anchor)
+        if await self._write_statuses(policies, now):
+            self.due[pool] = min(self.due[pool], now + STATUS_RECHECK)
         if self.on_pass is not None:
             self.on_pass(outcome)
         return outcome
+
+    # --- policy status (spec §8.3) ------------------------------------------------------------
+
+    async def _read_statuses(self) -> None:
+        """Start from the statuses the cluster already carries, so a restart rewrites nothing
+        that is still right and keeps each condition's lastTransitionTime."""
+        try:
+            manifests = await self.cluster.list_policies()
+        except Exception as exc:  # best-effort, like the sweep: the first write corrects it
+            self.log.warning("could not read RotationPolicy statuses", error=str(exc))
+            return
+        for manifest in manifests or ():
+            name = (manifest.get("metadata") or {}).get("name")
+            status = PolicyStatus.from_manifest(manifest.get("status"))
+            if isinstance(name, str) and status is not None:
+                self._statuses[name] = status
+
+    async def _write_statuses(self, policies: Sequence[RotationPolicy], now: datetime) -> bool:
+        """Write every policy status that changed; True when a write was made or lost."""
+        inputs = (
+            tuple(policies),
+            tuple(p.generation for p in policies),
+            tuple(self._governance.values()),
+        )
+        if inputs == self._status_inputs:
+            return False  # the same inputs derive the same statuses, all written already
+        errors = {p.name: validation_errors(p) for p in policies}
+        desired = desired_statuses(policies, errors, self._governance.values())
+        for gone in set(self._statuses) - set(desired):
+            del self._statuses[gone]
+        touched, settled = False, True
+        for name, want in desired.items():
+            current = self._statuses.get(name)
+            # Only an object the API server keeps has a generation, and a status to write to:
+            # a policy from a file takes part in governance but has nowhere to report.
+            if want.observed_generation is None or not needs_write(current, want):
+                continue
+            status = stamped(want, current, now)
+            try:
+                written = await self.cluster.write_policy_status(name, status)
+            except ObjectNotFound:
+                # Deleted since it was read: its watch event brings a pass without it.
+                self._statuses[name] = status
+                continue
+            except Exception as exc:  # a status must never fail the pool's pass
+                self.log.warning("RotationPolicy status not written", policy=name, error=str(exc))
+                written = False
+            touched = True
+            if written:
+                self._statuses[name] = status
+            else:
+                settled = False  # a write conflict: requeue silently, write again next pass
+        self._status_inputs = inputs if settled else None
+        return touched
 
     async def _apply(
         self,
