@@ -263,3 +263,21 @@ async def test_a_restarted_controller_does_not_rewrite_a_status_that_is_still_ri
     world.clock.advance(timedelta(hours=1))
     await world.pass_once()
     assert world.cluster.policy_status_writes == 1
+
+
+async def test_a_failing_status_write_is_retried_on_the_next_pass_not_every_second() -> None:
+    world = World(_kept(policy()))
+    write = world.cluster.write_policy_status
+
+    async def forbidden(name: str, status: object) -> bool:
+        raise RuntimeError("403 cannot patch rotationpolicies/status")
+
+    world.cluster.write_policy_status = forbidden  # type: ignore[method-assign]
+    with capture_logs() as logs:
+        result = await world.pass_once()
+    assert result.interrupted is None
+    assert logged(logs, "RotationPolicy status not written")
+    assert world.controller.due["pool"] > world.clock.now() + timedelta(seconds=1)
+    world.cluster.write_policy_status = write  # type: ignore[method-assign]
+    await world.pass_once()
+    assert world.cluster.policy_statuses["default"].ready.reason == "Accepted"

@@ -236,8 +236,11 @@ class RotationController:
                 self._statuses[name] = status
                 continue
             except Exception as exc:  # a status must never fail the pool's pass
+                # Retried on the pool's next ordinary pass, not in 1 s: an error that persists
+                # (RBAC without rotationpolicies/status) must not spin the pool every second.
                 self.log.warning("RotationPolicy status not written", policy=name, error=str(exc))
-                written = False
+                settled = False
+                continue
             touched = True
             if written:
                 self._statuses[name] = status
