@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from random import Random
 from typing import NamedTuple
 
@@ -70,18 +70,15 @@ def weight(node: NodeState, target_load: float) -> float:
     return cpu_room * max(MIN_FACTOR, 1.0 - ram_fraction(node))
 
 
-def rank(nodes: Sequence[NodeState], target_load: float, rng: Random) -> list[Ranked]:
-    """Order candidates: ascending bucket; inside a bucket a weighted shuffle without replacement.
+def scored(nodes: Iterable[NodeState], target_load: float) -> Iterator[Ranked]:
+    """Each node with its ``bucket`` and ``weight``, computed exactly as those functions do.
 
-    The shuffle sorts by ``U ** (1 / weight)`` descending (Efraimidis-Spirakis), which draws each
-    next candidate with probability proportional to its weight. One ``U`` is drawn per node, in
-    input order. The loop computes exactly ``bucket`` and ``weight`` inline: a placement ranks
-    every node of the fleet, so per-node function calls are most of its cost at 10,000 nodes.
+    Inline in one generator rather than two calls per node: ranking scores every node of the
+    fleet (each snapshot, or each ``rank``), so per-node function calls were most of its cost at
+    10,000 nodes. A property test holds this to ``bucket`` and ``weight``.
     """
-    draw = rng.random
     floor = math.floor
-    keyed = []
-    for position, node in enumerate(nodes):
+    for node in nodes:
         metrics = node.metrics
         cs = metrics.cpu_schedulable
         threads = node.capacity.threads if cs is None else cs
@@ -91,9 +88,23 @@ def rank(nodes: Sequence[NodeState], target_load: float, rng: Random) -> list[Ra
         cpu = load / threads if threads > 0 else 0.0
         b = max(floor(cpu / BUCKET_WIDTH), floor(ram / BUCKET_WIDTH))
         w = max(MIN_FACTOR, target_load * threads - load) * max(MIN_FACTOR, 1.0 - ram)
-        keyed.append((b, -(draw() ** (1.0 / w)), position, w))
+        yield Ranked(node, b, w)
+
+
+def rank(nodes: Sequence[NodeState], target_load: float, rng: Random) -> list[Ranked]:
+    """Order candidates: ascending bucket; inside a bucket a weighted shuffle without replacement.
+
+    The shuffle sorts by ``U ** (1 / weight)`` descending (Efraimidis-Spirakis), which draws each
+    next candidate with probability proportional to its weight. One ``U`` is drawn per node, in
+    input order.
+    """
+    draw = rng.random
+    keyed = [
+        (r.bucket, -(draw() ** (1.0 / r.weight)), position, r)
+        for position, r in enumerate(scored(nodes, target_load))
+    ]
     keyed.sort()
-    return [Ranked(nodes[p], b, w) for b, _, p, w in keyed]
+    return [r for _, _, _, r in keyed]
 
 
 def eligible(
@@ -132,20 +143,9 @@ class Candidates:
     __slots__ = ("bands", "size")
 
     def __init__(self, nodes: Sequence[NodeState], target_load: float) -> None:
-        floor = math.floor
         by_bucket: dict[int, list[Ranked]] = {}
-        # The same arithmetic as ``rank``, inline for the same reason.
-        for node in nodes:
-            metrics = node.metrics
-            cs = metrics.cpu_schedulable
-            threads = node.capacity.threads if cs is None else cs
-            load = metrics.cpu_load_1 or 0.0
-            limit = node.limits.memory_mb
-            ram = node.used.memory_mb / limit if limit > 0 else 0.0
-            cpu = load / threads if threads > 0 else 0.0
-            b = max(floor(cpu / BUCKET_WIDTH), floor(ram / BUCKET_WIDTH))
-            w = max(MIN_FACTOR, target_load * threads - load) * max(MIN_FACTOR, 1.0 - ram)
-            by_bucket.setdefault(b, []).append(Ranked(node, b, w))
+        for r in scored(nodes, target_load):
+            by_bucket.setdefault(r.bucket, []).append(r)
         bands = []
         for b in sorted(by_bucket):
             members = tuple(by_bucket[b])
