@@ -68,12 +68,17 @@ async def update_from_arrays(conn: AsyncConnection, rows: list[NodeResult], now:
         .table_valued("name", *_COLUMNS, "expected_demand")
         .render_derived(name="given")
     )
-    await conn.execute(
+    await conn.execute(_update_from(given, now))
+
+
+def _update_from(source: Any, now: float) -> sa.Update:
+    """``UPDATE nodes`` from the rows of ``source`` matched by name (both set-based forms)."""
+    return (
         sa.update(nodes)
-        .where(nodes.c.name == given.c.name)
+        .where(nodes.c.name == source.c.name)
         .values(
-            **{c: given.c[c] for c in _COLUMNS},
-            expected_demand=given.c.expected_demand,
+            **{c: source.c[c] for c in _COLUMNS},
+            expected_demand=source.c.expected_demand,
             updated_at=now,
         )
     )
@@ -87,15 +92,7 @@ async def update_joining_temporary(
     await conn.execute(sa.text(f"DROP TEMPORARY TABLE IF EXISTS {_staged.name}"))
     await conn.execute(sa.schema.CreateTable(_staged))
     await conn.execute(sa.insert(_staged), _values(rows))
-    await conn.execute(
-        sa.update(nodes)
-        .where(nodes.c.name == _staged.c.name)
-        .values(
-            **{c: _staged.c[c] for c in _COLUMNS},
-            expected_demand=_staged.c.expected_demand,
-            updated_at=now,
-        )
-    )
+    await conn.execute(_update_from(_staged, now))
     await conn.execute(sa.text(f"DROP TEMPORARY TABLE {_staged.name}"))
 
 
