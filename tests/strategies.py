@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from hypothesis import strategies as st
 
+from fleetgate.domain.capacity.demand import MIN_DEMAND_PER_VCPU
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import ClusterState
 from fleetgate.domain.rotation.derive import DeriveInputs
@@ -249,7 +250,9 @@ def demand_charges(draw: st.DrawFn) -> dict[str, object]:
         | st.floats(-60.0, decay * 2 + 1.0)
         | st.integers(0, int(decay) + 1).map(float)
     )
-    demand = st.sampled_from([0.0, 0.6, 2.4]) | st.floats(0.0, 1000.0)
+    # A charge is cpus x demand_per_vcpu, so 0 or at least MIN_DEMAND_PER_VCPU: smaller ones
+    # (subnormals) would make PostgreSQL raise a float underflow instead of computing a term.
+    demand = st.sampled_from([0.0, 0.6, 2.4]) | st.floats(MIN_DEMAND_PER_VCPU, 1000.0)
     charges = draw(
         st.lists(st.tuples(st.sampled_from("abc"), demand, age), min_size=0, max_size=12)
     )

@@ -57,6 +57,14 @@ def test_an_invalid_value_names_the_field(monkeypatch: pytest.MonkeyPatch) -> No
         load_settings()
 
 
+def test_a_vanishing_demand_charge_is_refused_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLEETGATE_CAPACITY__DEMAND_PER_VCPU", "1e-300")
+    with pytest.raises(ConfigError, match=r"capacity\.demand_per_vcpu: .*at least 1e-06"):
+        load_settings()
+
+
 def test_an_unknown_yaml_field_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("capacity:\n  targetload: 0.9\n")

@@ -63,6 +63,7 @@ def test_age_is_signed_seconds() -> None:
     ("kwargs", "field"),
     [
         ({"demand_per_vcpu": -0.1}, "demand_per_vcpu"),
+        ({"demand_per_vcpu": 1e-300}, "demand_per_vcpu"),
         ({"decay_seconds": -1}, "decay_seconds"),
         ({"target_load": float("nan")}, "target_load"),
         ({"target_load": "0.75"}, "target_load"),

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from fleetgate.domain.capacity.demand import MIN_DEMAND_PER_VCPU
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./.fleetgate/fleetgate.db"
 
@@ -34,6 +36,14 @@ class CapacitySettings(_Section):
     # Placements rank a snapshot of the ledger's nodes read at most this often (spec 5.1 allows
     # 60 s of staleness; admission is guarded, so a stale order is safe). 0: read every request.
     snapshot_seconds: float = Field(1.0, ge=0, le=60)
+
+    @field_validator("demand_per_vcpu")
+    @classmethod
+    def _a_charge_or_none(cls, value: float) -> float:
+        # The domain's rule (DemandPolicy), checked here so the error names the setting.
+        if 0 < value < MIN_DEMAND_PER_VCPU:
+            raise ValueError(f"must be 0 (off) or at least {MIN_DEMAND_PER_VCPU:g}")
+        return value
 
 
 class ClaimSettings(_Section):

@@ -12,6 +12,9 @@ import math
 from dataclasses import dataclass
 from datetime import datetime
 
+#: The smallest non-zero demand charge per vCPU a policy may set.
+MIN_DEMAND_PER_VCPU = 1e-6
+
 
 @dataclass(frozen=True)
 class DemandPolicy:
@@ -30,6 +33,13 @@ class DemandPolicy:
                 raise ValueError(f"{name}: must be finite, got {value!r}")
         if self.demand_per_vcpu < 0:
             raise ValueError(f"demand_per_vcpu: must not be negative, got {self.demand_per_vcpu}")
+        if 0 < self.demand_per_vcpu < MIN_DEMAND_PER_VCPU:
+            # Meaningless as load, and a database's float arithmetic may underflow on it
+            # (PostgreSQL raises rather than round a product to zero).
+            raise ValueError(
+                f"demand_per_vcpu: must be 0 (off) or at least {MIN_DEMAND_PER_VCPU:g}, "
+                f"got {self.demand_per_vcpu}"
+            )
         if self.decay_seconds < 0:
             raise ValueError(f"decay_seconds: must not be negative, got {self.decay_seconds}")
 
