@@ -136,8 +136,12 @@ class CapacityLedger(Protocol):
 
     # reads -----------------------------------------------------------------------------------
 
-    async def nodes(self) -> list[NodeState]:
-        """Every node, by name."""
+    async def nodes(self, *, after: str | None = None, limit: int | None = None) -> list[NodeState]:
+        """Every node, by name.
+
+        With ``after`` or ``limit`` it is one keyset page: the names greater than ``after``, at
+        most ``limit`` of them. ``None`` leaves that bound off.
+        """
         ...
 
     async def node(self, name: str) -> NodeState | None:
@@ -145,9 +149,18 @@ class CapacityLedger(Protocol):
         ...
 
     async def placements(
-        self, namespace: str | None = None, *, node: str | None = None
+        self,
+        namespace: str | None = None,
+        *,
+        node: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
     ) -> list[Placement]:
-        """Placements, filtered by namespace and/or node, oldest first."""
+        """Placements, filtered by namespace and/or node, oldest first.
+
+        With ``after`` or ``limit`` it is one keyset page instead, ordered by id: the ids
+        greater than ``after``, at most ``limit`` of them. ``None`` leaves that bound off.
+        """
         ...
 
     async def placement(self, placement_id: str) -> Placement | None:

@@ -153,19 +153,24 @@ class SqlLedger:
 
     # reads --------------------------------------------------------------------------------
 
-    async def nodes(self) -> list[NodeState]:
-        """Every node."""
-        return await reads.all_nodes(self.store)
+    async def nodes(self, *, after: str | None = None, limit: int | None = None) -> list[NodeState]:
+        """Every node, or one page of them by name."""
+        return await reads.all_nodes(self.store, after=after, limit=limit)
 
     async def node(self, name: str) -> NodeState | None:
         """One node."""
         return await reads.one_node(self.store, name)
 
     async def placements(
-        self, namespace: str | None = None, *, node: str | None = None
+        self,
+        namespace: str | None = None,
+        *,
+        node: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
     ) -> list[Placement]:
-        """Placements by namespace and/or node."""
-        return await reads.placements_where(self.store, namespace, node)
+        """Placements by namespace and/or node, or one page of them by id."""
+        return await reads.placements_where(self.store, namespace, node, after=after, limit=limit)
 
     async def placement(self, placement_id: str) -> Placement | None:
         """One placement."""

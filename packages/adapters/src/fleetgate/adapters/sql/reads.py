@@ -17,11 +17,18 @@ from fleetgate.domain.capacity.errors import LedgerError
 from fleetgate.domain.capacity.model import ClusterState, NodeState, Placement
 
 
-async def all_nodes(store: Store) -> list[NodeState]:
-    """Every node, by name."""
+async def all_nodes(
+    store: Store, *, after: str | None = None, limit: int | None = None
+) -> list[NodeState]:
+    """Every node by name; or one keyset page: names after ``after``, at most ``limit``."""
+    query = sa.select(nodes).order_by(nodes.c.name)
+    if after is not None:
+        query = query.where(nodes.c.name > after)
+    if limit is not None:
+        query = query.limit(limit)
 
     async def work(conn: AsyncConnection) -> list[NodeState]:
-        result = await conn.execute(sa.select(nodes).order_by(nodes.c.name))
+        result = await conn.execute(query)
         return node_states(list(result.keys()), result.all())
 
     return await store.read(work, what="read nodes")
@@ -38,10 +45,27 @@ async def one_node(store: Store, name: str) -> NodeState | None:
 
 
 async def placements_where(
-    store: Store, namespace: str | None = None, node: str | None = None
+    store: Store,
+    namespace: str | None = None,
+    node: str | None = None,
+    *,
+    after: str | None = None,
+    limit: int | None = None,
 ) -> list[Placement]:
-    """Placements filtered by namespace and/or node, oldest first."""
-    query = sa.select(placements).order_by(placements.c.admitted_at, placements.c.id)
+    """Placements filtered by namespace and/or node: all of them oldest first, or a page by id.
+
+    A page (``after`` or ``limit`` given) is ordered by id, the primary key, because a keyset
+    needs a unique order that a concurrent insert cannot shift: ``id > after`` resumes exactly
+    where the previous page stopped, where an offset would skip or repeat rows.
+    """
+    if after is None and limit is None:
+        query = sa.select(placements).order_by(placements.c.admitted_at, placements.c.id)
+    else:
+        query = sa.select(placements).order_by(placements.c.id)
+        if after is not None:
+            query = query.where(placements.c.id > after)
+        if limit is not None:
+            query = query.limit(limit)
     if namespace is not None:
         query = query.where(placements.c.namespace == namespace)
     if node is not None:
