@@ -120,3 +120,46 @@ async def test_invalid_input_is_422_naming_the_field(
     assert r.json()["error"] == "invalid_request"
     assert field in [f["field"] for f in r.json()["fields"]]
     assert field in r.json()["message"]
+
+
+async def test_walking_the_pages_returns_every_node_once_by_name(api: Api) -> None:
+    names = [f"hv-{i:02d}" for i in range(5)]
+    for name in reversed(names):
+        await api.node(name)
+    walked: list[str] = []
+    r = await api.client.get("/v1/nodes", params={"limit": 2}, headers=ADMIN)
+    while True:
+        assert r.status_code == 200
+        walked += [n["name"] for n in r.json()]
+        if "Link" not in r.headers:
+            break
+        assert len(r.json()) == 2
+        target, rel = r.headers["Link"].split("; ")
+        assert target == f"</v1/nodes?limit=2&after={walked[-1]}>" and rel == 'rel="next"'
+        r = await api.client.get(target[1:-1], headers=ADMIN)
+    assert walked == names and len(r.json()) == 1
+    whole = await api.client.get("/v1/nodes", headers=ADMIN)
+    assert [n["name"] for n in whole.json()] == names and "Link" not in whole.headers
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 1001}, "limit"),
+        ({"limit": 1.5}, "limit"),
+        ({"after": "bad/name"}, "after"),
+        ({"after": ""}, "after"),
+    ],
+)
+async def test_a_bad_page_is_422_naming_the_parameter(
+    api: Api, params: dict[str, str | int | float], field: str
+) -> None:
+    r = await api.client.get("/v1/nodes", params=params, headers=ADMIN)
+    assert r.status_code == 422
+    assert r.json()["fields"][0]["field"] == field
+
+
+async def test_a_namespace_token_cannot_page_the_nodes(api: Api) -> None:
+    r = await api.client.get("/v1/nodes", params={"limit": 1}, headers=await api.token(NS))
+    assert r.status_code == 403

@@ -152,3 +152,78 @@ async def test_an_invalid_namespace_or_id_is_422_for_the_admin(api: Api) -> None
     assert r.status_code == 422 and r.json()["fields"][0]["field"] == "ns"
     r = await api.client.get(f"{URL}/not%20an%20id", headers=ADMIN)
     assert r.status_code == 422 and r.json()["fields"][0]["field"] == "placement_id"
+
+
+def next_url(link: str) -> str:
+    """The target of a ``Link: <url>; rel="next"`` header."""
+    target, rel = link.split(";")
+    assert rel.strip() == 'rel="next"' and target.startswith("<") and target.endswith(">")
+    return target[1:-1]
+
+
+async def test_walking_the_pages_returns_every_placement_once_by_id(api: Api) -> None:
+    await api.node("hv-1", threads=16)
+    team = await api.token(NS)
+    made = [(await api.client.post(URL, json=SMALL, headers=team)).json()["id"] for _ in range(7)]
+    await api.client.post("/v1/namespaces/team-b/placements", json=SMALL, headers=ADMIN)
+    walked: list[str] = []
+    url: str | None = f"{URL}?limit=3"
+    pages = 0
+    while url is not None:
+        r = await api.client.get(url, headers=team)
+        assert r.status_code == 200
+        page = r.json()
+        pages += 1
+        walked += [p["id"] for p in page]
+        # The next link is there exactly when the page is full, and resumes after its last id.
+        if len(page) == 3:
+            assert next_url(r.headers["Link"]) == f"{URL}?limit=3&after={page[-1]['id']}"
+            url = next_url(r.headers["Link"])
+        else:
+            assert "Link" not in r.headers
+            url = None
+    assert (walked, pages) == (sorted(made), 3)
+    # The default page holds them all and is not full: no link.
+    r = await api.client.get(URL, headers=team)
+    assert [p["id"] for p in r.json()] == sorted(made) and "Link" not in r.headers
+
+
+async def test_a_full_last_page_links_to_an_empty_one(api: Api) -> None:
+    await api.node("hv-1")
+    team = await api.token(NS)
+    made = sorted(
+        [(await api.client.post(URL, json=SMALL, headers=team)).json()["id"] for _ in range(2)]
+    )
+    r = await api.client.get(URL, params={"limit": 2}, headers=team)
+    assert [p["id"] for p in r.json()] == made
+    last = await api.client.get(next_url(r.headers["Link"]), headers=team)
+    assert (last.status_code, last.json(), "Link" in last.headers) == (200, [], False)
+
+
+async def test_another_namespaces_list_is_404_with_or_without_a_page(api: Api) -> None:
+    await api.node("hv-1")
+    theirs = (await api.client.post(URL, json=SMALL, headers=ADMIN)).json()
+    other = await api.token("team-b")
+    for params in ({}, {"limit": 1}, {"after": theirs["id"], "limit": 10}):
+        r = await api.client.get(URL, params=params, headers=other)
+        assert r.status_code == 404, params
+        assert r.json() == {"error": "not_found", "message": "namespace not found"}
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"limit": 0}, "limit"),
+        ({"limit": 1001}, "limit"),
+        ({"limit": "many"}, "limit"),
+        ({"after": "not an id"}, "after"),
+        ({"after": "0" * 37}, "after"),
+        ({"after": ""}, "after"),
+    ],
+)
+async def test_a_bad_page_is_422_naming_the_parameter(
+    api: Api, params: dict[str, str | int | float], field: str
+) -> None:
+    r = await api.client.get(URL, params=params, headers=await api.token(NS))
+    assert r.status_code == 422
+    assert r.json()["fields"][0]["field"] == field

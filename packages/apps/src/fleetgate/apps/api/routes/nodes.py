@@ -4,12 +4,22 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Request, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 
 from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
 from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.errors import ApiError, not_found
-from fleetgate.apps.api.schemas import ErrorBody, MetricsPut, NodeBody, NodeName, NodePut
+from fleetgate.apps.api.schemas import (
+    DEFAULT_PAGE,
+    LINK_HEADER,
+    MAX_PAGE,
+    ErrorBody,
+    MetricsPut,
+    NodeBody,
+    NodeName,
+    NodePut,
+    next_link,
+)
 from fleetgate.domain.capacity.dimensions import Capacity
 from fleetgate.domain.capacity.errors import NodeBusy, NodeExists, NodeNotFound
 from fleetgate.domain.capacity.model import NodeMetrics, NodeSpec
@@ -47,11 +57,27 @@ def _changed(request: Request) -> None:
     container_of(request).node_snapshot().invalidate()
 
 
-@router.get("", operation_id="list_nodes", response_model=list[NodeBody])
+@router.get(
+    "",
+    operation_id="list_nodes",
+    response_model=list[NodeBody],
+    responses={200: {"description": "One page of nodes, by name.", "headers": LINK_HEADER}},
+)
 @access(admin_only=True, missing="node")
-async def list_nodes(request: Request) -> list[NodeBody]:
-    """Every node, by name."""
-    return [NodeBody.of(n) for n in await container_of(request).ledger().nodes()]
+async def list_nodes(
+    request: Request,
+    response: Response,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size.")] = DEFAULT_PAGE,
+    after: Annotated[
+        NodeName | None, Query(description="The last name of the previous page.")
+    ] = None,
+) -> list[NodeBody]:
+    """The nodes by name, one page at a time (see the ``Link`` header)."""
+    found = await container_of(request).ledger().nodes(after=after, limit=limit)
+    link = next_link(request.url.path, limit, [n.name for n in found])
+    if link is not None:
+        response.headers["Link"] = link
+    return [NodeBody.of(n) for n in found]
 
 
 @router.get("/{name}", operation_id="get_node", response_model=NodeBody)

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Request, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 
 from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
 from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.errors import ApiError, not_found
 from fleetgate.apps.api.schemas import (
+    DEFAULT_PAGE,
+    LINK_HEADER,
+    MAX_PAGE,
     CandidateBody,
     CapacityRefusal,
     DimensionBody,
@@ -25,6 +28,7 @@ from fleetgate.apps.api.schemas import (
     PlacementBody,
     PlacementCreate,
     PlacementSummary,
+    next_link,
 )
 from fleetgate.apps.services.placement import OVER_CLAIM, PLACED, PlaceOutcome
 from fleetgate.domain.capacity.denials import DimensionDetail, Stage
@@ -142,11 +146,27 @@ async def create_placement(
     )
 
 
-@router.get("", operation_id="list_placements", response_model=list[PlacementSummary])
+@router.get(
+    "",
+    operation_id="list_placements",
+    response_model=list[PlacementSummary],
+    responses={200: {"description": "One page of placements, by id.", "headers": LINK_HEADER}},
+)
 @access(admin_only=False, missing="namespace")
-async def list_placements(request: Request, ns: Namespace) -> list[PlacementSummary]:
-    """The namespace's placements, oldest first."""
-    found = await container_of(request).ledger().placements(ns)
+async def list_placements(
+    request: Request,
+    response: Response,
+    ns: Namespace,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size.")] = DEFAULT_PAGE,
+    after: Annotated[
+        ObjectId | None, Query(description="The last id of the previous page.")
+    ] = None,
+) -> list[PlacementSummary]:
+    """The namespace's placements by id, one page at a time (see the ``Link`` header)."""
+    found = await container_of(request).ledger().placements(ns, after=after, limit=limit)
+    link = next_link(request.url.path, limit, [p.id for p in found])
+    if link is not None:
+        response.headers["Link"] = link
     return [PlacementSummary.of(p) for p in found]
 
 

@@ -60,6 +60,7 @@ from fleetgate.apps.api.schemas.nodes import (
     NodeBody,
     NodePut,
 )
+from fleetgate.apps.api.schemas.paging import DEFAULT_PAGE, LINK_HEADER, MAX_PAGE, next_link
 from fleetgate.apps.api.schemas.placements import (
     PlacementBody,
     PlacementCreate,
@@ -74,12 +75,15 @@ from fleetgate.apps.api.schemas.rotation import (
 )
 
 __all__ = [
+    "DEFAULT_PAGE",
+    "LINK_HEADER",
     "MAX_AMOUNT",
     "MAX_CLAIM_SECONDS",
     "MAX_CPUS",
     "MAX_EVENTS",
     "MAX_LABELS",
     "MAX_LOAD",
+    "MAX_PAGE",
     "MAX_POLICY_TEXT",
     "MAX_THREADS",
     "WHOLE_NUMBER",
@@ -127,5 +131,6 @@ __all__ = [
     "SummaryBody",
     "Threads",
     "TokenBody",
+    "next_link",
     "seconds_until",
 ]
