@@ -7,7 +7,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from fleetgate.adapters.sql.sqltypes import instant, maybe_instant
+from fleetgate.adapters.sql.sqltypes import instant
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Capacity, Resources
 from fleetgate.domain.capacity.model import ClusterState, NodeMetrics, NodeState, Placement
 
@@ -28,25 +28,9 @@ def guard_row(row: Row) -> dict[str, object]:
 
 
 def node_state(row: Row) -> NodeState:
-    """A ``nodes`` row as a NodeState."""
-    load = row["cpu_load_1"]
-    schedulable_threads = row["cpu_schedulable"]
-    return NodeState(
-        name=row["name"],
-        pool=row["pool"],
-        labels=dict(row["labels"] or {}),
-        capacity=Capacity(int(row["threads"]), int(row["memory_mb"]), int(row["disk_gb"])),
-        limits=resources(row, "limit_"),
-        used=resources(row, "used_"),
-        expected_demand=float(row["expected_demand"]),
-        metrics=NodeMetrics(
-            cpu_load_1=None if load is None else float(load),
-            cpu_schedulable=None if schedulable_threads is None else int(schedulable_threads),
-        ),
-        schedulable=bool(row["schedulable"]),
-        updated_at=instant(row["updated_at"]),
-        metrics_at=maybe_instant(row["metrics_at"]),
-    )
+    """A ``nodes`` row as a NodeState (one conversion for a single row and for a whole read)."""
+    keys = list(row.keys())
+    return node_states(keys, [[row[k] for k in keys]])[0]
 
 
 def node_states(keys: Sequence[str], rows: Iterable[Sequence[Any]]) -> list[NodeState]:
