@@ -109,6 +109,8 @@ placements = sa.Table(
     sa.CheckConstraint("cpus >= 0 AND memory_mb >= 0 AND disk_gb >= 0", name="size_non_negative"),
     sa.Index("ix_placements_node", "node"),
     sa.Index("ix_placements_claim_id", "claim_id"),
+    # A namespace's placements in id order: the API's paged list (revision 0002).
+    sa.Index("ix_placements_namespace_id", "namespace", "id"),
     **TABLE_ARGS,
 )
 
