@@ -12,13 +12,13 @@ from fleetgate.apps.api.errors import ApiError, not_found
 from fleetgate.apps.api.schemas import (
     DEFAULT_PAGE,
     LINK_HEADER,
-    MAX_PAGE,
     ErrorBody,
     MetricsPut,
     NodeBody,
     NodeName,
     NodePut,
-    next_link,
+    PageSize,
+    link_next_page,
 )
 from fleetgate.domain.capacity.dimensions import Capacity
 from fleetgate.domain.capacity.errors import NodeBusy, NodeExists, NodeNotFound
@@ -67,16 +67,14 @@ def _changed(request: Request) -> None:
 async def list_nodes(
     request: Request,
     response: Response,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size.")] = DEFAULT_PAGE,
+    limit: PageSize = DEFAULT_PAGE,
     after: Annotated[
         NodeName | None, Query(description="The last name of the previous page.")
     ] = None,
 ) -> list[NodeBody]:
     """The nodes by name, one page at a time (see the ``Link`` header)."""
     found = await container_of(request).ledger().nodes(after=after, limit=limit)
-    link = next_link(request.url.path, limit, [n.name for n in found])
-    if link is not None:
-        response.headers["Link"] = link
+    link_next_page(request, response, limit, [n.name for n in found])
     return [NodeBody.of(n) for n in found]
 
 

@@ -17,7 +17,6 @@ from fleetgate.apps.api.errors import ApiError, not_found
 from fleetgate.apps.api.schemas import (
     DEFAULT_PAGE,
     LINK_HEADER,
-    MAX_PAGE,
     CandidateBody,
     CapacityRefusal,
     DimensionBody,
@@ -25,10 +24,11 @@ from fleetgate.apps.api.schemas import (
     ErrorBody,
     NamespaceName,
     ObjectId,
+    PageSize,
     PlacementBody,
     PlacementCreate,
     PlacementSummary,
-    next_link,
+    link_next_page,
 )
 from fleetgate.apps.services.placement import OVER_CLAIM, PLACED, PlaceOutcome
 from fleetgate.domain.capacity.denials import DimensionDetail, Stage
@@ -157,16 +157,14 @@ async def list_placements(
     request: Request,
     response: Response,
     ns: Namespace,
-    limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size.")] = DEFAULT_PAGE,
+    limit: PageSize = DEFAULT_PAGE,
     after: Annotated[
         ObjectId | None, Query(description="The last id of the previous page.")
     ] = None,
 ) -> list[PlacementSummary]:
     """The namespace's placements by id, one page at a time (see the ``Link`` header)."""
     found = await container_of(request).ledger().placements(ns, after=after, limit=limit)
-    link = next_link(request.url.path, limit, [p.id for p in found])
-    if link is not None:
-        response.headers["Link"] = link
+    link_next_page(request, response, limit, [p.id for p in found])
     return [PlacementSummary.of(p) for p in found]
 
 

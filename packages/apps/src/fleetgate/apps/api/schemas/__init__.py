@@ -60,7 +60,14 @@ from fleetgate.apps.api.schemas.nodes import (
     NodeBody,
     NodePut,
 )
-from fleetgate.apps.api.schemas.paging import DEFAULT_PAGE, LINK_HEADER, MAX_PAGE, next_link
+from fleetgate.apps.api.schemas.paging import (
+    DEFAULT_PAGE,
+    LINK_HEADER,
+    MAX_PAGE,
+    PageSize,
+    link_next_page,
+    next_link,
+)
 from fleetgate.apps.api.schemas.placements import (
     PlacementBody,
     PlacementCreate,
@@ -118,6 +125,7 @@ __all__ = [
     "NodePut",
     "NodeResources",
     "ObjectId",
+    "PageSize",
     "PlacementBody",
     "PlacementCreate",
     "PlacementSummary",
@@ -131,6 +139,7 @@ __all__ = [
     "SummaryBody",
     "Threads",
     "TokenBody",
+    "link_next_page",
     "next_link",
     "seconds_until",
 ]

@@ -10,12 +10,18 @@ the last one; a full page may be followed by an empty one).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Annotated
 from urllib.parse import urlencode
+
+from fastapi import Query, Request, Response
 
 #: The most rows one page returns, so no response grows with the fleet.
 MAX_PAGE = 1000
 #: The page size when the client names none.
 DEFAULT_PAGE = 500
+
+#: The ``limit`` query parameter every paged list takes.
+PageSize = Annotated[int, Query(ge=1, le=MAX_PAGE, description="Page size.")]
 
 LINK_HEADER = {
     "Link": {
@@ -37,3 +43,10 @@ def next_link(path: str, limit: int, keys: Sequence[str]) -> str | None:
     if len(keys) < limit:
         return None
     return f'<{path}?{urlencode({"limit": limit, "after": keys[-1]})}>; rel="next"'
+
+
+def link_next_page(request: Request, response: Response, limit: int, keys: Sequence[str]) -> None:
+    """Announce the next page in ``response``'s ``Link`` header when this page is full."""
+    link = next_link(request.url.path, limit, keys)
+    if link is not None:
+        response.headers["Link"] = link
