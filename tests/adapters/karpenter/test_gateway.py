@@ -18,7 +18,7 @@ from fleetgate.domain.rotation.cluster import (
 from fleetgate.domain.rotation.status import PolicyStatus, ReadyCondition
 from tests.adapters.karpenter.conftest import NAMESPACE
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
-from tests.adapters.karpenter.kubeapi import KubeAPIServer
+from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, KubeAPIServer, Resource
 
 MERGE = "application/merge-patch+json"
 
@@ -249,30 +249,9 @@ async def test_policies_come_from_the_crd_when_it_is_served(
     api: KubeAPIServer, gateway: KarpenterGateway
 ) -> None:
     assert await gateway.list_policies() is None  # CRD not installed: the controller uses files
-    from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, Resource
-
-    api.resources = (
-        *DEFAULT_RESOURCES,
-        Resource(
-            "fleetgate.io", "v1alpha1", "rotationpolicies", "RotationPolicy", namespaced=False
-        ),
-    )
-    api.seed(
-        {
-            "apiVersion": "fleetgate.io/v1alpha1",
-            "kind": "RotationPolicy",
-            "metadata": {"name": "b"},
-            "spec": {"nodePoolSelector": {}},
-        }
-    )
-    api.seed(
-        {
-            "apiVersion": "fleetgate.io/v1alpha1",
-            "kind": "RotationPolicy",
-            "metadata": {"name": "a"},
-            "spec": {"nodePoolSelector": {}},
-        }
-    )
+    _serve_policy_crd(api)
+    for name in ("b", "a"):
+        _seed_policy(api, {"name": name})
     policies = await gateway.list_policies()
     assert policies is not None and [p["metadata"]["name"] for p in policies] == ["a", "b"]
 
@@ -289,23 +268,29 @@ def _placeholder(claim: str) -> PlaceholderSpec:
     )
 
 
-def _with_policy_crd(api: KubeAPIServer) -> None:
-    from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, Resource
-
+def _serve_policy_crd(api: KubeAPIServer) -> None:
     api.resources = (
         *DEFAULT_RESOURCES,
         Resource(
             "fleetgate.io", "v1alpha1", "rotationpolicies", "RotationPolicy", namespaced=False
         ),
     )
+
+
+def _seed_policy(api: KubeAPIServer, metadata: dict[str, object]) -> None:
     api.seed(
         {
             "apiVersion": "fleetgate.io/v1alpha1",
             "kind": "RotationPolicy",
-            "metadata": {"name": "web", "generation": 2},
+            "metadata": metadata,
             "spec": {"nodePoolSelector": {}},
         }
     )
+
+
+def _with_policy_crd(api: KubeAPIServer) -> None:
+    _serve_policy_crd(api)
+    _seed_policy(api, {"name": "web", "generation": 2})
 
 
 def _policy_status() -> PolicyStatus:
