@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from fleetgate.domain.capacity.demand import MIN_DEMAND_PER_VCPU
+from fleetgate.domain.capacity.demand import demand_per_vcpu_problem
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./.fleetgate/fleetgate.db"
 
@@ -40,9 +40,10 @@ class CapacitySettings(_Section):
     @field_validator("demand_per_vcpu")
     @classmethod
     def _a_charge_or_none(cls, value: float) -> float:
-        # The domain's rule (DemandPolicy), checked here so the error names the setting.
-        if 0 < value < MIN_DEMAND_PER_VCPU:
-            raise ValueError(f"must be 0 (off) or at least {MIN_DEMAND_PER_VCPU:g}")
+        # The domain's rule, checked here too so the error names the setting.
+        problem = demand_per_vcpu_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
         return value
 
 

@@ -16,6 +16,17 @@ from datetime import datetime
 MIN_DEMAND_PER_VCPU = 1e-6
 
 
+def demand_per_vcpu_problem(value: float) -> str | None:
+    """Why ``value`` cannot be a charge per vCPU (None when it can), beyond being non-negative.
+
+    A non-zero charge below ``MIN_DEMAND_PER_VCPU`` is meaningless as load, and a database's
+    float arithmetic may underflow on it (PostgreSQL raises rather than round a product to 0).
+    """
+    if 0 < value < MIN_DEMAND_PER_VCPU:
+        return f"must be 0 (off) or at least {MIN_DEMAND_PER_VCPU:g}"
+    return None
+
+
 @dataclass(frozen=True)
 class DemandPolicy:
     """The spreader's knobs (capacity spec section 8). ``target_load <= 0`` turns it off."""
@@ -33,13 +44,9 @@ class DemandPolicy:
                 raise ValueError(f"{name}: must be finite, got {value!r}")
         if self.demand_per_vcpu < 0:
             raise ValueError(f"demand_per_vcpu: must not be negative, got {self.demand_per_vcpu}")
-        if 0 < self.demand_per_vcpu < MIN_DEMAND_PER_VCPU:
-            # Meaningless as load, and a database's float arithmetic may underflow on it
-            # (PostgreSQL raises rather than round a product to zero).
-            raise ValueError(
-                f"demand_per_vcpu: must be 0 (off) or at least {MIN_DEMAND_PER_VCPU:g}, "
-                f"got {self.demand_per_vcpu}"
-            )
+        problem = demand_per_vcpu_problem(self.demand_per_vcpu)
+        if problem is not None:
+            raise ValueError(f"demand_per_vcpu: {problem}, got {self.demand_per_vcpu}")
         if self.decay_seconds < 0:
             raise ValueError(f"decay_seconds: must not be negative, got {self.decay_seconds}")
 
