@@ -7,7 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail, Stage
-from fleetgate.domain.capacity.walk import Attempt, Walk, waiver_candidates
+from fleetgate.domain.capacity.guards import DEMAND_CLAUSE, node_guard
+from fleetgate.domain.capacity.walk import WAIVED_TARGET_LOAD, Attempt, Walk, waiver_candidates
 
 DEMAND = Denial(Stage.NODE, (DimensionDetail("demand", 6.0, 9.0, 0.6, True),))
 CPUS = Denial(Stage.NODE, (DimensionDetail("cpus", 12, 12, 1, True),))
@@ -99,3 +100,9 @@ def test_a_lazy_order_that_repeats_a_node_is_an_error() -> None:
     walk.refused("a", CPUS)
     with pytest.raises(ValueError, match="twice"):
         walk.next_attempt()
+
+
+def test_a_waived_attempt_admits_without_the_demand_budget() -> None:
+    assert Attempt("a", enforce_demand=True).target_load(0.75) == 0.75
+    assert Attempt("a", enforce_demand=False).target_load(0.75) == WAIVED_TARGET_LOAD
+    assert DEMAND_CLAUSE not in node_guard(WAIVED_TARGET_LOAD).measures

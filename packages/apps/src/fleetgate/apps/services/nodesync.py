@@ -22,12 +22,13 @@ import asyncio
 from dataclasses import dataclass, field
 from random import Random
 
+from fleetgate.apps.services.walking import try_candidates
 from fleetgate.domain import nodesync
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
 from fleetgate.domain.capacity.errors import NodeBusy, NodeExists, NodeNotFound, PlacementNotFound
-from fleetgate.domain.capacity.model import MoveRequest, NodeState, Placement
+from fleetgate.domain.capacity.model import Admission, MoveRequest, NodeState, Placement
 from fleetgate.domain.capacity.ranking import rank
-from fleetgate.domain.capacity.walk import Walk
+from fleetgate.domain.capacity.walk import Attempt, Walk
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import CapacityLedger, Clock, ClusterGateway, EventSink
 
@@ -180,41 +181,44 @@ class NodeSync:
         walk = Walk(tuple(r.node.name for r in ranked))
         demand = charge(placement.resources.cpus, self.policy.demand_per_vcpu)
         events: list[Event] = []
-        while (attempt := walk.next_attempt()) is not None:
-            target_load = self.policy.target_load if attempt.enforce_demand else 0.0
-            request = MoveRequest(pid, attempt.node, demand, target_load, True, ns)
+
+        async def attempt(step: Attempt) -> Admission | None:
+            target_load = step.target_load(self.policy.target_load)
+            request = MoveRequest(pid, step.node, demand, target_load, True, ns)
             try:
                 result = await self._ledger.move(request)
-            except PlacementNotFound:
-                await self._events.emit(events)
-                return None  # released meanwhile: nothing left to relocate
             except NodeNotFound:
-                continue  # the candidate left the ledger since it was ranked
+                return None  # the candidate left the ledger since it was ranked
             if result.denial is not None:
-                walk.refused(attempt.node, result.denial)
                 events.append(
                     self._event(
                         RESCHEDULE_REFUSED,
                         pid,
                         ns,
-                        node=attempt.node,
-                        enforce_demand=attempt.enforce_demand,
+                        node=step.node,
+                        enforce_demand=step.enforce_demand,
                         **result.denial.as_dict(),
                     )
                 )
-                continue
-            walk.admitted(attempt.node)
-            events.append(
-                self._event(
-                    REDIRECTED,
-                    pid,
-                    ns,
-                    node=source,
-                    target_node=attempt.node,
-                    reason="node draining",
-                    waived=not attempt.enforce_demand,
+            else:
+                events.append(
+                    self._event(
+                        REDIRECTED,
+                        pid,
+                        ns,
+                        node=source,
+                        target_node=step.node,
+                        reason="node draining",
+                        waived=not step.enforce_demand,
+                    )
                 )
-            )
+            return result
+
+        try:
+            await try_candidates(walk, attempt)
+        except PlacementNotFound:
+            await self._events.emit(events)
+            return None  # released meanwhile: nothing left to relocate
         if walk.admitted_on is None:
             events.append(
                 self._event(

@@ -18,6 +18,7 @@ from random import Random
 from typing import Any
 
 from fleetgate.apps.services.snapshot import NodeSnapshot
+from fleetgate.apps.services.walking import try_candidates
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail
 from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound, PlacementNotFound
@@ -139,55 +140,58 @@ class PlacementService:
 
         demand = charge(request.resources.cpus, self.policy.demand_per_vcpu)
         attempts = 0
-        try:
-            while (attempt := walk.next_attempt()) is not None:
-                if attempt.opens_waiver:
-                    events.append(self._waiver_event(subject, ns, walk))
-                attempts += 1
-                try:
-                    admission = await self._ledger.admit(
-                        AdmitRequest(
-                            namespace=ns,
-                            node=attempt.node,
-                            resources=request.resources,
-                            demand=demand,
-                            target_load=self.policy.target_load if attempt.enforce_demand else 0.0,
-                            enforce=request.enforce,
-                            request_id=request.request_id,
-                            placement_id=subject,
-                        )
+
+        async def attempt(step: Attempt) -> Admission | None:
+            nonlocal attempts
+            if step.opens_waiver:
+                events.append(self._waiver_event(subject, ns, walk))
+            attempts += 1
+            try:
+                admission = await self._ledger.admit(
+                    AdmitRequest(
+                        namespace=ns,
+                        node=step.node,
+                        resources=request.resources,
+                        demand=demand,
+                        target_load=step.target_load(self.policy.target_load),
+                        enforce=request.enforce,
+                        request_id=request.request_id,
+                        placement_id=subject,
                     )
-                except NodeNotFound:
-                    if request.node is not None:
-                        raise
-                    # The node left the ledger after the snapshot was read: for this walk it
-                    # is a refusal (no room there), never an error; the next candidate is tried.
-                    events.append(self._gone_event(subject, ns, attempt.node, attempt))
-                    continue
-                if admission.replayed and admission.placement is not None:
-                    await emit()
-                    return PlaceOutcome(admission.placement.id, admission.placement, replayed=True)
-                if admission.denial is not None:
-                    walk.refused(attempt.node, admission.denial)
-                    events.append(
-                        self._event(
-                            REFUSED,
-                            subject,
-                            ns,
-                            node=attempt.node,
-                            enforce_demand=attempt.enforce_demand,
-                            **admission.denial.as_dict(),
-                        )
-                    )
-                    continue
-                walk.admitted(attempt.node)
-                events += self._admitted_events(
-                    admission, request, attempts, attempt.enforce_demand
                 )
+            except NodeNotFound:
+                if request.node is not None:
+                    raise
+                # The node left the ledger after the snapshot was read: for this walk it
+                # is a refusal (no room there), never an error; the next candidate is tried.
+                events.append(self._gone_event(subject, ns, step.node, step))
+                return None
+            if admission.denial is not None:
+                events.append(
+                    self._event(
+                        REFUSED,
+                        subject,
+                        ns,
+                        node=step.node,
+                        enforce_demand=step.enforce_demand,
+                        **admission.denial.as_dict(),
+                    )
+                )
+            elif not admission.replayed:
+                events.extend(
+                    self._admitted_events(admission, request, attempts, step.enforce_demand)
+                )
+            return admission
+
+        try:
+            admission = await try_candidates(walk, attempt)
         except LedgerUnavailable as exc:
             events.append(self._event(WRITE_FAILED, subject, ns, Level.ERROR, error=str(exc)))
             await emit()
             raise
+        if admission is not None and admission.replayed and admission.placement is not None:
+            await emit()
+            return PlaceOutcome(admission.placement.id, admission.placement, replayed=True)
         tried = tuple(walk.candidates)
         if walk.admitted_on is None:
             events.append(
@@ -202,6 +206,7 @@ class PlacementService:
             )
             await emit()
             return PlaceOutcome(subject, None, dict(walk.denials), tried, walk.waived)
+        assert admission is not None  # the walk ended on the candidate that admitted
         await emit()
         return PlaceOutcome(
             subject,
@@ -346,36 +351,29 @@ class PlacementService:
         if placement is None or placement.namespace != namespace:
             raise PlacementNotFound(placement_id)
         demand = charge(placement.resources.cpus, self.policy.demand_per_vcpu)
-        request = MoveRequest(
-            placement_id, node, demand, self.policy.target_load, enforce, namespace
-        )
-        result = await self._ledger.move(request)
         events: list[Event] = []
-        if result.denial is not None and result.denial.demand_only:
-            events.append(
-                self._event(
-                    REFUSED,
-                    placement_id,
-                    namespace,
-                    node=node,
-                    enforce_demand=True,
-                    **result.denial.as_dict(),
+
+        async def attempt(step: Attempt) -> Admission:
+            target_load = step.target_load(self.policy.target_load)
+            request = MoveRequest(placement_id, node, demand, target_load, enforce, namespace)
+            result = await self._ledger.move(request)
+            if result.denial is not None:
+                events.append(
+                    self._event(
+                        REFUSED,
+                        placement_id,
+                        namespace,
+                        node=node,
+                        enforce_demand=step.enforce_demand,
+                        **result.denial.as_dict(),
+                    )
                 )
-            )
-            waived = MoveRequest(placement_id, node, demand, 0.0, enforce, namespace)
-            result = await self._ledger.move(waived)
-        if result.denial is not None:
-            events.append(
-                self._event(
-                    REFUSED,
-                    placement_id,
-                    namespace,
-                    node=node,
-                    enforce_demand=not events,
-                    **result.denial.as_dict(),
-                )
-            )
-        elif result.placement is not None and placement.node != node:
+            return result
+
+        # A move is a one-candidate walk: the waiver retries the target if demand alone refused.
+        result = await try_candidates(Walk([node]), attempt)
+        assert result is not None  # the one candidate is always tried
+        if result.denial is None and result.placement is not None and placement.node != node:
             events.append(
                 self._event(MOVED, placement_id, namespace, node=placement.node, target_node=node)
             )

@@ -16,8 +16,13 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Sized
 from dataclasses import dataclass
+from typing import Final
 
 from fleetgate.domain.capacity.denials import Denial
+
+#: The demand budget factor of a waived attempt: ``guards.node_guard`` drops the demand clause
+#: for any factor <= 0, so only the allocation dimensions (and the cordon) can refuse.
+WAIVED_TARGET_LOAD: Final = 0.0
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,10 @@ class Attempt:
     node: str
     enforce_demand: bool
     opens_waiver: bool = False
+
+    def target_load(self, target_load: float) -> float:
+        """The demand budget factor to admit with: the policy's, or the waiver's on a waived try."""
+        return target_load if self.enforce_demand else WAIVED_TARGET_LOAD
 
 
 class Walk:
