@@ -23,8 +23,8 @@ from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import RotationController
 from fleetgate.apps.simulate.fleet import load_fleet
 from fleetgate.apps.simulate.run import Inputs, simulate_async
+from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.policy import RotationPolicy, Surge
-from fleetgate.domain.rotation.selector import LabelSelector
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 
 START = datetime(2024, 1, 1, tzinfo=UTC)

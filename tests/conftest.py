@@ -16,8 +16,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
+from fleetgate.adapters.clock import VirtualClock
+from fleetgate.adapters.sql.ledger import SqlLedger
 from tests.backends import create_database, drop_database
+
+# Speed is the benchmarks' business: on a loaded 2-core machine one example can take longer than
+# Hypothesis's 200 ms deadline, which fails a correct test as "flaky".
+settings.register_profile("fleetgate", deadline=None)
+settings.load_profile("fleetgate")
 
 
 @dataclass(frozen=True)
@@ -65,6 +73,23 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
 def tmp_sqlite_url(tmp_path: Path) -> str:
     """A throwaway SQLite URL for tests that need their own file regardless of the backend."""
     return f"sqlite+aiosqlite:///{tmp_path / 'own.db'}"
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    """Virtual time, starting at ``tests.ledgers.START`` (a test module may define its own)."""
+    from tests.ledgers import START  # tests.ledgers imports Backend from here
+
+    return VirtualClock(START)
+
+
+@pytest.fixture
+async def ledger(backend: Backend, clock: VirtualClock) -> AsyncIterator[SqlLedger]:
+    """A started SQL ledger on the database under test, every table empty, on ``clock``."""
+    from tests.ledgers import open_ledger
+
+    async with open_ledger(backend, clock) as opened:
+        yield opened
 
 
 @pytest.fixture

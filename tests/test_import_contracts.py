@@ -35,6 +35,16 @@ def test_the_tree_keeps_the_import_contracts() -> None:
         ("packages/domain/src/fleetgate/domain", "sqlalchemy", "The domain is pure"),
         ("packages/adapters/src/fleetgate/adapters", "fleetgate.apps.settings", "Adapters never"),
         ("packages/apps/src/fleetgate/apps", "fleetgate.adapters.sql.ledger", "Apps reach"),
+        (
+            "packages/adapters/src/fleetgate/adapters/sql",
+            "fleetgate.adapters.sql.plugin_sqlite",
+            "Dialect plugins depend on the generic SQL store",
+        ),
+        (
+            "packages/apps/src/fleetgate/apps/services",
+            "fleetgate.apps.container",
+            "The container is imported by entry points",
+        ),
     ],
 )
 def test_a_violating_import_breaks_its_contract(package: str, imported: str, contract: str) -> None:

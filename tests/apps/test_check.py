@@ -21,19 +21,20 @@ EXAMPLES = ROOT / "examples"
 H = 3600
 
 INPUT_KEYS = {
-    "E",
-    "tGP",
-    "tGPIsFallback",
-    "P",
-    "D",
-    "gap",
+    "e",
+    "tgp",
+    "tgpFallback",
+    "p",
+    "windowLen",
+    "idleGap",
+    "buffer",
     "readyTimeout",
     "cooldownAfter",
     "failurePause",
     "retryBackoff",
-    "K",
+    "k",
     "m",
-    "N",
+    "n",
     "ageThresholdOverride",
 }
 TOP_KEYS = {
@@ -135,19 +136,20 @@ def test_tokyo_is_the_v1_worked_example_in_seconds() -> None:
     _, report = check_json(EXAMPLES / "tokyo-policy.yaml", *DOCUMENTED["tokyo-policy.yaml"])
     assert report == {
         "inputs": {
-            "E": 336 * H,
-            "tGP": H,
-            "tGPIsFallback": False,
-            "P": 96 * H,
-            "D": 4 * H,
-            "gap": 68 * H,
+            "e": 336 * H,
+            "tgp": H,
+            "tgpFallback": False,
+            "p": 96 * H,
+            "windowLen": 4 * H,
+            "idleGap": 68 * H,
+            "buffer": 120,
             "readyTimeout": 900,
             "cooldownAfter": 600,
             "failurePause": 600,
             "retryBackoff": 1800,
-            "K": 2,
+            "k": 2,
             "m": 1,
-            "N": 0,
+            "n": 0,
             "ageThresholdOverride": None,
         },
         "tRot": H + 17 * 60,
@@ -168,7 +170,7 @@ def test_reference_manifest_loads_unchanged_and_shows_the_split_gap() -> None:
         *DOCUMENTED["reference-noderotation-policy.yaml"],
     )
     assert code == 0
-    assert (report["inputs"]["P"], report["inputs"]["D"], report["inputs"]["gap"]) == (
+    assert (report["inputs"]["p"], report["inputs"]["windowLen"], report["inputs"]["idleGap"]) == (
         93 * H,
         59 * 60,
         60,
@@ -195,13 +197,13 @@ def test_fatal_finding_exits_1() -> None:
 
 def test_omitted_grace_period_is_the_unset_fallback() -> None:
     _, report = check_json(EXAMPLES / "tokyo-policy.yaml", "--expire-after", "336h")
-    assert report["inputs"]["tGP"] == H and report["inputs"]["tGPIsFallback"] is True
+    assert report["inputs"]["tgp"] == H and report["inputs"]["tgpFallback"] is True
     assert [f["code"] for f in report["findings"]] == ["TGPUnset"]
 
 
 def test_never_expiring_pool_derives_nothing() -> None:
     code, report = check_json(EXAMPLES / "tokyo-policy.yaml", "--expire-after", "Never")
-    assert code == 0 and report["inputs"]["E"] is None
+    assert code == 0 and report["inputs"]["e"] is None
     assert (report["A"], report["C"], report["findings"]) == (0, 0, [])
 
 
@@ -213,7 +215,7 @@ def test_gap_is_null_when_always_open(tmp_path: Path) -> None:
         " start: '00:00', end: '24:00'}\n"
     )
     _, report = check_json(policy, "--expire-after", "14d", "--termination-grace-period", "1h")
-    assert report["inputs"]["gap"] is None and report["inputs"]["P"] == 60
+    assert report["inputs"]["idleGap"] is None and report["inputs"]["p"] == 60
 
 
 def test_fractional_seconds_stay_numbers(tmp_path: Path) -> None:
@@ -224,7 +226,7 @@ def test_fractional_seconds_stay_numbers(tmp_path: Path) -> None:
         "--termination-grace-period",
         "1.5s",
     )
-    assert report["inputs"]["tGP"] == 1.5
+    assert report["inputs"]["tgp"] == 1.5
 
 
 def test_multi_document_file_prints_a_list(tmp_path: Path) -> None:
@@ -235,7 +237,7 @@ def test_multi_document_file_prints_a_list(tmp_path: Path) -> None:
         + (EXAMPLES / "weekend-policy.yaml").read_text()
     )
     code, reports = check_json(both, "--expire-after", "14d", "--termination-grace-period", "1h")
-    assert code == 0 and [r["inputs"]["P"] for r in reports] == [96 * H, 144 * H]
+    assert code == 0 and [r["inputs"]["p"] for r in reports] == [96 * H, 144 * H]
 
 
 @pytest.mark.parametrize(

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import Settings
-from fleetgate.domain.ports import Clock
+from fleetgate.domain.capacity.demand import DemandPolicy
+from fleetgate.domain.capacity.dimensions import Overcommit
+from fleetgate.domain.ports import Clock, SimulatedCluster
 
 
 def test_the_container_builds_the_configured_adapters(tmp_sqlite_url: str) -> None:
@@ -21,3 +27,48 @@ def test_overrides_replace_a_provider() -> None:
     marker = object()
     c = build_container(Settings(), cluster=marker)
     assert c.cluster() is marker
+
+
+def test_one_demand_policy_serves_the_services_and_the_ledger(tmp_sqlite_url: str) -> None:
+    settings = Settings(database_url=tmp_sqlite_url, capacity={"demand_decay_seconds": 90.0})
+    c = build_container(settings)
+    policy = c.demand_policy()
+    assert policy.decay_seconds == 90.0
+    assert c.ledger().demand is policy  # type: ignore[attr-defined]
+    assert c.placement_service().policy is policy and c.node_sync().policy is policy
+
+
+def test_the_capacity_defaults_are_the_domains() -> None:
+    capacity = Settings().capacity
+    assert DemandPolicy() == DemandPolicy(
+        capacity.target_load, capacity.demand_per_vcpu, capacity.demand_decay_seconds
+    )
+    assert Overcommit() == Overcommit(
+        capacity.cpu_overcommit, capacity.memory_overcommit, capacity.disk_overcommit
+    )
+
+
+def test_the_simulator_gets_a_cluster_that_runs_in_virtual_time() -> None:
+    c = build_container(Settings(cluster="fake"))
+    assert isinstance(c.simulated_cluster(), SimulatedCluster)
+    real = build_container(Settings(), cluster=object())
+    with pytest.raises(TypeError, match="cluster: 'fake' cannot run in virtual time"):
+        real.simulated_cluster()
+
+
+def test_the_controller_is_wired_from_the_settings_alone(tmp_path: Path) -> None:
+    settings = Settings(cluster="fake", controller={"namespace": "ops", "priority_class": "low"})
+    c = build_container(settings)
+    controller = c.rotation_controller()
+    assert controller.config.namespace == "ops" and controller.priority_class == "low"
+    assert controller.cluster is c.cluster() and controller.events is c.event_sink()
+
+
+def test_the_controller_namespace_reaches_a_cluster_backend_through_the_hook(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("FLEETGATE_PLUGINS", "karpenter")
+    settings = Settings(cluster="karpenter", controller={"namespace": "ops"})
+    assert build_container(settings).cluster().options.namespace == "ops"  # type: ignore[attr-defined]
+    pinned = Settings(cluster="karpenter", cluster_options={"namespace": "elsewhere"})
+    assert build_container(pinned).cluster().options.namespace == "elsewhere"  # type: ignore[attr-defined]

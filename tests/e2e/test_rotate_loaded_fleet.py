@@ -27,8 +27,8 @@ from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import NodeMetrics, PlacementRequest
+from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.policy import RotationPolicy, Surge
-from fleetgate.domain.rotation.selector import LabelSelector
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 from tests.conftest import Backend
 from tests.invariants import check_ledger

@@ -18,9 +18,9 @@ from fleetgate.adapters.karpenter.gateway import KarpenterGateway
 from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import PassResult, RotationController
 from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.machine import MachineConfig
 from fleetgate.domain.rotation.policy import RotationPolicy
-from fleetgate.domain.rotation.selector import LabelSelector
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 from tests.adapters.karpenter.conftest import NAMESPACE
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool

@@ -10,6 +10,7 @@ import pytest
 
 from fleetgate.adapters.sql import plugin_sqlite
 from fleetgate.adapters.sql.ledger import SqlLedger
+from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.events import Event, Level
 from tests.ledgers import START
 
@@ -53,5 +54,6 @@ async def test_the_sink_writes_through_and_swallows_failures(
     assert [r.event.kind for r in await ledger.events()] == ["kept"]
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    broken = plugin_sqlite.fleetgate_make_ledger(f"sqlite+aiosqlite:///{blocker}/x.db", {}, None)
+    url = f"sqlite+aiosqlite:///{blocker}/x.db"
+    broken = plugin_sqlite.fleetgate_make_ledger(url, {}, None, DemandPolicy())
     await broken.event_sink().emit([ev("lost")])  # unusable database: logged, not raised

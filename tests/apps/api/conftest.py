@@ -17,6 +17,7 @@ import pytest
 
 from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import VirtualClock
+from fleetgate.apps.api.app import create_app
 from fleetgate.apps.container import Container, build_container
 from fleetgate.apps.settings import ApiSettings, CapacitySettings, ClaimSettings, Settings
 from tests.conftest import Backend
@@ -79,7 +80,7 @@ async def running_api(settings: Settings) -> AsyncIterator[Api]:
     """Start the app's lifespan over ``settings``, empty the ledger, and yield a client."""
     clock = VirtualClock(START)
     container = build_container(settings, clock=clock, plugin_manager=shared_plugin_manager())
-    app = container.api_app()
+    app = create_app(container)
     async with app.router.lifespan_context(app):
         await empty(container.ledger())
         transport = httpx.ASGITransport(app=app)

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from fleetgate.apps.api.app import create_app
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, Settings
 from tests.apps.api.conftest import Api
@@ -15,7 +16,7 @@ UNAUTHENTICATED = {"/healthz", "/readyz", "/metrics"}
 
 @pytest.fixture(scope="module")
 def openapi() -> dict[str, Any]:
-    app = build_container(Settings(api=ApiSettings(admin_token="t"))).api_app()
+    app = create_app(build_container(Settings(api=ApiSettings(admin_token="t"))))
     document: dict[str, Any] = app.openapi()
     return document
 
@@ -77,7 +78,7 @@ async def test_the_docs_page_is_served(api: Api) -> None:
 
 async def test_the_lifespan_starts_and_closes_the_ledger(tmp_sqlite_url: str) -> None:
     container = build_container(Settings(database_url=tmp_sqlite_url))
-    app = container.api_app()
+    app = create_app(container)
     ledger = container.ledger()
     async with app.router.lifespan_context(app):
         assert ledger.store.started

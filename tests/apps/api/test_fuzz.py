@@ -20,6 +20,7 @@ from schemathesis.checks import not_a_server_error, positive_data_acceptance
 from schemathesis.config import SchemathesisConfig
 
 from fleetgate.adapters.sql.schema import cluster
+from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.schemas import MAX_AMOUNT, MAX_THREADS
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, CapacitySettings, Settings
@@ -64,7 +65,7 @@ def _empty_database() -> None:
         db.execute(f"UPDATE cluster SET {', '.join(f'{c} = 0' for c in counters)}")
 
 
-app = build_container(_SETTINGS).api_app()
+app = create_app(build_container(_SETTINGS))
 # The admin token as the bearer scheme's credential: schemathesis then sends it on every valid
 # request, and knows a case it made with a broken Authorization header must be refused.
 _CONFIG = SchemathesisConfig.from_dict(

@@ -27,9 +27,9 @@ from fleetgate.apps.controller.runtime import PreflightFailed, run_on_cluster
 from fleetgate.apps.controller.shell import PassResult, RotationController
 from fleetgate.apps.settings import load_settings
 from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.machine import MachineConfig
 from fleetgate.domain.rotation.policy import RotationPolicy
-from fleetgate.domain.rotation.selector import LabelSelector
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import KubeAPIServer

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import timedelta
+from typing import Any
 
+import pytest
 from structlog.testing import capture_logs
 
 from fleetgate.domain.rotation import annotations as ann
@@ -281,3 +283,10 @@ async def test_a_failing_status_write_is_retried_on_the_next_pass_not_every_seco
     world.cluster.write_policy_status = write  # type: ignore[method-assign]
     await world.pass_once()
     assert world.cluster.policy_statuses["default"].ready.reason == "Accepted"
+
+
+async def test_an_action_the_shell_cannot_apply_is_an_error_not_a_silent_skip() -> None:
+    world = World()
+    unknown: Any = object()
+    with pytest.raises(TypeError, match="the shell cannot apply object for pool pool"):
+        await world.controller._apply("pool", [unknown], world.clock.now())

@@ -15,8 +15,8 @@ from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import PassResult, RotationController
 from fleetgate.apps.simulate.engine import VirtualDriver
 from fleetgate.domain.events import Event
+from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.policy import RotationPolicy, Surge
-from fleetgate.domain.rotation.selector import LabelSelector
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)  # a Monday

@@ -4,7 +4,6 @@ the loop survives failed passes and stops when told."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
@@ -24,19 +23,6 @@ from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Level
-from tests.conftest import Backend
-from tests.ledgers import START, open_ledger
-
-
-@pytest.fixture
-def clock() -> VirtualClock:
-    return VirtualClock(START)
-
-
-@pytest.fixture
-async def ledger(backend: Backend, clock: VirtualClock) -> AsyncIterator[SqlLedger]:
-    async with open_ledger(backend, clock) as opened:
-        yield opened
 
 
 def reconciler(

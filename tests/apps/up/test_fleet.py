@@ -13,8 +13,8 @@ from fleetgate.apps.policyfile import load_policies, load_policy
 from fleetgate.apps.up import fleet
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.rotation.governance import govern
+from fleetgate.domain.rotation.labelselector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.policy import RotationPolicy
-from fleetgate.domain.rotation.selector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 
 EXAMPLES = Path(__file__).parents[3] / "examples"

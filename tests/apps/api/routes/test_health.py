@@ -5,6 +5,7 @@ from __future__ import annotations
 import httpx
 from prometheus_client import Counter
 
+from fleetgate.apps.api.app import create_app
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, Settings
 from tests.apps.api.conftest import Api
@@ -23,7 +24,7 @@ async def test_readyz_is_503_while_the_database_does_not_answer_healthz_stays_20
     container = build_container(
         Settings(database_url=UNREACHABLE, api=ApiSettings(admin_token="t"))
     )
-    app = container.api_app()  # no lifespan: the ledger never connected
+    app = create_app(container)  # no lifespan: the ledger never connected
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://fleetgate") as client:
         ready = await client.get("/readyz")

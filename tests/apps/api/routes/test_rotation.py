@@ -46,7 +46,7 @@ async def test_never_expiring_pools_have_nothing_to_derive(api: Api) -> None:
     r = await api.client.post(
         URL, json={"policy": tokyo_manifest(), "expire_after": "Never"}, headers=ADMIN
     )
-    assert r.status_code == 200 and r.json()["inputs"]["E"] is None
+    assert r.status_code == 200 and r.json()["inputs"]["e"] is None
 
 
 @pytest.mark.parametrize(

@@ -15,22 +15,7 @@ from fleetgate.domain.capacity.denials import (
 )
 from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_guard
 from tests.strategies import admit_params, node_guard_rows
-
-NODE_A = {
-    "schedulable": True,
-    "limit_cpus": 12, "used_cpus": 8,
-    "limit_memory_mb": 12288, "used_memory_mb": 8192,
-    "limit_disk_gb": 120, "used_disk_gb": 80,
-    "expected_demand": 0.0, "cpu_load_1": 0.5, "cpu_schedulable": 64,
-}  # fmt: skip
-NODE_B = {
-    "schedulable": True,
-    "limit_cpus": 64, "used_cpus": 0,
-    "limit_memory_mb": 65536, "used_memory_mb": 0,
-    "limit_disk_gb": 1000, "used_disk_gb": 0,
-    "expected_demand": 0.0, "cpu_load_1": 50.0, "cpu_schedulable": 64,
-}  # fmt: skip
-REQUEST = {"cpus": 4, "memory_mb": 4096, "disk_gb": 40, "demand": 10.0, "target_load": 0.75}
+from tests.unit.domain.capacity.rows import NODE_A, NODE_B, REQUEST
 
 
 def by_name(denial: Denial) -> dict[str, DimensionDetail]:

@@ -23,15 +23,7 @@ from fleetgate.domain.capacity.guards import (
     value_of,
 )
 from tests.strategies import admit_params, node_guard_rows
-
-IDLE = {
-    "schedulable": True,
-    "limit_cpus": 12, "used_cpus": 8,
-    "limit_memory_mb": 12288, "used_memory_mb": 8192,
-    "limit_disk_gb": 120, "used_disk_gb": 80,
-    "expected_demand": 0.0, "cpu_load_1": 0.5, "cpu_schedulable": 64,
-}  # fmt: skip
-REQUEST = {"cpus": 4, "memory_mb": 4096, "disk_gb": 40, "demand": 10.0, "target_load": 0.75}
+from tests.unit.domain.capacity.rows import NODE_A, REQUEST
 
 
 def test_the_node_guard_names_its_predicates_in_order() -> None:
@@ -45,36 +37,36 @@ def test_a_non_positive_target_load_drops_the_demand_clause() -> None:
 
 
 def test_the_spec_fixture_fits_exactly_and_one_more_vcpu_does_not() -> None:
-    assert evaluate(node_guard(0.75), IDLE, REQUEST).passed  # 8 + 4 <= 12: matched, not changed
-    assert evaluate(node_guard(0.75), IDLE, {**REQUEST, "cpus": 5}).failed == ("cpus",)
+    assert evaluate(node_guard(0.75), NODE_A, REQUEST).passed  # 8 + 4 <= 12: matched, not changed
+    assert evaluate(node_guard(0.75), NODE_A, {**REQUEST, "cpus": 5}).failed == ("cpus",)
 
 
 def test_the_demand_clause_tests_existing_state_not_the_request() -> None:
     # Phase 4a: an idle node admits however large the incoming charge is.
-    idle = {**IDLE, "cpu_load_1": 0.0, "cpu_schedulable": 1}
+    idle = {**NODE_A, "cpu_load_1": 0.0, "cpu_schedulable": 1}
     assert evaluate(node_guard(0.75), idle, {**REQUEST, "cpus": 0, "demand": 1000.0}).passed
-    busy = {**IDLE, "cpu_load_1": 50.0, "expected_demand": 0.0}
+    busy = {**NODE_A, "cpu_load_1": 50.0, "expected_demand": 0.0}
     assert evaluate(node_guard(0.75), busy, REQUEST).failed == (DEMAND,)
 
 
 def test_the_demand_boundary_is_inclusive() -> None:
-    at_budget = {**IDLE, "cpu_load_1": 1.0, "expected_demand": 2.0, "cpu_schedulable": 4}
+    at_budget = {**NODE_A, "cpu_load_1": 1.0, "expected_demand": 2.0, "cpu_schedulable": 4}
     assert evaluate(node_guard(0.75), at_budget, REQUEST).passed  # 3.0 <= 0.75 x 4
 
 
 def test_unknown_schedulable_threads_pass_the_demand_clause() -> None:
-    row = {**IDLE, "cpu_schedulable": None, "cpu_load_1": 1000.0}
+    row = {**NODE_A, "cpu_schedulable": None, "cpu_load_1": 1000.0}
     assert evaluate(node_guard(0.75), row, REQUEST).passed
 
 
 def test_unknown_load_counts_as_zero() -> None:
-    row = {**IDLE, "cpu_load_1": None, "expected_demand": 3.0, "cpu_schedulable": 4}
+    row = {**NODE_A, "cpu_load_1": None, "expected_demand": 3.0, "cpu_schedulable": 4}
     assert evaluate(node_guard(0.75), row, REQUEST).passed
     assert not evaluate(node_guard(0.7), row, {**REQUEST, "target_load": 0.7}).passed
 
 
 def test_a_cordoned_node_refuses_on_the_flag() -> None:
-    assert evaluate(node_guard(0.75), {**IDLE, "schedulable": False}, REQUEST).failed == (
+    assert evaluate(node_guard(0.75), {**NODE_A, "schedulable": False}, REQUEST).failed == (
         SCHEDULABLE,
     )
 

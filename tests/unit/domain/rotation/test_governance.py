@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from fleetgate.domain.rotation.governance import Status, govern
+from fleetgate.domain.rotation.labelselector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.policy import RotationPolicy, Surge
-from fleetgate.domain.rotation.selector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 
 WINDOW = (MaintenanceWindow("UTC", ("Sun",), "00:00", "04:00"),)

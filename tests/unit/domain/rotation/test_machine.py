@@ -21,10 +21,10 @@ from fleetgate.domain.rotation.actions import (
 )
 from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PodView, PoolObservation
 from fleetgate.domain.rotation.context import Pass
+from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.machine import MachineConfig, step, surgeless_fallback
 from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
 from fleetgate.domain.rotation.quiet import next_eligibility
-from fleetgate.domain.rotation.selector import LabelSelector
 from fleetgate.domain.rotation.windows import DAY_NAMES, MaintenanceWindow
 
 NOW = datetime(2024, 1, 10, 12, 0, tzinfo=UTC)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from fleetgate.domain.rotation.labelselector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.manifest import policy_from_manifest, read_manifest
 from fleetgate.domain.rotation.policy import DEFAULT_REQUIRED_KEYS, PolicyError
-from fleetgate.domain.rotation.selector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.windows import Exclusion, MaintenanceWindow
 
 M = timedelta(minutes=1)

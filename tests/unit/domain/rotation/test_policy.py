@@ -13,6 +13,7 @@ from fleetgate.domain.rotation.constants import (
     FAILURE_PAUSE_FLOOR,
     SHORT_REQUEUE,
 )
+from fleetgate.domain.rotation.labelselector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.policy import (
     DEFAULT_REQUIRED_KEYS,
     MatchNodeRequirements,
@@ -21,7 +22,6 @@ from fleetgate.domain.rotation.policy import (
     RotationPolicy,
     Surge,
 )
-from fleetgate.domain.rotation.selector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 
 M = timedelta(minutes=1)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from fleetgate.domain.rotation.governance import govern
+from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.manifest import read_manifest
 from fleetgate.domain.rotation.policy import RotationPolicy
-from fleetgate.domain.rotation.selector import LabelSelector
 from fleetgate.domain.rotation.status import (
     PolicyStatus,
     PoolGovernance,

@@ -8,6 +8,9 @@ from typing import Any
 import pluggy
 
 from fleetgate.adapters import hookspecs
+from fleetgate.domain.capacity.demand import DemandPolicy
+from fleetgate.domain.ports import CapacityLedger, Clock, ClusterGateway
+from fleetgate.domain.rotation.context import MachineConfig
 
 ENTRY_POINT_GROUP = "fleetgate"
 hookimpl = pluggy.HookimplMarker("fleetgate")
@@ -47,11 +50,20 @@ def scheme_of(url: str) -> str:
 
 
 def make_ledger(
-    pm: pluggy.PluginManager, url: str, options: dict[str, Any], clock: Any = None
-) -> Any:
-    """Ask the plugins for the ledger that serves ``url``; fail naming the known schemes."""
+    pm: pluggy.PluginManager,
+    url: str,
+    options: dict[str, Any],
+    clock: Clock | None = None,
+    demand: DemandPolicy | None = None,
+) -> CapacityLedger:
+    """Ask the plugins for the ledger that serves ``url``; fail naming the known schemes.
+
+    ``demand`` is the process's demand policy (``None``: the domain's defaults).
+    """
     scheme_of(url)
-    ledger = pm.hook.fleetgate_make_ledger(url=url, options=options, clock=clock)
+    ledger: CapacityLedger | None = pm.hook.fleetgate_make_ledger(
+        url=url, options=options, clock=clock, demand=demand or DemandPolicy()
+    )
     if ledger is None:
         known = sorted({s for group in pm.hook.fleetgate_ledger_schemes() for s in group})
         raise PluginNotFound(
@@ -61,9 +73,17 @@ def make_ledger(
     return ledger
 
 
-def make_cluster(pm: pluggy.PluginManager, name: str, options: dict[str, Any], clock: Any) -> Any:
+def make_cluster(
+    pm: pluggy.PluginManager,
+    name: str,
+    options: dict[str, Any],
+    clock: Clock | None,
+    namespace: str = MachineConfig.namespace,
+) -> ClusterGateway:
     """Ask the plugins for the cluster backend ``name``; fail naming the known backends."""
-    cluster = pm.hook.fleetgate_make_cluster(name=name, options=options, clock=clock)
+    cluster: ClusterGateway | None = pm.hook.fleetgate_make_cluster(
+        name=name, options=options, clock=clock, namespace=namespace
+    )
     if cluster is None:
         known = sorted({n for group in pm.hook.fleetgate_cluster_names() for n in group})
         raise PluginNotFound(

@@ -21,6 +21,13 @@ from fleetgate.domain.durations import DurationError, parse_duration
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.rotation.constants import BUFFER, DRAIN_FALLBACK
 from fleetgate.domain.rotation.derive import Derivation
+from fleetgate.domain.rotation.formulas import (
+    T_ROT_RULE,
+    drain_estimate_rule,
+    failure_pause_rule,
+    input_record,
+    provisioning_estimate_rule,
+)
 from fleetgate.domain.rotation.policy import PolicyError, ResolvedPolicy, RotationPolicy
 
 __all__ = [
@@ -70,24 +77,8 @@ def check_report(
 
 def _report(resolved: ResolvedPolicy, d: Derivation) -> dict[str, Any]:
     """Build the JSON object from a resolved policy and its derivation."""
-    i = d.inputs
     return {
-        "inputs": {
-            "E": _seconds(i.expire_after),
-            "tGP": _seconds(i.tgp),
-            "tGPIsFallback": i.tgp_was_unset,
-            "P": _seconds(i.period),
-            "D": _seconds(i.window_len),
-            "gap": _seconds(i.idle_gap),
-            "readyTimeout": _seconds(i.ready_timeout),
-            "cooldownAfter": _seconds(i.cooldown),
-            "failurePause": _seconds(resolved.failure_pause),
-            "retryBackoff": _seconds(i.retry_backoff),
-            "K": i.k,
-            "m": i.max_unavailable,
-            "N": i.node_count,
-            "ageThresholdOverride": _seconds(i.override),
-        },
+        "inputs": input_record(d.inputs, resolved.failure_pause, _seconds),
         "tRot": _seconds(d.t_rot),
         "tRotEst": _seconds(d.t_rot_est),
         "drainEstimate": _seconds(d.drain_estimate),
@@ -190,9 +181,7 @@ def _rows(r: ResolvedPolicy, d: Derivation) -> list[tuple[str, str, str]]:
     )
     gap = "undefined" if i.idle_gap is None else fmt(i.idle_gap)
     pause_source = (
-        "surge.failurePause"
-        if surge.failure_pause is not None
-        else f"max(10m, cooldownAfter) = max(10m, {fmt(i.cooldown)})"
+        "surge.failurePause" if surge.failure_pause is not None else failure_pause_rule(i.cooldown)
     )
     rows = [
         ("E", e, "NodePool expireAfter (--expire-after)"),
@@ -219,13 +208,13 @@ def _derived_rows(d: Derivation) -> list[tuple[str, str, str]]:
     i = d.inputs
     assert i.expire_after is not None
     drain_rule = (
-        f"min(tGP, 10m) = min({fmt(i.tgp)}, 10m)"
+        drain_estimate_rule(i.tgp)
         if i.drain_estimate is None
         else f"surge.drainEstimate {fmt(i.drain_estimate)}"
         + (" clamped to tGP" if d.drain_estimate != i.drain_estimate else "")
     )
     prov_rule = (
-        f"min(readyTimeout, 5m) = min({fmt(i.ready_timeout)}, 5m)"
+        provisioning_estimate_rule(i.ready_timeout)
         if i.provisioning_estimate is None
         else f"surge.provisioningEstimate {fmt(i.provisioning_estimate)}"
         + (" clamped to readyTimeout" if d.provisioning_estimate != i.provisioning_estimate else "")
@@ -243,7 +232,7 @@ def _derived_rows(d: Derivation) -> list[tuple[str, str, str]]:
         (
             "t_rot",
             fmt(d.t_rot),
-            f"readyTimeout + tGP + Buffer = {fmt(i.ready_timeout)} + {fmt(i.tgp)} + {fmt(BUFFER)}",
+            f"{T_ROT_RULE} = {fmt(i.ready_timeout)} + {fmt(i.tgp)} + {fmt(BUFFER)}",
         ),
         ("provisioningEstimate", fmt(d.provisioning_estimate), prov_rule),
         ("drainEstimate", fmt(d.drain_estimate), drain_rule),

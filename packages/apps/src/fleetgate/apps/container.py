@@ -10,11 +10,15 @@ from datetime import datetime
 from random import Random
 from typing import Any
 
+import pluggy
 from dependency_injector import containers, providers
 from prometheus_client import CollectorRegistry
 
 from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import SystemClock, VirtualClock
+from fleetgate.apps.controller.metrics import RotationMetrics
+from fleetgate.apps.controller.policies import policy_source
+from fleetgate.apps.controller.shell import RotationController
 from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink
 from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
@@ -24,24 +28,33 @@ from fleetgate.apps.services.placement import PlacementService
 from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.settings import Settings, load_settings
 from fleetgate.domain.capacity.demand import DemandPolicy
+from fleetgate.domain.ports import (
+    CapacityLedger,
+    Clock,
+    ClusterGateway,
+    ClusterRuntime,
+    EventSink,
+    SimulatedCluster,
+    TokenStore,
+)
+from fleetgate.domain.rotation.context import MachineConfig
 
 
-def _ledger(pm: Any, settings: Settings, clock: Any) -> Any:
-    return plugins.make_ledger(pm, settings.database_url, settings.ledger_options(), clock)
+def _ledger(
+    pm: pluggy.PluginManager, settings: Settings, clock: Clock, policy: DemandPolicy
+) -> CapacityLedger:
+    # The ledger decays demand by the same policy instance the services charge it by.
+    return plugins.make_ledger(pm, settings.database_url, settings.ledger_options(), clock, policy)
 
 
-def _token_store(ledger: Any) -> Any:
+def _token_store(ledger: CapacityLedger) -> TokenStore:
     # The SQL ledger implements TokenStore: tokens live in its database, beside what they guard.
+    if not isinstance(ledger, TokenStore):
+        raise TypeError(f"database_url: the {type(ledger).__name__} ledger keeps no API tokens")
     return ledger
 
 
-def _api_app(container: Any) -> Any:
-    from fleetgate.apps.api.app import create_app  # FastAPI is imported only by `fleetgate api`
-
-    return create_app(container)
-
-
-def _capacity_events(ledger: Any) -> FanOutEventSink:
+def _capacity_events(ledger: CapacityLedger) -> FanOutEventSink:
     # Capacity audit events go to the log and to the ledger's events table (read back by the API).
     return FanOutEventSink(LoggingEventSink(), ledger.event_sink())
 
@@ -54,15 +67,15 @@ def _demand_policy(settings: Settings) -> DemandPolicy:
 
 
 def _node_snapshot(
-    ledger: Any, clock: Any, policy: DemandPolicy, settings: Settings
+    ledger: CapacityLedger, clock: Clock, policy: DemandPolicy, settings: Settings
 ) -> NodeSnapshot:
     return NodeSnapshot(ledger, clock, policy.target_load, settings.capacity.snapshot_seconds)
 
 
 def _placement_service(
-    ledger: Any,
-    clock: Any,
-    events: Any,
+    ledger: CapacityLedger,
+    clock: Clock,
+    events: EventSink,
     policy: DemandPolicy,
     settings: Settings,
     snapshot: NodeSnapshot,
@@ -72,56 +85,91 @@ def _placement_service(
 
 
 def _reconciler(
-    ledger: Any, clock: Any, events: Any, registry: Any, settings: Settings
+    ledger: CapacityLedger,
+    clock: Clock,
+    events: EventSink,
+    registry: CollectorRegistry,
+    settings: Settings,
 ) -> Reconciler:
     metrics = ReconcilerMetrics(registry)
     return Reconciler(ledger, clock, events, metrics, settings.reconciler.interval_seconds)
 
 
 def _node_sync(
-    ledger: Any, cluster: Any, clock: Any, events: Any, policy: DemandPolicy, settings: Settings
+    ledger: CapacityLedger,
+    cluster: ClusterGateway,
+    clock: Clock,
+    events: EventSink,
+    policy: DemandPolicy,
+    settings: Settings,
 ) -> NodeSync:
     # Relocations walk with the same demand policy and seed as new placements.
     return NodeSync(ledger, cluster, clock, events, policy, Random(settings.capacity.ranking_seed))
 
 
-def _cluster(pm: Any, settings: Settings, clock: Any) -> Any:
-    options = dict(settings.cluster_options)
-    if settings.cluster == "karpenter":
-        # The controller's own settings are the Karpenter backend's defaults, so the namespace
-        # the machine puts placeholders in is the one the gateway reads them (and the Lease) from.
-        ctl = settings.controller
-        options = {
-            "namespace": ctl.namespace,
-            "placeholder_image": ctl.placeholder_image,
-            "priority_class": ctl.priority_class,
-            **options,
-        }
-    return plugins.make_cluster(pm, settings.cluster, options, clock)
+def _cluster(pm: pluggy.PluginManager, settings: Settings, clock: Clock) -> ClusterGateway:
+    # The controller's namespace reaches the backend by one route, the hook's ``namespace``
+    # (placeholders, the Lease and Events live there); ``cluster_options`` may still name another.
+    return plugins.make_cluster(
+        pm, settings.cluster, dict(settings.cluster_options), clock, settings.controller.namespace
+    )
+
+
+def _simulated_cluster(cluster: ClusterGateway, settings: Settings) -> SimulatedCluster:
+    if not isinstance(cluster, SimulatedCluster):
+        raise TypeError(f"cluster: {settings.cluster!r} cannot run in virtual time")
+    return cluster
+
+
+def _machine_config(settings: Settings) -> MachineConfig:
+    return MachineConfig(namespace=settings.controller.namespace)
+
+
+def _rotation_events(cluster: ClusterGateway, events: EventSink) -> EventSink:
+    # A backend with a real cluster also records rotation events as Kubernetes Events there.
+    if isinstance(cluster, ClusterRuntime):
+        return FanOutEventSink(events, cluster.event_sink())
+    return events
 
 
 def _rotation_controller(
-    settings: Settings, cluster: Any, clock: Any, events: Any, registry: Any
-) -> Any:
-    from fleetgate.apps.controller.command import build_controller
-
-    return build_controller(settings, cluster, clock, events, registry)
+    settings: Settings,
+    cluster: ClusterGateway,
+    clock: Clock,
+    events: EventSink,
+    registry: CollectorRegistry,
+    config: MachineConfig,
+) -> RotationController:
+    ctl = settings.controller
+    # The placeholder image and priority class reach the cluster on each PlaceholderSpec only.
+    return RotationController(
+        cluster,
+        policy_source(ctl.policies, cluster),
+        clock,
+        events,
+        RotationMetrics(registry),
+        config,
+        placeholder_image=ctl.placeholder_image,
+        priority_class=ctl.priority_class,
+    )
 
 
 class Container(containers.DeclarativeContainer):
     """Providers for everything fleetgate runs with. Override any of them in tests."""
 
-    __self__ = providers.Self()
-
     settings = providers.Singleton(load_settings)
     plugin_manager = providers.Singleton(plugins.plugin_manager)
     clock = providers.Singleton(SystemClock)
     metrics_registry = providers.Singleton(CollectorRegistry)
-    ledger = providers.Singleton(_ledger, pm=plugin_manager, settings=settings, clock=clock)
+    # One per process: the services walk with it and the ledger decays demand by it.
+    demand_policy = providers.Singleton(_demand_policy, settings=settings)
+    ledger = providers.Singleton(
+        _ledger, pm=plugin_manager, settings=settings, clock=clock, policy=demand_policy
+    )
     cluster = providers.Singleton(_cluster, pm=plugin_manager, settings=settings, clock=clock)
+    simulated_cluster = providers.Singleton(_simulated_cluster, cluster=cluster, settings=settings)
     event_sink = providers.Singleton(LoggingEventSink)
     capacity_events = providers.Singleton(_capacity_events, ledger=ledger)
-    demand_policy = providers.Singleton(_demand_policy, settings=settings)
     # One per process: the API's node routes invalidate the snapshot the placements rank.
     node_snapshot = providers.Singleton(
         _node_snapshot, ledger=ledger, clock=clock, policy=demand_policy, settings=settings
@@ -156,14 +204,16 @@ class Container(containers.DeclarativeContainer):
         registry=metrics_registry,
         settings=settings,
     )
-    api_app = providers.Singleton(_api_app, container=__self__)
+    machine_config = providers.Singleton(_machine_config, settings=settings)
+    rotation_events = providers.Singleton(_rotation_events, cluster=cluster, events=event_sink)
     rotation_controller = providers.Singleton(
         _rotation_controller,
         settings=settings,
         cluster=cluster,
         clock=clock,
-        events=event_sink,
+        events=rotation_events,
         registry=metrics_registry,
+        config=machine_config,
     )
 
 

@@ -14,8 +14,12 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-from fleetgate.domain.capacity.demand import demand_per_vcpu_problem
+from fleetgate.domain.capacity.demand import DemandPolicy, demand_per_vcpu_problem
+from fleetgate.domain.capacity.dimensions import Overcommit
 
+# The capacity defaults are the domain's: the settings only read them.
+_DEMAND = DemandPolicy()
+_OVERCOMMIT = Overcommit()
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./.fleetgate/fleetgate.db"
 
 
@@ -26,12 +30,12 @@ class _Section(BaseModel):
 class CapacitySettings(_Section):
     """Overcommit ratios and the demand spreader (capacity spec section 8)."""
 
-    cpu_overcommit: float = Field(3.0, gt=0)
-    memory_overcommit: float = Field(1.0, gt=0)
-    disk_overcommit: float = Field(1.0, gt=0)
-    target_load: float = 0.75
-    demand_per_vcpu: float = Field(0.6, ge=0)
-    demand_decay_seconds: float = Field(600.0, ge=0)
+    cpu_overcommit: float = Field(_OVERCOMMIT.cpu, gt=0)
+    memory_overcommit: float = Field(_OVERCOMMIT.memory, gt=0)
+    disk_overcommit: float = Field(_OVERCOMMIT.disk, gt=0)
+    target_load: float = _DEMAND.target_load
+    demand_per_vcpu: float = Field(_DEMAND.demand_per_vcpu, ge=0)
+    demand_decay_seconds: float = Field(_DEMAND.decay_seconds, ge=0)
     ranking_seed: int | None = None
     # Placements rank a snapshot of the ledger's nodes read at most this often (spec 5.1 allows
     # 60 s of staleness; admission is guarded, so a stale order is safe). 0: read every request.

@@ -7,7 +7,7 @@ fake cluster and the Karpenter gateway are interchangeable behind these.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, runtime_checkable
 
 from fleetgate.domain.capacity.claims import (
@@ -364,6 +364,55 @@ class ClusterRuntime(Protocol):
     async def watch(self, poke: Callable[[str | None], None]) -> None:
         """Until cancelled, call ``poke(pool)`` (None: every pool) as soon as something a pass
         waits for changes. Only a shortcut: the controller's requeues stay the source of truth."""
+        ...
+
+
+@runtime_checkable
+class SimulatedCluster(ClusterGateway, Protocol):
+    """A cluster backend that runs in virtual time: what the simulator and ``fleetgate up`` call.
+
+    They build a fleet on it (``add_pool``, ``add_node``), move it through time
+    (``next_event_at``, ``advance_to``) and follow its nodes (``subscribe``). The fake cluster
+    is one; a real cluster is never. Durations are a ``timedelta`` or a string like ``"15m"``.
+    """
+
+    def add_pool(
+        self,
+        name: str,
+        *,
+        expire_after: timedelta | str | None,
+        termination_grace_period: timedelta | str | None = None,
+        labels: Mapping[str, str] | None = None,
+        node_allocatable: Mapping[str, int] | None = None,
+        provisioning_delay: timedelta | str | None = None,
+        drain_time: timedelta | str | None = None,
+    ) -> object:
+        """Create a NodePool (``expire_after`` None: never expires)."""
+        ...
+
+    def add_node(
+        self,
+        pool: str,
+        name: str | None = None,
+        *,
+        created_at: datetime | None = None,
+        expire_after: timedelta | str | None = ...,
+        termination_grace_period: timedelta | str | None = ...,
+        workload: Mapping[str, int] | None = None,
+    ) -> str:
+        """Add a Ready node to ``pool`` (the expiry and tGP default to the pool's); its name."""
+        ...
+
+    def next_event_at(self) -> datetime | None:
+        """The next instant the cluster changes by itself, or None when nothing is due."""
+        ...
+
+    def advance_to(self, instant: datetime) -> None:
+        """Move virtual time to ``instant`` and apply everything that falls due by then."""
+        ...
+
+    def subscribe(self, listener: Callable[[object], None]) -> Callable[[], None]:
+        """Call ``listener`` on every node change; return a function that unsubscribes it."""
         ...
 
 

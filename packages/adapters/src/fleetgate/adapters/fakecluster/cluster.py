@@ -515,11 +515,6 @@ class FakeCluster(KarpenterLifecycle):
 
     # --- inspection --------------------------------------------------------------------------
 
-    def node_of(self, claim: str) -> Node | None:
-        """The Node of ``claim``, if launched."""
-        c = self.claims.get(claim)
-        return c.node if c else None
-
 
 class _Members(NamedTuple):
     """A pool's objects in observation order, and its ``status.resources``."""

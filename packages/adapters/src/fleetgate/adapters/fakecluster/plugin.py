@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetgate.adapters.plugins import hookimpl
+from fleetgate.domain.ports import Clock, SimulatedCluster
 
 
 @hookimpl
@@ -14,7 +15,9 @@ def fleetgate_cluster_names() -> list[str]:
 
 
 @hookimpl
-def fleetgate_make_cluster(name: str, options: dict[str, Any], clock: Any) -> Any | None:
+def fleetgate_make_cluster(
+    name: str, options: dict[str, Any], clock: Clock | None
+) -> SimulatedCluster | None:
     """Build an in-memory fake cluster on ``clock``."""
     if name != "fake":
         return None

@@ -52,12 +52,6 @@ def schedule(cluster: FakeCluster, at: datetime) -> None:
         cluster._scheduling = False
 
 
-def free_on(cluster: FakeCluster, node: Node) -> dict[str, int]:
-    """What is left of ``node``'s allocatable after the requests of the Pods bound to it."""
-    used = [p.requests for p in cluster.pods.values() if p.node_name == node.name]
-    return subtract(node.allocatable, *used)
-
-
 def _eligible_nodes(cluster: FakeCluster, pod: Pod) -> list[Node]:
     nodes = []
     for claim in cluster.claims_by_name():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fleetgate.adapters.plugins import hookimpl
+from fleetgate.domain.ports import Clock, ClusterGateway
 
 
 @hookimpl
@@ -14,10 +15,12 @@ def fleetgate_cluster_names() -> list[str]:
 
 
 @hookimpl
-def fleetgate_make_cluster(name: str, options: dict[str, Any], clock: Any) -> Any | None:
+def fleetgate_make_cluster(
+    name: str, options: dict[str, Any], clock: Clock | None, namespace: str
+) -> ClusterGateway | None:
     """Build the Karpenter gateway (connects on ``start()``)."""
     if name != "karpenter":
         return None
     from fleetgate.adapters.karpenter.gateway import KarpenterGateway
 
-    return KarpenterGateway(clock=clock, **options)
+    return KarpenterGateway(clock=clock, **{"namespace": namespace, **options})

@@ -18,6 +18,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 #: Seconds a pooled connection may sit idle and still be handed out without a liveness ping.
 DEFAULT_PING_IDLE_SECONDS = 5.0
 _IDLE_SINCE = "fleetgate_idle_since"
+#: Execution option the store sets on a read-only transaction; a dialect that issues its own
+#: BEGIN (SQLite) reads it to begin a plain, deferred transaction instead of a writer's.
+READ_ONLY = "fleetgate_read_only"
 
 
 class DialectSupport:

@@ -18,8 +18,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from fleetgate.adapters.clock import SystemClock
-from fleetgate.adapters.sql.dialect import DialectSupport
-from fleetgate.adapters.sql.plugin_sqlite import READ_ONLY
+from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport
 from fleetgate.adapters.sql.retry import ATTEMPTS, with_retries
 from fleetgate.adapters.sql.sqltypes import epoch
 from fleetgate.domain.capacity.errors import LedgerUnavailable

@@ -45,22 +45,13 @@ from fleetgate.domain.tokens import ApiToken
 
 
 def overcommit_from(options: dict[str, Any]) -> Overcommit:
-    """The overcommit ratios in the ledger options (``options["capacity"]``), else defaults."""
+    """The overcommit ratios in the ledger options (``options["capacity"]``), else the domain's."""
     capacity = options.get("capacity") or {}
+    default = Overcommit()
     return Overcommit(
-        cpu=capacity.get("cpu_overcommit", 3.0),
-        memory=capacity.get("memory_overcommit", 1.0),
-        disk=capacity.get("disk_overcommit", 1.0),
-    )
-
-
-def demand_from(options: dict[str, Any]) -> DemandPolicy:
-    """The demand spreader's settings in the ledger options, else defaults."""
-    capacity = options.get("capacity") or {}
-    return DemandPolicy(
-        target_load=capacity.get("target_load", 0.75),
-        demand_per_vcpu=capacity.get("demand_per_vcpu", 0.6),
-        decay_seconds=capacity.get("demand_decay_seconds", 600.0),
+        cpu=capacity.get("cpu_overcommit", default.cpu),
+        memory=capacity.get("memory_overcommit", default.memory),
+        disk=capacity.get("disk_overcommit", default.disk),
     )
 
 
@@ -81,11 +72,14 @@ class SqlLedger:
         options: dict[str, Any],
         dialect: DialectSupport | None = None,
         clock: Clock | None = None,
+        demand: DemandPolicy | None = None,
     ) -> None:
         self.url = url
         self.options = options
         self.overcommit = overcommit_from(options)
-        self.demand = demand_from(options)
+        # The process's one policy, passed in by the composition root (the domain's defaults
+        # when none is): the ledger decays demand with the policy the services charge it by.
+        self.demand = demand or DemandPolicy()
         self.enforcement = enforcement_from(options)
         self.store = Store(url, options, dialect or DialectSupport(), clock)
         self._sink = events.SqlEventSink(self.store)

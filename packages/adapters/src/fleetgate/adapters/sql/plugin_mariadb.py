@@ -20,6 +20,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from fleetgate.adapters.plugins import hookimpl
 from fleetgate.adapters.sql.dialect import DialectSupport, error_code
+from fleetgate.domain.capacity.demand import DemandPolicy
+from fleetgate.domain.ports import CapacityLedger, Clock
 
 SCHEMES = ["mysql+aiomysql"]
 #: Deadlock (1213), lock wait timeout (1205), snapshot conflict ER_CHECKREAD (1020).
@@ -94,10 +96,12 @@ def fleetgate_ledger_schemes() -> list[str]:
 
 
 @hookimpl
-def fleetgate_make_ledger(url: str, options: dict[str, Any], clock: Any) -> Any | None:
+def fleetgate_make_ledger(
+    url: str, options: dict[str, Any], clock: Clock | None, demand: DemandPolicy
+) -> CapacityLedger | None:
     """Build the SQL ledger for a mysql+aiomysql URL."""
     if not url.startswith(SCHEMES[0] + "://"):
         return None
     from fleetgate.adapters.sql.ledger import SqlLedger
 
-    return SqlLedger(url, options, dialect=MariaDbSupport(), clock=clock)
+    return SqlLedger(url, options, dialect=MariaDbSupport(), clock=clock, demand=demand)

@@ -15,6 +15,8 @@ from sqlalchemy.exc import DBAPIError
 
 from fleetgate.adapters.plugins import hookimpl
 from fleetgate.adapters.sql.dialect import DialectSupport, error_code
+from fleetgate.domain.capacity.demand import DemandPolicy
+from fleetgate.domain.ports import CapacityLedger, Clock
 
 SCHEMES = ["postgresql+asyncpg"]
 #: serialization_failure, deadlock_detected.
@@ -44,10 +46,12 @@ def fleetgate_ledger_schemes() -> list[str]:
 
 
 @hookimpl
-def fleetgate_make_ledger(url: str, options: dict[str, Any], clock: Any) -> Any | None:
+def fleetgate_make_ledger(
+    url: str, options: dict[str, Any], clock: Clock | None, demand: DemandPolicy
+) -> CapacityLedger | None:
     """Build the SQL ledger for a postgresql+asyncpg URL."""
     if not url.startswith(SCHEMES[0] + "://"):
         return None
     from fleetgate.adapters.sql.ledger import SqlLedger
 
-    return SqlLedger(url, options, dialect=PostgresSupport(), clock=clock)
+    return SqlLedger(url, options, dialect=PostgresSupport(), clock=clock, demand=demand)

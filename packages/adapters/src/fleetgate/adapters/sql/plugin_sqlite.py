@@ -18,13 +18,13 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from fleetgate.adapters.plugins import hookimpl
-from fleetgate.adapters.sql.dialect import DialectSupport
+from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport
+from fleetgate.domain.capacity.demand import DemandPolicy
+from fleetgate.domain.ports import CapacityLedger, Clock
 
 SCHEMES = ["sqlite+aiosqlite"]
 #: Milliseconds a connection waits for the write lock before SQLITE_BUSY.
 DEFAULT_BUSY_TIMEOUT_MS = 5000
-#: Execution option that marks a read-only transaction (plain, deferred BEGIN).
-READ_ONLY = "fleetgate_read_only"
 #: What aiosqlite raises (a bare ValueError) for work queued on a connection that was closed.
 _CLOSED = ("Connection closed", "no active connection")
 
@@ -96,10 +96,12 @@ def fleetgate_ledger_schemes() -> list[str]:
 
 
 @hookimpl
-def fleetgate_make_ledger(url: str, options: dict[str, Any], clock: Any) -> Any | None:
+def fleetgate_make_ledger(
+    url: str, options: dict[str, Any], clock: Clock | None, demand: DemandPolicy
+) -> CapacityLedger | None:
     """Build the SQL ledger for a sqlite+aiosqlite URL."""
     if not url.startswith(SCHEMES[0] + "://"):
         return None
     from fleetgate.adapters.sql.ledger import SqlLedger
 
-    return SqlLedger(url, options, dialect=SqliteSupport(), clock=clock)
+    return SqlLedger(url, options, dialect=SqliteSupport(), clock=clock, demand=demand)

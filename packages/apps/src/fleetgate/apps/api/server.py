@@ -24,6 +24,7 @@ from types import FrameType
 
 import uvicorn
 
+from fleetgate.apps.api.app import create_app
 from fleetgate.apps.container import build_container
 from fleetgate.apps.logging import configure_logging
 from fleetgate.apps.settings import ConfigError, Settings, load_settings
@@ -51,7 +52,7 @@ def worker_app() -> object:
     """The app of one worker process (``--workers``): built from the environment, as a factory."""
     settings = load_settings()
     configure_logging(settings.log_format)
-    return build_container(settings).api_app()
+    return create_app(build_container(settings))
 
 
 async def _migrate(settings: Settings) -> None:
@@ -119,7 +120,7 @@ def run_api(host: str | None, port: int | None, workers: int = 1) -> int:
     bind_port = settings.api.port if port is None else port
     if workers > 1:
         return _run_workers(settings, bind_host, bind_port, workers)
-    app = build_container(settings).api_app()
+    app = create_app(build_container(settings))
     config = uvicorn.Config(
         app,
         host=bind_host,

@@ -1,4 +1,4 @@
-"""``fleetgate controller``: build the controller from the composition root and run it.
+"""``fleetgate controller``: take the controller from the composition root and run it.
 
 Policies come from the files named in ``controller.policies`` and, when the cluster backend
 carries RotationPolicy objects (Karpenter), from the cluster as well; they are re-read on every
@@ -8,69 +8,24 @@ pass, so editing a policy takes effect without a restart.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from pathlib import Path
-from typing import Any
 
 import structlog
+from prometheus_client import CollectorRegistry
 
+from fleetgate.apps.container import build_container
 from fleetgate.apps.controller.endpoints import ControllerEndpoints
-from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.runtime import PreflightFailed, run_on_cluster
-from fleetgate.apps.controller.shell import PassResult, PolicySource, RotationController
-from fleetgate.apps.eventsink import FanOutEventSink
-from fleetgate.apps.policyfile import PolicyFileError, load_policies
-from fleetgate.apps.settings import Settings
+from fleetgate.apps.controller.shell import PassResult, RotationController
+from fleetgate.apps.logging import configure_logging
+from fleetgate.apps.policyfile import PolicyFileError
+from fleetgate.apps.settings import ConfigError, Settings
 from fleetgate.apps.signals import cancelled_on_signals
-from fleetgate.domain.ports import ClusterRuntime
 from fleetgate.domain.rotation.constants import LONG_REQUEUE
-from fleetgate.domain.rotation.machine import MachineConfig
-from fleetgate.domain.rotation.manifest import read_manifest
-from fleetgate.domain.rotation.policy import RotationPolicy
 
 _log = structlog.get_logger("fleetgate.controller")
 ROUND_RETRY = timedelta(seconds=5)
-
-
-def policy_source(files: Sequence[Path], cluster: Any) -> PolicySource:
-    """Policies from the files, then from the cluster (an invalid one still takes part, so a
-    pool it wins is reported as conflicted rather than silently falling to another policy)."""
-
-    async def policies() -> list[RotationPolicy]:
-        found: list[RotationPolicy] = []
-        for path in files:
-            found.extend(load_policies(path))
-        manifests = await cluster.list_policies()
-        for manifest in manifests or ():
-            policy, errors = read_manifest(manifest)
-            if errors:
-                _log.warning(
-                    "invalid RotationPolicy in the cluster", policy=policy.name, errors=errors
-                )
-            found.append(policy)
-        return found
-
-    return policies
-
-
-def build_controller(
-    settings: Settings, cluster: Any, clock: Any, events: Any, registry: Any
-) -> RotationController:
-    """The controller for one process (the container's ``rotation_controller`` provider)."""
-    ctl = settings.controller
-    if isinstance(cluster, ClusterRuntime):  # also as Kubernetes Events on the pool/claim
-        events = FanOutEventSink(events, cluster.event_sink())
-    return RotationController(
-        cluster,
-        policy_source(ctl.policies, cluster),
-        clock,
-        events,
-        RotationMetrics(registry),
-        MachineConfig(namespace=ctl.namespace),
-        placeholder_image=ctl.placeholder_image,
-        priority_class=ctl.priority_class,
-    )
 
 
 async def run_loop(
@@ -127,10 +82,6 @@ async def _pause(stop: asyncio.Event, wake: asyncio.Event | None, seconds: float
 
 def run_controller(once: bool) -> int:
     """Entry point of ``fleetgate controller``: 0 when it ran, 2 on invalid configuration."""
-    from fleetgate.apps.container import build_container
-    from fleetgate.apps.logging import configure_logging
-    from fleetgate.apps.settings import ConfigError
-
     try:
         container = build_container()
         settings = container.settings()
@@ -158,7 +109,7 @@ async def _main(
     controller: RotationController,
     once: bool,
     settings: Settings,
-    registry: Any,
+    registry: CollectorRegistry,
     after_round: Callable[[], Awaitable[object]] | None = None,
 ) -> int:
     ctl = settings.controller

@@ -293,6 +293,10 @@ class RotationController:
             await self._announce(pool, a, now, memo)
         elif isinstance(a, act.Log):
             self._log_line(pool, a, memo)
+        else:
+            # A new action the shell was not taught to apply would otherwise vanish: the pass
+            # would look done while the cluster never changed.
+            raise TypeError(f"action: the shell cannot apply {type(a).__name__} for pool {pool}")
 
     async def _announce(
         self, pool: str, a: act.Announce, now: datetime, memo: _Memo | None
@@ -330,8 +334,3 @@ class _Memo:
 
     announced: set[str] = field(default_factory=set)
     logged: dict[str, str] = field(default_factory=dict)
-
-
-def requeue_delay(result: PassResult, now: datetime) -> timedelta | None:
-    """How long until the pool of ``result`` wants another pass."""
-    return None if result.requeue_at is None else max(result.requeue_at - now, timedelta(0))

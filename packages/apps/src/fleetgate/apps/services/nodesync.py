@@ -22,6 +22,7 @@ import asyncio
 from dataclasses import dataclass, field
 from random import Random
 
+from fleetgate.apps.services.audit import AuditEvents
 from fleetgate.apps.services.walking import try_candidates
 from fleetgate.domain import nodesync
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
@@ -85,6 +86,7 @@ class NodeSync:
         self._cluster = cluster
         self._clock = clock
         self._events = events
+        self._event = AuditEvents(clock)
         self.policy = policy or DemandPolicy()
         self._rng = rng or Random()
         self._lock = asyncio.Lock()
@@ -190,16 +192,7 @@ class NodeSync:
             except NodeNotFound:
                 return None  # the candidate left the ledger since it was ranked
             if result.denial is not None:
-                events.append(
-                    self._event(
-                        RESCHEDULE_REFUSED,
-                        pid,
-                        ns,
-                        node=step.node,
-                        enforce_demand=step.enforce_demand,
-                        **result.denial.as_dict(),
-                    )
-                )
+                events.append(self._event.refused(RESCHEDULE_REFUSED, pid, ns, step, result.denial))
             else:
                 events.append(
                     self._event(
@@ -220,30 +213,9 @@ class NodeSync:
             await self._events.emit(events)
             return None  # released meanwhile: nothing left to relocate
         if walk.admitted_on is None:
-            events.append(
-                self._event(
-                    RESCHEDULE_FAILED,
-                    pid,
-                    ns,
-                    Level.WARNING,
-                    node=source,
-                    candidates=list(walk.candidates),
-                    denials={n: d.as_dict() for n, d in walk.denials.items()},
-                )
-            )
+            events.append(self._event.walked(RESCHEDULE_FAILED, pid, ns, walk, node=source))
         await self._events.emit(events)
         return walk.admitted_on
-
-    def _event(
-        self,
-        kind: str,
-        subject: str,
-        namespace: str | None,
-        level: Level = Level.INFO,
-        /,
-        **data: object,
-    ) -> Event:
-        return Event(kind, self._clock.now(), subject, namespace, level, dict(data))
 
     async def _note(self, kind: str, node: str, **data: object) -> None:
         await self._events.emit([self._event(kind, node, None, Level.INFO, node=node, **data)])

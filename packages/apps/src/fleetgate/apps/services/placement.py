@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
+from fleetgate.apps.services.audit import AuditEvents
 from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.services.walking import try_candidates
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
@@ -93,21 +94,11 @@ class PlacementService:
         self._ledger = ledger
         self._clock = clock
         self._events = events
+        self._event = AuditEvents(clock)
         self.policy = policy or DemandPolicy()
         self._rng = rng or Random()
         # Without one, the nodes are read for every request (a snapshot of age 0).
         self.snapshot = snapshot or NodeSnapshot(ledger, clock, self.policy.target_load)
-
-    def _event(
-        self,
-        kind: str,
-        subject: str,
-        namespace: str | None,
-        level: Level = Level.INFO,
-        /,
-        **data: Any,
-    ) -> Event:
-        return Event(kind, self._clock.now(), subject, namespace, level, data)
 
     async def _candidates(self, request: PlacementRequest) -> Candidates:
         if request.node is not None:
@@ -144,7 +135,7 @@ class PlacementService:
         async def attempt(step: Attempt) -> Admission | None:
             nonlocal attempts
             if step.opens_waiver:
-                events.append(self._waiver_event(subject, ns, walk))
+                events.append(self._event.walked(WAIVING, subject, ns, walk))
             attempts += 1
             try:
                 admission = await self._ledger.admit(
@@ -167,16 +158,7 @@ class PlacementService:
                 events.append(self._gone_event(subject, ns, step.node, step))
                 return None
             if admission.denial is not None:
-                events.append(
-                    self._event(
-                        REFUSED,
-                        subject,
-                        ns,
-                        node=step.node,
-                        enforce_demand=step.enforce_demand,
-                        **admission.denial.as_dict(),
-                    )
-                )
+                events.append(self._event.refused(REFUSED, subject, ns, step, admission.denial))
             elif not admission.replayed:
                 events.extend(
                     self._admitted_events(admission, request, attempts, step.enforce_demand)
@@ -194,16 +176,7 @@ class PlacementService:
             return PlaceOutcome(admission.placement.id, admission.placement, replayed=True)
         tried = tuple(walk.candidates)
         if walk.admitted_on is None:
-            events.append(
-                self._event(
-                    FAILED,
-                    subject,
-                    ns,
-                    Level.WARNING,
-                    candidates=list(tried),
-                    denials={n: d.as_dict() for n, d in walk.denials.items()},
-                )
-            )
+            events.append(self._event.walked(FAILED, subject, ns, walk))
             await emit()
             return PlaceOutcome(subject, None, dict(walk.denials), tried, walk.waived)
         assert admission is not None  # the walk ended on the candidate that admitted
@@ -246,16 +219,6 @@ class PlacementService:
             demand_only=False,
             cordoned=False,
             reason="node left the ledger",
-        )
-
-    def _waiver_event(self, subject: str, ns: str, walk: Walk) -> Event:
-        return self._event(
-            WAIVING,
-            subject,
-            ns,
-            Level.WARNING,
-            candidates=list(walk.candidates),
-            denials={n: d.as_dict() for n, d in walk.denials.items()},
         )
 
     def _admitted_events(
@@ -359,14 +322,7 @@ class PlacementService:
             result = await self._ledger.move(request)
             if result.denial is not None:
                 events.append(
-                    self._event(
-                        REFUSED,
-                        placement_id,
-                        namespace,
-                        node=node,
-                        enforce_demand=step.enforce_demand,
-                        **result.denial.as_dict(),
-                    )
+                    self._event.refused(REFUSED, placement_id, namespace, step, result.denial)
                 )
             return result
 

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from fleetgate.apps.controller.shell import PassResult, RotationController
+from fleetgate.domain.ports import SimulatedCluster
 
 DEFAULT_BUDGET = 2_000_000
 
@@ -22,14 +23,13 @@ DEFAULT_BUDGET = 2_000_000
 class VirtualDriver:
     """Runs ``controller`` against ``cluster`` on ``clock`` (a VirtualClock) until an instant.
 
-    ``cluster`` must offer ``next_event_at()`` and ``advance_to(instant)`` besides the
-    ``ClusterGateway`` port (the fake cluster does).
+    ``cluster`` runs in virtual time (the ``SimulatedCluster`` port; the fake cluster does).
     """
 
     def __init__(
         self,
         controller: RotationController,
-        cluster: Any,
+        cluster: SimulatedCluster,
         clock: Any,
         *,
         budget: int = DEFAULT_BUDGET,

@@ -27,8 +27,8 @@ from fleetgate.apps.simulate.lineage import build_lineage
 from fleetgate.apps.simulate.recorder import Recorder
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.rotation.annotations import format_timestamp
-from fleetgate.domain.rotation.constants import BUFFER
 from fleetgate.domain.rotation.derive import Derivation
+from fleetgate.domain.rotation.formulas import input_record
 from fleetgate.domain.rotation.policy import ResolvedPolicy, RotationPolicy
 
 WORKLOAD = {"cpu": 3_000}  # on a 4-CPU node: a surge can never squeeze onto a neighbour
@@ -59,7 +59,6 @@ def instant(value: datetime) -> str:
 
 def header(resolved: ResolvedPolicy, d: Derivation) -> dict[str, Any]:
     """The Env-independent derivation result with its inputs (spec §9 ``result``)."""
-    i = d.inputs
     return {
         "ageThreshold": fmt(d.age_threshold),
         "tRot": fmt(d.t_rot),
@@ -70,22 +69,7 @@ def header(resolved: ResolvedPolicy, d: Derivation) -> dict[str, Any]:
         "guaranteedChances": d.guaranteed_chances,
         "throughputCapacity": d.capacity,
         "findings": [f.as_dict() for f in d.findings],
-        "inputs": {
-            "e": fmt(i.expire_after) if i.expire_after is not None else "Never",
-            "tgp": fmt(i.tgp),
-            "tgpFallback": i.tgp_was_unset,
-            "p": fmt(i.period),
-            "windowLen": fmt(i.window_len),
-            "idleGap": fmt(i.idle_gap) if i.idle_gap is not None else None,
-            "buffer": fmt(BUFFER),
-            "readyTimeout": fmt(i.ready_timeout),
-            "cooldownAfter": fmt(i.cooldown),
-            "failurePause": fmt(resolved.failure_pause),
-            "k": i.k,
-            "m": i.max_unavailable,
-            "n": i.node_count,
-            "ageThresholdOverride": fmt(i.override) if i.override is not None else None,
-        },
+        "inputs": input_record(d.inputs, resolved.failure_pause, fmt, never="Never"),
     }
 
 
@@ -117,7 +101,7 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
     diagnostics = _diagnostics(resolved, derivation, fleet, provisioning, drain)
 
     container = virtual_container(Settings(cluster="fake", cluster_options={}), inp.start)
-    clock, cluster = container.clock(), container.cluster()
+    clock, cluster = container.clock(), container.simulated_cluster()
     cluster.add_pool(
         fleet.pool,
         expire_after=fleet.expire_after,

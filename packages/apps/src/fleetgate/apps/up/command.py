@@ -28,6 +28,7 @@ from typing import Any
 import uvicorn
 from rich.console import Console
 
+from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.dashboard import install_dashboard
 from fleetgate.apps.api.server import with_admin_token
 from fleetgate.apps.container import Container, virtual_container
@@ -155,7 +156,7 @@ async def _run(
     speed: float,
     sock: socket.socket,
 ) -> int:
-    clock, ledger, cluster = container.clock(), container.ledger(), container.cluster()
+    clock, ledger, cluster = container.clock(), container.ledger(), container.simulated_cluster()
     # Rotation events go to the audit trail too, beside the capacity events.
     container.event_sink.override(container.capacity_events)
     plans = plan_pools(policies, nodes)
@@ -185,7 +186,7 @@ async def _run(
         speed=speed,
         cadence=cadence_for(settings, speed),
     )
-    app = container.api_app()
+    app = create_app(container)
     install_dashboard(app, status.snapshot, settings.api.admin_token)
     config = uvicorn.Config(
         app,

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from random import Random
-from typing import Any
 
 from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import PlacementRequest
+from fleetgate.domain.ports import SimulatedCluster
+from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.policy import RotationPolicy
-from fleetgate.domain.rotation.selector import LabelSelector
 
 DEFAULT_POLICIES = Path(__file__).with_name("default-policies.yaml")
 TGP = timedelta(hours=1)
@@ -138,7 +138,7 @@ def age_threshold_of(plan: PoolPlan) -> timedelta:
         return timedelta(days=1)
 
 
-def seed_cluster(cluster: Any, plans: Sequence[PoolPlan], now: datetime) -> None:
+def seed_cluster(cluster: SimulatedCluster, plans: Sequence[PoolPlan], now: datetime) -> None:
     """Create the pools and their Ready nodes (each running a workload Pod) on the fake cluster."""
     for plan in plans:
         cluster.add_pool(

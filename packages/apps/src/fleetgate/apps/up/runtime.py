@@ -26,6 +26,7 @@ from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.simulate.engine import VirtualDriver
 from fleetgate.apps.up.status import UpStatus
 from fleetgate.apps.up.workload import Workload
+from fleetgate.domain.ports import SimulatedCluster
 
 _log = structlog.get_logger("fleetgate.up")
 
@@ -64,7 +65,7 @@ class UpRuntime:
         self,
         *,
         clock: Any,
-        cluster: Any,
+        cluster: SimulatedCluster,
         controller: RotationController,
         sync: NodeSync,
         workload: Workload,
@@ -99,8 +100,7 @@ class UpRuntime:
                 previous(result)
 
         controller.on_pass = on_pass
-        if hasattr(cluster, "subscribe"):
-            cluster.subscribe(lambda _change: self._mark_dirty())
+        cluster.subscribe(lambda _change: self._mark_dirty())
 
     def _mark_dirty(self) -> None:
         self._dirty = True

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 from fleetgate.domain.durations import DurationError, parse_duration
 from fleetgate.domain.rotation.annotations import parse_timestamp
+from fleetgate.domain.rotation.labelselector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.policy import (
     API_VERSIONS,
     DEFAULT_REQUIRED_KEYS,
@@ -29,7 +30,6 @@ from fleetgate.domain.rotation.policy import (
     RotationPolicy,
     Surge,
 )
-from fleetgate.domain.rotation.selector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.windows import Exclusion, MaintenanceWindow, exclusion_errors
 
 __all__ = ["policy_from_manifest", "read_manifest"]

@@ -22,8 +22,8 @@ from fleetgate.domain.rotation.derive import (
     resolve_drain_estimate,
     resolve_provisioning_estimate,
 )
+from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.selection import SelectionRules, lead_time_for
-from fleetgate.domain.rotation.selector import LabelSelector
 from fleetgate.domain.rotation.windows import (
     Exclusion,
     MaintenanceWindow,

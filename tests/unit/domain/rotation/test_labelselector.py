@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fleetgate.domain.rotation.selector import LabelSelector, SelectorRequirement
+from fleetgate.domain.rotation.labelselector import LabelSelector, SelectorRequirement
 
 POOL = {"team": "web", "tier": "gold"}
 

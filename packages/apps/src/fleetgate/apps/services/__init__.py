@@ -1,0 +1,1 @@
+"""Use cases that orchestrate the domain and the ports: place, move, claims, node sync."""
