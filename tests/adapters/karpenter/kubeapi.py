@@ -85,6 +85,7 @@ class KubeAPIServer(ObjectStore):
         super().__post_init__()
         self._faults: list[_Fault] = []
         self._stalls: list[_Fault] = []
+        self._drops: list[_Fault] = []
         self._forbidden: set[tuple[str, str]] = set()
         self._runner: web.AppRunner | None = None
         self._closing = False
@@ -140,14 +141,32 @@ class KubeAPIServer(ObjectStore):
         ``token`` (if given) with ``status`` (409 is a Conflict)."""
         self._faults.append(_Fault(method.upper(), re.compile(path_regex), status, times, token))
 
-    def stall_next(self, method: str, path_regex: str, seconds: float, times: int = 1) -> None:
-        """Hold the next ``times`` matching requests for ``seconds`` before answering them."""
-        self._stalls.append(_Fault(method.upper(), re.compile(path_regex), 0, times, None, seconds))
+    def stall_next(
+        self,
+        method: str,
+        path_regex: str,
+        seconds: float,
+        times: int = 1,
+        token: str | None = None,
+    ) -> None:
+        """Hold the next ``times`` matching requests (of the client with ``token``, if given)
+        for ``seconds`` before answering them."""
+        self._stalls.append(
+            _Fault(method.upper(), re.compile(path_regex), 0, times, token, seconds)
+        )
+
+    def drop_next(
+        self, method: str, path_regex: str, times: int = 1, token: str | None = None
+    ) -> None:
+        """Close the connection of the next ``times`` matching requests without an answer (the
+        client sees the server disconnect)."""
+        self._drops.append(_Fault(method.upper(), re.compile(path_regex), 0, times, token))
 
     def heal(self) -> None:
         """Drop every injected failure that has not fired yet."""
         self._faults.clear()
         self._stalls.clear()
+        self._drops.clear()
 
     def writes(self) -> list[Request]:
         """Every request that was not a read."""
@@ -170,13 +189,12 @@ class KubeAPIServer(ObjectStore):
             Request(request.method, request.path, query, body, request.content_type or None, token)
         )
         for stall in self._stalls:
-            if (
-                stall.times > 0
-                and stall.method in (request.method, "*")
-                and stall.path.search(request.path)
-            ):
-                stall.times -= 1
+            if _fires(stall, request.method, request.path, token):
                 await asyncio.sleep(stall.seconds)
+        if any(_fires(drop, request.method, request.path, token) for drop in self._drops):
+            assert request.transport is not None
+            request.transport.close()  # no status line: the client sees a disconnect
+            return web.Response()
         try:
             self._maybe_fault(request.method, request.path, token)
             return await self._route(request, query, body)
@@ -185,10 +203,7 @@ class KubeAPIServer(ObjectStore):
 
     def _maybe_fault(self, method: str, path: str, token: str | None) -> None:
         for fault in self._faults:
-            if fault.token is not None and fault.token != token:
-                continue
-            if fault.times > 0 and fault.method in (method, "*") and fault.path.search(path):
-                fault.times -= 1
+            if _fires(fault, method, path, token):
                 reason = {409: "Conflict", 404: "NotFound", 403: "Forbidden"}.get(
                     fault.status, "InternalError"
                 )
@@ -410,6 +425,16 @@ class KubeAPIServer(ObjectStore):
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def _fires(fault: _Fault, method: str, path: str, token: str | None) -> bool:
+    """Whether ``fault`` matches this request; if so, one of its ``times`` is used up."""
+    if fault.times <= 0 or fault.method not in (method, "*") or not fault.path.search(path):
+        return False
+    if fault.token is not None and fault.token != token:
+        return False
+    fault.times -= 1
+    return True
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
