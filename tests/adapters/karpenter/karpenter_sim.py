@@ -28,8 +28,11 @@ def nodepool(
     taints: list[Obj] | None = None,
     limits: dict[str, str] | None = None,
     requirements: list[Obj] | None = None,
+    replicas: int | None = None,
+    ready: bool = True,
 ) -> Obj:
-    """A karpenter.sh/v1 NodePool as EKS Auto Mode ships them, with the given template."""
+    """A karpenter.sh/v1 NodePool as EKS Auto Mode ships them, with the given template; Ready
+    unless ``ready`` is False (Karpenter sets the condition), static when ``replicas`` is set."""
     template: Obj = {
         "nodeClassRef": {"group": "eks.amazonaws.com", "kind": "NodeClass", "name": "default"},
         "expireAfter": expire_after,
@@ -47,12 +50,17 @@ def nodepool(
     spec: Obj = {"template": {"spec": template}, "disruption": {"consolidationPolicy": "WhenEmpty"}}
     if limits:
         spec["limits"] = limits
+    if replicas is not None:
+        spec["replicas"] = replicas
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
         "metadata": {"name": name, "labels": labels or {}},
         "spec": spec,
-        "status": {"resources": {"cpu": "0", "memory": "0", "nodes": "0"}},
+        "status": {
+            "resources": {"cpu": "0", "memory": "0", "nodes": "0"},
+            "conditions": [_condition("Ready", ready)],
+        },
     }
 
 

@@ -3,10 +3,13 @@
 It serves, over real HTTP on 127.0.0.1, the subset of the Kubernetes API the gateway speaks:
 discovery (``/api``, ``/apis``, ``/apis/<group>/<version>``), get, list (label and field
 selectors, ``limit``/``continue``), watch (``?watch=true`` as a JSON-lines stream), create,
-replace (``PUT``), JSON merge patch and JSON patch, delete (finalizers turn a delete into a
-``deletionTimestamp``), ``resourceVersion`` bookkeeping with ``409 Conflict`` on a stale write
-(also for a merge patch that carries ``metadata.resourceVersion``, as the real server does),
-``404``, ``403`` for verbs a test forbids, and one-shot injected failures.
+replace (``PUT``), JSON merge patch and JSON patch, the ``status`` subresource, delete
+(finalizers turn a delete into a ``deletionTimestamp``; a bound Pod terminates gracefully),
+``resourceVersion`` bookkeeping with ``409 Conflict`` on a stale write (also for a merge patch
+that carries ``metadata.resourceVersion``, as the real server does), ``410 Gone`` for a watch
+resuming from a compacted version, ``generation``, CRD defaults and the status rules of
+``kubeapi_rules``, ``404``, ``403`` for verbs a test forbids, and injected failures (an error
+status, a stall, a dropped connection).
 
 Every request is recorded (method, path, query, body, content type) so tests can assert exactly
 what went over the wire. Strategic merge patch is refused with 415 on purpose: the gateway must
@@ -197,6 +200,7 @@ class KubeAPIServer(ObjectStore):
             return web.Response()
         try:
             self._maybe_fault(request.method, request.path, token)
+            self.reap()  # terminating Pods whose grace period has passed are gone by now
             return await self._route(request, query, body)
         except KubeError as exc:
             return _status(exc.code, exc.reason, exc.message)
@@ -255,9 +259,9 @@ class KubeAPIServer(ObjectStore):
     async def _status_verb(
         self, request: web.Request, res: Resource, ns: str, name: str, body: Any
     ) -> web.StreamResponse:
-        """GET or merge-PATCH the status subresource: only ``status`` changes, as on a real
-        server (anything else in the patch is ignored)."""
-        verb = {"GET": "get", "PATCH": "patch"}.get(request.method)
+        """GET, PUT or merge-PATCH the status subresource: only ``status`` changes, as on a real
+        server (anything else in the write is ignored)."""
+        verb = {"GET": "get", "PATCH": "patch", "PUT": "update"}.get(request.method)
         if verb is None:
             raise KubeError(405, "MethodNotAllowed", f"{request.method} is not supported here")
         if (verb, f"{res.plural}/status") in self._forbidden:
@@ -269,12 +273,20 @@ class KubeAPIServer(ObjectStore):
         current = copy.deepcopy(self._existing(res, ns, name))
         if verb == "get":
             return web.json_response(current)
+        if verb == "update":
+            if not isinstance(body, dict) or not (body.get("metadata") or {}).get(
+                "resourceVersion"
+            ):
+                raise KubeError(422, "Invalid", "metadata.resourceVersion: must be specified")
+            sent_rv = body["metadata"]["resourceVersion"]
+            return web.json_response(
+                self._store(res, ns, name, copy.deepcopy(body), sent_rv, "status")
+            )
         if request.content_type != "application/merge-patch+json" or not isinstance(body, dict):
             raise KubeError(415, "UnsupportedMediaType", "this fake takes merge patches only")
         patched = merge_patch(copy.deepcopy(current), body)
-        current["status"] = patched.get("status")
         sent_rv = (body.get("metadata") or {}).get("resourceVersion")
-        return web.json_response(self._store(res, ns, name, current, sent_rv))
+        return web.json_response(self._store(res, ns, name, patched, sent_rv, "status"))
 
     async def _verb(
         self,
@@ -315,7 +327,7 @@ class KubeAPIServer(ObjectStore):
         if verb == "create":
             if not isinstance(body, dict):
                 raise KubeError(400, "BadRequest", "create needs an object body")
-            return web.json_response(self._create(res, ns, body), status=201)
+            return web.json_response(self._create(res, ns, body, via_api=True), status=201)
         assert name is not None
         if verb == "get":
             return web.json_response(self._existing(res, ns, name))
@@ -351,7 +363,10 @@ class KubeAPIServer(ObjectStore):
                     f"(got {ctype})",
                 )
             return web.json_response(self._store(res, ns, name, patched, sent_rv))
-        return web.json_response(self._delete(res, ns, name, body))
+        grace = query.get("gracePeriodSeconds")
+        return web.json_response(
+            self._delete(res, ns, name, body, int(grace) if grace is not None else None)
+        )
 
     def _list_response(self, res: Resource, namespace: str | None, query: dict[str, str]) -> Obj:
         items = self._select(res, namespace, query)
@@ -377,6 +392,20 @@ class KubeAPIServer(ObjectStore):
         deadline = asyncio.get_running_loop().time() + float(query.get("timeoutSeconds") or 30)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
+        if query.get("resourceVersion") and since < self._compacted:
+            # Resuming from a compacted version: the real server's answer is one ERROR event.
+            gone = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": f"too old resource version: {since} ({self._compacted})",
+                "reason": "Expired",
+                "code": 410,
+            }
+            await response.write((json.dumps({"type": "ERROR", "object": gone}) + "\n").encode())
+            await response.write_eof()
+            return response
         try:
             if not query.get("resourceVersion"):
                 # "Get state and start at most recent": the current objects first, as ADDED.

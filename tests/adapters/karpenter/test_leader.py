@@ -249,6 +249,7 @@ async def test_a_leader_whose_requests_hang_stops_before_its_lease_runs_out(
     # Stopped within its renew deadline (0.5 s) plus one bounded attempt, well inside the 1 s
     # lease another replica would wait out.
     assert loop.time() - hung_at < 1.0
+    await _until(lambda: "a stopped" in log)  # readiness drops first, then the work is stopped
     assert log == ["a started", "a stopped"]
     api.heal()
     run_a.cancel()
