@@ -24,6 +24,7 @@ import copy
 import json
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +84,8 @@ class KubeAPIServer(ObjectStore):
     """In-memory objects served over HTTP. Use as ``async with KubeAPIServer() as api``."""
 
     requests: list[Request] = field(default_factory=list)
+    after_request: list[Callable[[Request], None]] = field(default_factory=list)
+    """Called with each request once its answer is made (another writer acting just then)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -188,9 +191,10 @@ class KubeAPIServer(ObjectStore):
         query = dict(request.query)
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
-        self.requests.append(
-            Request(request.method, request.path, query, body, request.content_type or None, token)
+        record = Request(
+            request.method, request.path, query, body, request.content_type or None, token
         )
+        self.requests.append(record)
         for stall in self._stalls:
             if _fires(stall, request.method, request.path, token):
                 await asyncio.sleep(stall.seconds)
@@ -201,9 +205,12 @@ class KubeAPIServer(ObjectStore):
         try:
             self._maybe_fault(request.method, request.path, token)
             self.reap()  # terminating Pods whose grace period has passed are gone by now
-            return await self._route(request, query, body)
+            answer = await self._route(request, query, body)
         except KubeError as exc:
             return _status(exc.code, exc.reason, exc.message)
+        for hook in self.after_request:
+            hook(record)
+        return answer
 
     def _maybe_fault(self, method: str, path: str, token: str | None) -> None:
         for fault in self._faults:

@@ -63,6 +63,11 @@ DEFAULT_RESOURCES = (
 )
 
 
+def parse_quantity_units(value: str) -> int:
+    """A plain or milli quantity (``"3920m"``, ``"4"``) in milli-units (for the test's counts)."""
+    return int(value[:-1]) if value.endswith("m") else int(float(value) * 1000)
+
+
 def rfc3339(at: datetime) -> str:
     """Kubernetes ``Time``: RFC3339 at second precision in UTC."""
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -136,6 +141,10 @@ class ObjectStore:
             obj["metadata"]["generation"] = int(obj["metadata"].get("generation") or 1) + 1
         self._bump(res, obj, "MODIFIED")
         return copy.deepcopy(obj)
+
+    def delete(self, kind: str, name: str, namespace: str = "") -> None:
+        """Delete as a client's DELETE does (finalizers wait; a bound Pod terminates)."""
+        self._delete(self.resource(kind), namespace, name, None)
 
     def compact(self) -> None:
         """Forget the change history (etcd compaction): older resourceVersions now answer 410."""
