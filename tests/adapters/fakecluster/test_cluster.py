@@ -308,3 +308,41 @@ async def test_an_injected_status_conflict_is_a_lost_write(cluster: FakeCluster)
     assert await cluster.write_policy_status("p", _status(("a",))) is False
     assert "p" not in cluster.policy_statuses
     assert await cluster.write_policy_status("p", _status(("a",))) is True
+
+
+async def test_karpenters_own_states_show_in_the_observation(
+    cluster: FakeCluster, clock: VirtualClock
+) -> None:
+    # The states fleetgate must respect (issue 16), so that the simulator shows them too.
+    cluster.add_pool("static", expire_after="14d", replicas=2, limits={"nodes": 2_000})
+    cluster.add_node("static")
+    cluster.add_node("static")
+    static = await cluster.observe("static")
+    assert static is not None and static.static and static.replicas == 2 and static.ready
+    assert static.resources["nodes"] == 2_000  # at its node limit
+    cluster.set_pool_ready("static", False)
+    assert not (await cluster.observe("static")).ready  # type: ignore[union-attr]
+
+    guarded = cluster.add_node("pool")
+    cluster.add_pod(
+        "apps",
+        "batch",
+        node=guarded,
+        requests=CPU,
+        annotations={"karpenter.sh/do-not-disrupt": "1h"},
+    )
+    drifted = cluster.add_node("pool")
+    cluster.set_drifted(drifted)
+    disrupted = cluster.add_node("pool")
+    replacement = cluster.karpenter_disrupt(disrupted, "Expired")
+    obs = await cluster.observe("pool")
+    assert obs is not None
+    views = {c.name: c.selection_view for c in obs.claims}
+    assert views[drifted].drifted and not views[drifted].karpenter_disrupting
+    assert views[disrupted].disruption_reason == "Expired" and views[disrupted].deleting
+    node = obs.node(disrupted)
+    assert node is not None and [t.key for t in node.taints] == ["karpenter.sh/disrupted"]
+    assert replacement in views and not views[replacement].karpenter_disrupting
+    (pod,) = obs.pods_on(guarded)
+    assert pod.annotations == {"karpenter.sh/do-not-disrupt": "1h"}
+    assert pod.started_at == clock.now()

@@ -9,11 +9,13 @@ Pods go). Objects look like karpenter.sh/v1 objects on EKS so the gateway parses
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tests.adapters.karpenter.kubeapi import KubeAPIServer, Obj, rfc3339
+from tests.adapters.karpenter.kubeapi import KubeAPIServer, Obj, Request, rfc3339
+from tests.adapters.karpenter.kubeapi_store import parse_quantity_units
 
 POOL_LABEL = "karpenter.sh/nodepool"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
@@ -28,8 +30,11 @@ def nodepool(
     taints: list[Obj] | None = None,
     limits: dict[str, str] | None = None,
     requirements: list[Obj] | None = None,
+    replicas: int | None = None,
+    ready: bool = True,
 ) -> Obj:
-    """A karpenter.sh/v1 NodePool as EKS Auto Mode ships them, with the given template."""
+    """A karpenter.sh/v1 NodePool as EKS Auto Mode ships them, with the given template; Ready
+    unless ``ready`` is False (Karpenter sets the condition), static when ``replicas`` is set."""
     template: Obj = {
         "nodeClassRef": {"group": "eks.amazonaws.com", "kind": "NodeClass", "name": "default"},
         "expireAfter": expire_after,
@@ -47,12 +52,17 @@ def nodepool(
     spec: Obj = {"template": {"spec": template}, "disruption": {"consolidationPolicy": "WhenEmpty"}}
     if limits:
         spec["limits"] = limits
+    if replicas is not None:
+        spec["replicas"] = replicas
     return {
         "apiVersion": "karpenter.sh/v1",
         "kind": "NodePool",
         "metadata": {"name": name, "labels": labels or {}},
         "spec": spec,
-        "status": {"resources": {"cpu": "0", "memory": "0", "nodes": "0"}},
+        "status": {
+            "resources": {"cpu": "0", "memory": "0", "nodes": "0"},
+            "conditions": [_condition("Ready", ready)],
+        },
     }
 
 
@@ -68,6 +78,7 @@ class KarpenterSim:
         default_factory=lambda: {"cpu": "3920m", "memory": "14Gi", "pods": "58"}
     )
     shortage: bool = False  # when set, provision() leaves placeholders Unschedulable
+    graceful: bool = False  # when set, terminate() evicts Pods gracefully and waits them out
     _serial: int = 0
 
     def node(
@@ -141,9 +152,12 @@ class KarpenterSim:
         *,
         namespace: str = "apps",
         daemonset: bool = False,
+        annotations: dict[str, str] | None = None,
     ) -> None:
         """Seed a Running workload (or DaemonSet) Pod bound to ``node``."""
         meta: Obj = {"name": name, "namespace": namespace}
+        if annotations:
+            meta["annotations"] = dict(annotations)
         if daemonset:
             meta["ownerReferences"] = [
                 {
@@ -196,20 +210,96 @@ class KarpenterSim:
         return launched
 
     def terminate(self) -> list[str]:
-        """End the drain of every NodeClaim being deleted: it, its Node and its Pods go."""
+        """End the drain of every NodeClaim being deleted: it, its Node and its Pods go.
+
+        With ``graceful``, the drain evicts each Pod as the API does (a terminating Pod for its
+        grace period) and the claim goes only once its Pods are gone, on a later call.
+        """
         gone = []
+        self.api.reap()
         for claim in self.api.list("NodeClaim"):
             if not claim["metadata"].get("deletionTimestamp"):
                 continue
             node = claim.get("status", {}).get("nodeName")
-            for pod in self.api.list("Pod"):
-                if node and pod["spec"].get("nodeName") == node:
-                    self.api.remove("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+            on_node = [
+                p for p in self.api.list("Pod") if node and p["spec"].get("nodeName") == node
+            ]
+            if self.graceful and on_node:
+                for pod in on_node:
+                    if not pod["metadata"].get("deletionTimestamp"):
+                        meta = pod["metadata"]
+                        self.api._delete(
+                            self.api.resource("Pod"), meta["namespace"], meta["name"], None
+                        )
+                continue  # the node goes once its Pods have terminated
+            for pod in on_node:
+                self.api.remove("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
             if node and self.api.get("Node", node) is not None:
                 self.api.remove("Node", node)
             self.api.remove("NodeClaim", claim["metadata"]["name"])
             gone.append(claim["metadata"]["name"])
         return gone
+
+    def disrupt(self, claim: str, reason: str = "Underutilized") -> str:
+        """Karpenter decides to replace ``claim`` itself: it taints the node
+        ``karpenter.sh/disrupted:NoSchedule``, sets ``DisruptionReason`` and launches the
+        replacement; return the replacement claim (``finish_disruption`` deletes the old one)."""
+        obj = self.api.get("NodeClaim", claim)
+        assert obj is not None
+        pool, node = obj["metadata"]["labels"][POOL_LABEL], obj["status"]["nodeName"]
+        self.api.modify(
+            "Node",
+            node,
+            lambda n: (
+                n["spec"]
+                .setdefault("taints", [])
+                .append({"key": "karpenter.sh/disrupted", "effect": "NoSchedule"})
+            ),
+        )
+        self.api.modify(
+            "NodeClaim",
+            claim,
+            lambda c: c["status"]["conditions"].append(
+                _condition("DisruptionReason", True, reason)
+            ),
+        )
+        replacement, _ = self.node(pool)
+        return replacement
+
+    def finish_disruption(self, claim: str) -> None:
+        """Karpenter's replacement is up: it deletes the disrupted claim (the drain follows)."""
+        self.api.delete("NodeClaim", claim)
+
+    def recount(self, pool: str) -> None:
+        """Karpenter's NodePool counter: write ``status.resources`` and ``status.nodes`` through
+        the status path (every write bumps the pool's resourceVersion, as a real one does)."""
+        claims = [
+            c for c in self.api.list("NodeClaim") if c["metadata"]["labels"].get(POOL_LABEL) == pool
+        ]
+        cpu = sum(parse_quantity_units(c["status"]["allocatable"].get("cpu", "0")) for c in claims)
+        status = {"resources": {"cpu": f"{cpu}m", "nodes": str(len(claims))}, "nodes": len(claims)}
+        self.api.modify("NodePool", pool, lambda p: p.setdefault("status", {}).update(status))
+
+    async def count_forever(self, pool: str, every: float) -> None:
+        """Run ``recount`` every ``every`` seconds until cancelled: a background status writer."""
+        while True:
+            self.recount(pool)
+            await asyncio.sleep(every)
+
+    def recount_after_reads(self, pool: str, nth: int) -> None:
+        """Also recount right after every ``nth`` read of the NodePool, so the reader's next
+        conditional write meets a 409 for certain (the counter reconciled in between)."""
+        path = f"/apis/karpenter.sh/v1/nodepools/{pool}"
+        reads = 0
+
+        def after(request: Request) -> None:
+            nonlocal reads
+            if request.method == "GET" and request.path == path:
+                reads += 1
+                if reads % nth == 0:
+                    self.recount(pool)
+
+        self.api.after_request.append(after)
 
     def _labels(self, pool: str, node: str, zone: str) -> dict[str, str]:
         return {

@@ -3,10 +3,13 @@
 It serves, over real HTTP on 127.0.0.1, the subset of the Kubernetes API the gateway speaks:
 discovery (``/api``, ``/apis``, ``/apis/<group>/<version>``), get, list (label and field
 selectors, ``limit``/``continue``), watch (``?watch=true`` as a JSON-lines stream), create,
-replace (``PUT``), JSON merge patch and JSON patch, delete (finalizers turn a delete into a
-``deletionTimestamp``), ``resourceVersion`` bookkeeping with ``409 Conflict`` on a stale write
-(also for a merge patch that carries ``metadata.resourceVersion``, as the real server does),
-``404``, ``403`` for verbs a test forbids, and one-shot injected failures.
+replace (``PUT``), JSON merge patch and JSON patch, the ``status`` subresource, delete
+(finalizers turn a delete into a ``deletionTimestamp``; a bound Pod terminates gracefully),
+``resourceVersion`` bookkeeping with ``409 Conflict`` on a stale write (also for a merge patch
+that carries ``metadata.resourceVersion``, as the real server does), ``410 Gone`` for a watch
+resuming from a compacted version, ``generation``, CRD defaults and the status rules of
+``kubeapi_rules``, ``404``, ``403`` for verbs a test forbids, and injected failures (an error
+status, a stall, a dropped connection).
 
 Every request is recorded (method, path, query, body, content type) so tests can assert exactly
 what went over the wire. Strategic merge patch is refused with 415 on purpose: the gateway must
@@ -21,6 +24,7 @@ import copy
 import json
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,11 +84,14 @@ class KubeAPIServer(ObjectStore):
     """In-memory objects served over HTTP. Use as ``async with KubeAPIServer() as api``."""
 
     requests: list[Request] = field(default_factory=list)
+    after_request: list[Callable[[Request], None]] = field(default_factory=list)
+    """Called with each request once its answer is made (another writer acting just then)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
         self._faults: list[_Fault] = []
         self._stalls: list[_Fault] = []
+        self._drops: list[_Fault] = []
         self._forbidden: set[tuple[str, str]] = set()
         self._runner: web.AppRunner | None = None
         self._closing = False
@@ -140,14 +147,32 @@ class KubeAPIServer(ObjectStore):
         ``token`` (if given) with ``status`` (409 is a Conflict)."""
         self._faults.append(_Fault(method.upper(), re.compile(path_regex), status, times, token))
 
-    def stall_next(self, method: str, path_regex: str, seconds: float, times: int = 1) -> None:
-        """Hold the next ``times`` matching requests for ``seconds`` before answering them."""
-        self._stalls.append(_Fault(method.upper(), re.compile(path_regex), 0, times, None, seconds))
+    def stall_next(
+        self,
+        method: str,
+        path_regex: str,
+        seconds: float,
+        times: int = 1,
+        token: str | None = None,
+    ) -> None:
+        """Hold the next ``times`` matching requests (of the client with ``token``, if given)
+        for ``seconds`` before answering them."""
+        self._stalls.append(
+            _Fault(method.upper(), re.compile(path_regex), 0, times, token, seconds)
+        )
+
+    def drop_next(
+        self, method: str, path_regex: str, times: int = 1, token: str | None = None
+    ) -> None:
+        """Close the connection of the next ``times`` matching requests without an answer (the
+        client sees the server disconnect)."""
+        self._drops.append(_Fault(method.upper(), re.compile(path_regex), 0, times, token))
 
     def heal(self) -> None:
         """Drop every injected failure that has not fired yet."""
         self._faults.clear()
         self._stalls.clear()
+        self._drops.clear()
 
     def writes(self) -> list[Request]:
         """Every request that was not a read."""
@@ -166,29 +191,30 @@ class KubeAPIServer(ObjectStore):
         query = dict(request.query)
         auth = request.headers.get("Authorization", "")
         token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
-        self.requests.append(
-            Request(request.method, request.path, query, body, request.content_type or None, token)
+        record = Request(
+            request.method, request.path, query, body, request.content_type or None, token
         )
+        self.requests.append(record)
         for stall in self._stalls:
-            if (
-                stall.times > 0
-                and stall.method in (request.method, "*")
-                and stall.path.search(request.path)
-            ):
-                stall.times -= 1
+            if _fires(stall, request.method, request.path, token):
                 await asyncio.sleep(stall.seconds)
+        if any(_fires(drop, request.method, request.path, token) for drop in self._drops):
+            assert request.transport is not None
+            request.transport.close()  # no status line: the client sees a disconnect
+            return web.Response()
         try:
             self._maybe_fault(request.method, request.path, token)
-            return await self._route(request, query, body)
+            self.reap()  # terminating Pods whose grace period has passed are gone by now
+            answer = await self._route(request, query, body)
         except KubeError as exc:
             return _status(exc.code, exc.reason, exc.message)
+        for hook in self.after_request:
+            hook(record)
+        return answer
 
     def _maybe_fault(self, method: str, path: str, token: str | None) -> None:
         for fault in self._faults:
-            if fault.token is not None and fault.token != token:
-                continue
-            if fault.times > 0 and fault.method in (method, "*") and fault.path.search(path):
-                fault.times -= 1
+            if _fires(fault, method, path, token):
                 reason = {409: "Conflict", 404: "NotFound", 403: "Forbidden"}.get(
                     fault.status, "InternalError"
                 )
@@ -240,9 +266,9 @@ class KubeAPIServer(ObjectStore):
     async def _status_verb(
         self, request: web.Request, res: Resource, ns: str, name: str, body: Any
     ) -> web.StreamResponse:
-        """GET or merge-PATCH the status subresource: only ``status`` changes, as on a real
-        server (anything else in the patch is ignored)."""
-        verb = {"GET": "get", "PATCH": "patch"}.get(request.method)
+        """GET, PUT or merge-PATCH the status subresource: only ``status`` changes, as on a real
+        server (anything else in the write is ignored)."""
+        verb = {"GET": "get", "PATCH": "patch", "PUT": "update"}.get(request.method)
         if verb is None:
             raise KubeError(405, "MethodNotAllowed", f"{request.method} is not supported here")
         if (verb, f"{res.plural}/status") in self._forbidden:
@@ -254,12 +280,20 @@ class KubeAPIServer(ObjectStore):
         current = copy.deepcopy(self._existing(res, ns, name))
         if verb == "get":
             return web.json_response(current)
+        if verb == "update":
+            if not isinstance(body, dict) or not (body.get("metadata") or {}).get(
+                "resourceVersion"
+            ):
+                raise KubeError(422, "Invalid", "metadata.resourceVersion: must be specified")
+            sent_rv = body["metadata"]["resourceVersion"]
+            return web.json_response(
+                self._store(res, ns, name, copy.deepcopy(body), sent_rv, "status")
+            )
         if request.content_type != "application/merge-patch+json" or not isinstance(body, dict):
             raise KubeError(415, "UnsupportedMediaType", "this fake takes merge patches only")
         patched = merge_patch(copy.deepcopy(current), body)
-        current["status"] = patched.get("status")
         sent_rv = (body.get("metadata") or {}).get("resourceVersion")
-        return web.json_response(self._store(res, ns, name, current, sent_rv))
+        return web.json_response(self._store(res, ns, name, patched, sent_rv, "status"))
 
     async def _verb(
         self,
@@ -300,7 +334,7 @@ class KubeAPIServer(ObjectStore):
         if verb == "create":
             if not isinstance(body, dict):
                 raise KubeError(400, "BadRequest", "create needs an object body")
-            return web.json_response(self._create(res, ns, body), status=201)
+            return web.json_response(self._create(res, ns, body, via_api=True), status=201)
         assert name is not None
         if verb == "get":
             return web.json_response(self._existing(res, ns, name))
@@ -336,7 +370,10 @@ class KubeAPIServer(ObjectStore):
                     f"(got {ctype})",
                 )
             return web.json_response(self._store(res, ns, name, patched, sent_rv))
-        return web.json_response(self._delete(res, ns, name, body))
+        grace = query.get("gracePeriodSeconds")
+        return web.json_response(
+            self._delete(res, ns, name, body, int(grace) if grace is not None else None)
+        )
 
     def _list_response(self, res: Resource, namespace: str | None, query: dict[str, str]) -> Obj:
         items = self._select(res, namespace, query)
@@ -362,6 +399,20 @@ class KubeAPIServer(ObjectStore):
         deadline = asyncio.get_running_loop().time() + float(query.get("timeoutSeconds") or 30)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         await response.prepare(request)
+        if query.get("resourceVersion") and since < self._compacted:
+            # Resuming from a compacted version: the real server's answer is one ERROR event.
+            gone = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Failure",
+                "message": f"too old resource version: {since} ({self._compacted})",
+                "reason": "Expired",
+                "code": 410,
+            }
+            await response.write((json.dumps({"type": "ERROR", "object": gone}) + "\n").encode())
+            await response.write_eof()
+            return response
         try:
             if not query.get("resourceVersion"):
                 # "Get state and start at most recent": the current objects first, as ADDED.
@@ -410,6 +461,16 @@ class KubeAPIServer(ObjectStore):
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def _fires(fault: _Fault, method: str, path: str, token: str | None) -> bool:
+    """Whether ``fault`` matches this request; if so, one of its ``times`` is used up."""
+    if fault.times <= 0 or fault.method not in (method, "*") or not fault.path.search(path):
+        return False
+    if fault.token is not None and fault.token != token:
+        return False
+    fault.times -= 1
+    return True
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:

@@ -1,8 +1,13 @@
 """The local API server's object store: typed resources, resourceVersions, change history.
 
 Every write bumps one cluster-wide ``resourceVersion`` and is recorded for watches; a write
-carrying a stale ``resourceVersion`` is a 409 Conflict, a delete of an object with finalizers only
-sets its ``deletionTimestamp``. Tests seed and inspect objects through the same methods.
+carrying a stale ``resourceVersion`` is a 409 Conflict (counted in ``conflicts``), a delete of an
+object with finalizers only sets its ``deletionTimestamp``. A bound Pod is deleted gracefully: it
+stays, terminating, with ``deletionTimestamp`` = now + its grace period (``gracePeriodSeconds``,
+else ``spec.terminationGracePeriodSeconds``, else 30 s) and goes once that passes; grace 0 or an
+unbound Pod goes at once. ``compact()`` drops the change history, so a watch resuming from an
+older ``resourceVersion`` gets 410 Gone. Generation, CRD defaults and the status rules are
+``kubeapi_rules``. Tests seed and inspect objects through the same methods.
 """
 
 from __future__ import annotations
@@ -12,9 +17,10 @@ import copy
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from tests.adapters.karpenter.kubeapi_rules import on_create, on_update
 from tests.adapters.karpenter.kubeapi_semantics import (
     KubeError,
     matches,
@@ -57,6 +63,11 @@ DEFAULT_RESOURCES = (
 )
 
 
+def parse_quantity_units(value: str) -> int:
+    """A plain or milli quantity (``"3920m"``, ``"4"``) in milli-units (for the test's counts)."""
+    return int(value[:-1]) if value.endswith("m") else int(float(value) * 1000)
+
+
 def rfc3339(at: datetime) -> str:
     """Kubernetes ``Time``: RFC3339 at second precision in UTC."""
     return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -74,6 +85,8 @@ class ObjectStore:
         self._rv = 1000
         self._history: list[tuple[int, Resource, str, Obj]] = []
         self._changed = asyncio.Event()  # replaced after each set: a fresh one per change
+        self._compacted = 0  # resourceVersions up to this one are no longer in the history
+        self.conflicts = 0  # writes answered 409 for a stale resourceVersion
 
     def resource(self, name: str) -> Resource:
         """The resource by kind (``NodePool``), plural (``nodepools``) or ``plural.group``."""
@@ -122,9 +135,36 @@ class ObjectStore:
         """Apply ``change`` to the stored object in place, bumping its resourceVersion."""
         res = self.resource(kind)
         obj = self._objects[(res, namespace, name)]
+        before = copy.deepcopy(obj.get("spec"))
         change(obj)
+        if obj.get("spec") != before:
+            obj["metadata"]["generation"] = int(obj["metadata"].get("generation") or 1) + 1
         self._bump(res, obj, "MODIFIED")
         return copy.deepcopy(obj)
+
+    def delete(self, kind: str, name: str, namespace: str = "") -> None:
+        """Delete as a client's DELETE does (finalizers wait; a bound Pod terminates)."""
+        self._delete(self.resource(kind), namespace, name, None)
+
+    def compact(self) -> None:
+        """Forget the change history (etcd compaction): older resourceVersions now answer 410."""
+        self._compacted = self._rv
+        self._history.clear()
+
+    def reap(self) -> None:
+        """Remove the terminating Pods whose grace period has passed (the kubelet's part)."""
+        now = self.now()
+        for (res, ns, name), obj in list(self._objects.items()):
+            meta = obj["metadata"]
+            at = meta.get("deletionTimestamp")
+            if (
+                res.kind == "Pod"
+                and at
+                and not meta.get("finalizers")
+                and datetime.fromisoformat(at.replace("Z", "+00:00")) <= now
+            ):
+                del self._objects[(res, ns, name)]
+                self._bump(res, obj, "DELETED")
 
     def remove(self, kind: str, name: str, namespace: str = "") -> None:
         """Remove the object outright (what finalizers ending does)."""
@@ -144,7 +184,7 @@ class ObjectStore:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    def _create(self, res: Resource, namespace: str, body: Obj) -> Obj:
+    def _create(self, res: Resource, namespace: str, body: Obj, via_api: bool = False) -> Obj:
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         name = meta.get("name")
@@ -158,6 +198,7 @@ class ObjectStore:
         meta.setdefault("uid", str(uuid.uuid4()))
         meta.setdefault("creationTimestamp", rfc3339(self.now()))
         meta.pop("deletionTimestamp", None)
+        on_create(res.kind, obj, via_api=via_api)
         self._objects[(res, namespace, name)] = obj
         self._bump(res, obj, "ADDED")
         return obj
@@ -169,18 +210,33 @@ class ObjectStore:
         return obj
 
     def _store(
-        self, res: Resource, namespace: str, name: str, new: Obj, sent_rv: str | None
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        new: Obj,
+        sent_rv: str | None,
+        subresource: str | None = None,
     ) -> Obj:
         current = self._existing(res, namespace, name)
         if sent_rv and sent_rv != current["metadata"]["resourceVersion"]:
+            self.conflicts += 1
             raise KubeError(
                 409,
                 "Conflict",
                 f'Operation cannot be fulfilled on {res.qualified} "{name}": the object has been '
                 "modified; please apply your changes to the latest version and try again",
             )
+        on_update(res.kind, current, new, subresource)
         # Identity and server-owned fields cannot be changed by a client.
-        for key in ("uid", "creationTimestamp", "deletionTimestamp", "namespace", "name"):
+        for key in (
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "namespace",
+            "name",
+        ):
             if key in current["metadata"]:
                 new["metadata"][key] = current["metadata"][key]
             else:
@@ -196,7 +252,14 @@ class ObjectStore:
             self._bump(res, new, "MODIFIED")
         return new
 
-    def _delete(self, res: Resource, namespace: str, name: str, options: Obj | None) -> Obj:
+    def _delete(
+        self,
+        res: Resource,
+        namespace: str,
+        name: str,
+        options: Obj | None,
+        grace_seconds: int | None = None,
+    ) -> Obj:
         obj = self._existing(res, namespace, name)
         pre = (options or {}).get("preconditions") or {}
         if pre.get("uid") and pre["uid"] != obj["metadata"]["uid"]:
@@ -211,6 +274,17 @@ class ObjectStore:
             and pre["resourceVersion"] != obj["metadata"]["resourceVersion"]
         ):
             raise KubeError(409, "Conflict", "Precondition failed: resourceVersion")
+        if res.kind == "Pod" and not obj["metadata"].get("deletionTimestamp"):
+            grace = (options or {}).get("gracePeriodSeconds", grace_seconds)
+            if grace is None:
+                grace = (obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            if int(grace) > 0 and (obj.get("spec") or {}).get("nodeName"):
+                # Bound: the kubelet stops it within its grace period; until then it is there.
+                at = self.now() + timedelta(seconds=int(grace))
+                obj["metadata"]["deletionTimestamp"] = rfc3339(at)
+                obj["metadata"]["deletionGracePeriodSeconds"] = int(grace)
+                self._bump(res, obj, "MODIFIED")
+                return obj
         if obj["metadata"].get("finalizers"):
             if not obj["metadata"].get("deletionTimestamp"):
                 obj["metadata"]["deletionTimestamp"] = rfc3339(self.now())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
 from fleetgate.adapters.karpenter.connection import KarpenterOptions
@@ -42,3 +44,14 @@ def test_bad_values_name_the_option(options: dict[str, object], message: str) ->
 
 def test_numbers_from_yaml_strings_are_accepted() -> None:
     assert KarpenterOptions.from_mapping({"lease_duration": "20"}).lease_duration == 20.0
+
+
+def test_identity_outside_a_pod_is_unique_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two controllers started on one host (no POD_NAME) must not share a Lease identity, or
+    # both would believe they hold the lease.
+    monkeypatch.delenv("POD_NAME", raising=False)
+    first = KarpenterOptions.from_mapping({}).identity
+    second = KarpenterOptions.from_mapping({}).identity
+    host = socket.gethostname()
+    assert first != second
+    assert first.startswith(f"{host}_") and second.startswith(f"{host}_")

@@ -8,6 +8,9 @@ controller and the server's timestamps.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -204,3 +207,65 @@ async def test_a_surge_karpenter_cannot_place_rolls_back_and_says_why(
         "name": old,
         "uid": (api.get("NodeClaim", old) or {})["metadata"]["uid"],
     }
+
+
+async def test_a_loaded_fleet_rotates_beside_karpenter_without_a_double_replacement(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    # Done-when of issue 16: Karpenter writes the NodePool's status in the background (so the
+    # anchor write meets real 409s), Pods are evicted gracefully (terminating for their grace
+    # period), and Karpenter disrupts the oldest node itself while fleetgate rotates the rest.
+    api.seed(nodepool("pool", expire_after="336h", tgp="1h"))
+    sim.graceful = True
+    now = clock.now()
+    due = now - timedelta(days=14) + timedelta(minutes=30)
+    karpenters, _ = sim.node("pool", created=due - timedelta(minutes=10))  # the oldest
+    ours = [sim.node("pool", created=due + timedelta(minutes=i)) for i in range(3)]
+    guarded, guarded_node = sim.node("pool", created=due)
+    young = [sim.node("pool", created=now - timedelta(days=1))[0] for _ in range(2)]
+    for i, (_, node) in enumerate(ours):
+        sim.pod(f"web-{i}", node, {"cpu": "1", "memory": "1Gi"})
+        sim.pod(f"api-{i}", node, {"cpu": "500m"})
+    sim.pod(
+        "batch-0", guarded_node, {"cpu": "1"}, annotations={"karpenter.sh/do-not-disrupt": "true"}
+    )
+    replacement = sim.disrupt(karpenters)  # Karpenter's own replacement, under way
+    sim.recount_after_reads("pool", nth=2)  # a status write lands between read and anchor
+    writer = asyncio.create_task(sim.count_forever("pool", every=0.5))
+    controller = _controller(gateway, clock, [], CollectorRegistry())
+    ours_claims = [c for c, _ in ours]
+    disrupted_done = False
+
+    def done() -> bool:
+        nonlocal disrupted_done
+        if not disrupted_done:  # Karpenter's replacement is up: it deletes the disrupted claim
+            sim.finish_disruption(karpenters)
+            disrupted_done = True
+        pool = _annotations(api)
+        return (
+            all(api.get("NodeClaim", c) is None for c in ours_claims)
+            and ann.ACTIVE_ROTATION not in pool
+            and ann.LAST_ROTATION_AT in pool
+        )
+
+    try:
+        await _run(controller, sim, clock, done, rounds=200)
+    finally:
+        writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await writer
+
+    assert api.conflicts >= 1  # the anchor write met a real 409 from the status writer
+    claims = {c["metadata"]["name"] for c in api.list("NodeClaim")}
+    assert karpenters not in claims and replacement in claims
+    assert guarded in claims and set(young) <= claims  # opted out by its Pod; not yet due
+    # One new claim per rotated claim, plus Karpenter's one: nothing was replaced twice.
+    assert len(claims) == 1 + 2 + len(ours) + 1
+    writes = api.writes()
+    touched = [w for w in writes if karpenters in w.path or karpenters in json.dumps(w.body)]
+    assert touched == []  # fleetgate never annotated, cordoned, surged for or deleted it
+    assert not [w for w in writes if guarded in w.path]
+    surges = [w for w in writes if w.method == "POST" and w.path.endswith("/pods")]
+    surged_for = [w.body["metadata"]["labels"][ann.SURGE_FOR] for w in surges]
+    assert sorted(surged_for) == sorted(ours_claims)  # exactly one surge per rotated claim
+    assert api.list("Pod", NAMESPACE) == []

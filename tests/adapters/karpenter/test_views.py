@@ -45,12 +45,70 @@ def test_claim_view_reads_every_field() -> None:
     assert view.annotations == {"a": "b"}
 
 
-def test_never_and_absent_expiry_mean_no_expiry() -> None:
+def test_never_is_no_expiry_and_absent_is_the_crd_default() -> None:
+    # The v1 CRDs default expireAfter to 720h; a real API server fills it in, so an object
+    # without it must not be read as Never (it would never be rotated, then force-expire).
     assert views.claim_view(_claim(expireAfter="Never")).expire_after is None
     raw = _claim()
     del raw["spec"]["expireAfter"], raw["spec"]["terminationGracePeriod"]
     view = views.claim_view(raw)
-    assert view.expire_after is None and view.termination_grace_period is None
+    assert view.expire_after == timedelta(hours=720) and view.termination_grace_period is None
+    pool = {"metadata": {"name": "p"}, "spec": {"template": {"spec": {}}}}
+    assert views.pool_observation(pool, [], [], [], []).expire_after == timedelta(hours=720)
+
+
+def test_karpenter_disruption_conditions_are_read() -> None:
+    raw = _claim()
+    raw["status"]["conditions"] += [
+        {"type": "DisruptionReason", "status": "True", "reason": "Underutilized"},
+        {"type": "Drifted", "status": "True", "reason": "NodePoolDrifted"},
+    ]
+    view = views.claim_view(raw)
+    assert view.disruption_reason == "Underutilized" and view.drifted
+    assert view.selection_view.karpenter_disrupting and view.selection_view.drifted
+    raw["status"]["conditions"][1:] = [
+        {"type": "DisruptionReason", "status": "False", "reason": "Cleared"},
+        {"type": "Drifted", "status": "Unknown", "reason": "Unknown"},
+    ]
+    view = views.claim_view(raw)
+    assert view.disruption_reason is None and not view.drifted
+    assert not views.claim_view(_claim()).selection_view.karpenter_disrupting
+
+
+def test_node_taints_and_pod_start_time_are_read() -> None:
+    node = views.node_view(
+        {
+            "metadata": {"name": "n1"},
+            "spec": {"taints": [{"key": "karpenter.sh/disrupted", "effect": "NoSchedule"}]},
+        }
+    )
+    assert node.taints == (Taint("karpenter.sh/disrupted", "", "NoSchedule"),)
+    raw = _pod({"containers": []})
+    raw["status"]["startTime"] = "2026-01-01T00:00:00Z"
+    assert views.pod_view(raw).started_at == datetime(2026, 1, 1, tzinfo=UTC)
+    assert views.pod_view(_pod({"containers": []})).started_at is None
+
+
+def test_static_and_not_ready_pools_and_node_counts_are_read() -> None:
+    pool: dict[str, Any] = {
+        "metadata": {"name": "p"},
+        "spec": {"replicas": 3, "limits": {"nodes": "3"}, "template": {"spec": {}}},
+        "status": {"nodes": 3, "conditions": [{"type": "Ready", "status": "False"}]},
+    }
+    obs = views.pool_observation(pool, [], [], [], [])
+    assert obs.static and obs.replicas == 3 and not obs.ready
+    assert obs.limits == {"nodes": 3000} and obs.resources == {"nodes": 3000}
+    pool["status"] = {
+        "resources": {"nodes": "2"},
+        "nodes": 9,  # status.resources.nodes wins: it is what limits are checked against
+        "conditions": [{"type": "Ready", "status": "True"}],
+    }
+    pool["spec"].pop("replicas")
+    obs = views.pool_observation(pool, [], [], [], [])
+    assert not obs.static and obs.ready and obs.resources == {"nodes": 2000}
+    pool["spec"]["replicas"] = "three"
+    with pytest.raises(ValueError, match=r"nodepool p: spec.replicas: 'three' is not a count"):
+        views.pool_observation(pool, [], [], [], [])
 
 
 @pytest.mark.parametrize("status", ["False", "Unknown", None])

@@ -10,10 +10,13 @@ import pytest
 from fleetgate.adapters.karpenter.gateway import KarpenterGateway
 from fleetgate.adapters.karpenter.watches import (
     EdgeFilter,
+    node_signature,
     nodeclaim_signature,
+    nodepool_signature,
     placeholder_signature,
 )
 from fleetgate.domain.rotation.cluster import PlaceholderSpec, Requirement
+from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT
 from tests.adapters.karpenter.conftest import NAMESPACE
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, KubeAPIServer, Obj, Resource
@@ -150,6 +153,59 @@ async def test_a_failed_stream_is_reopened(
         watcher = ChangeWatcher(gw.api_client, NAMESPACE, seen.append, retry_seconds=0.05)
         task = asyncio.create_task(watcher.run())
         await _until(lambda: "pool" in seen)  # the retry saw the pool
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+
+def test_karpenters_own_marks_and_a_pools_readiness_wake_the_controller() -> None:
+    claims = EdgeFilter(nodeclaim_signature, lambda o: "p")
+    assert claims.changed("ADDED", _claim())[0]
+    marked = _claim(conditions=[{"type": "DisruptionReason", "status": "True"}])
+    assert claims.changed("MODIFIED", marked)[0]
+    drifted = _claim(
+        conditions=[
+            {"type": "DisruptionReason", "status": "True"},
+            {"type": "Drifted", "status": "True"},
+        ]
+    )
+    assert claims.changed("MODIFIED", drifted)[0]
+
+    nodes = EdgeFilter(node_signature, lambda o: "p")
+    node: Obj = {"metadata": {"name": "n"}, "spec": {}, "status": {}}
+    assert nodes.changed("ADDED", node)[0]
+    tainted = {**node, "spec": {"taints": [{"key": DISRUPTED_TAINT, "effect": "NoSchedule"}]}}
+    assert nodes.changed("MODIFIED", tainted)[0]
+    assert not nodes.changed("MODIFIED", tainted)[0]
+
+    pools = EdgeFilter(nodepool_signature, lambda o: "p")
+    pool: Obj = {"metadata": {"name": "p", "generation": 1}, "status": {}}
+    assert pools.changed("ADDED", pool)[0]
+    ready = {**pool, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    assert pools.changed("MODIFIED", ready)[0]
+    assert not pools.changed("MODIFIED", {**ready, "status": {**ready["status"], "nodes": 3}})[0]
+
+
+async def test_the_watches_survive_compaction_of_the_history(
+    api: KubeAPIServer, sim: KarpenterSim, clock: object, kubeconfig: str
+) -> None:
+    # Each stream starts from the current state, so a compacted history (410 Gone for anyone
+    # resuming from an old resourceVersion) never wedges the watches.
+    from fleetgate.adapters.karpenter.watches import ChangeWatcher
+
+    api.seed(nodepool("pool"))
+    async with KarpenterGateway(clock, kubeconfig=kubeconfig) as gw:
+        seen: list[str | None] = []
+        watcher = ChangeWatcher(
+            gw.api_client, NAMESPACE, seen.append, stream_seconds=1, retry_seconds=0.05
+        )
+        task = asyncio.create_task(watcher.run())
+        await _until(lambda: "pool" in seen)
+        api.compact()
+        await asyncio.sleep(1.2)  # every stream ended and was re-opened after the compaction
+        seen.clear()
+        sim.node("pool")
+        await _until(lambda: seen.count("pool") >= 2)  # the new claim and its node
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task

@@ -25,6 +25,10 @@ DEADLINE = {
     "TGPUnset": "warn",
     "HardCapExceeded": "warn",
     "RetryBackoffShort": "warn",
+    # The NodePool's own state: warnings (the start gate is what refuses), never fatal.
+    "StaticNodePool": "warn",
+    "NodePoolNotReady": "warn",
+    "NodeLimitReached": "warn",
 }
 FORECAST = {
     "DrainEstimateAboveTGP",

@@ -103,6 +103,8 @@ def test_reason_codes_are_public_strings() -> None:
         "frozen",
         "cooldownAfterSuccess",
         "failurePause",
+        "staticNodePool",
+        "nodePoolNotReady",
     ]
 
 

@@ -19,7 +19,13 @@ from fleetgate.domain.rotation.actions import (
     ObserveDuration,
     SetUnschedulable,
 )
-from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PodView, PoolObservation
+from fleetgate.domain.rotation.cluster import (
+    NodeClaimView,
+    NodeView,
+    PodView,
+    PoolObservation,
+    Taint,
+)
 from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.machine import MachineConfig, step, surgeless_fallback
@@ -267,3 +273,67 @@ def test_next_eligibility_is_the_earliest_trigger_or_backoff_end() -> None:
     assert next_eligibility(p) == NOW + timedelta(hours=2)  # third failure: 30m · 2^2
     p = Pass(pool(young), resolved, NOW, MachineConfig())
     assert next_eligibility(p) == NOW + E - LEAD - timedelta(days=1) + timedelta(microseconds=1)
+
+
+# --- Karpenter's own state (issue 16) -----------------------------------------------------------
+
+DUE = E - LEAD + timedelta(minutes=5)
+
+
+def test_a_claim_karpenter_is_already_disrupting_is_skipped() -> None:
+    # Karpenter tainted the oldest claim's node: picking it too would replace it twice.
+    disrupted = NodeView(
+        "old", labels=POOL_LABEL, ready=True, taints=(Taint("karpenter.sh/disrupted"),)
+    )
+    base = pool(claim("old", DUE + timedelta(minutes=5)), claim("next", DUE))
+    obs = replace(base, nodes=(disrupted, *base.nodes[1:]))
+    result = step(obs, [policy()], NOW)
+    assert result.started == "next"
+    assert result.report.census is not None
+    assert result.report.census.as_dict()["KarpenterDisrupting"] == 1
+    # The DisruptionReason condition alone says the same.
+    reason = pool(claim("old", DUE, disruption_reason="Drifted"))
+    skipped = step(reason, [policy()], NOW)
+    assert skipped.started is None and skipped.report.reason == "noEligibleClaim"
+
+
+def test_a_node_holding_an_opted_out_pod_is_not_eligible_while_the_opt_out_lasts() -> None:
+    base = pool(claim("a", DUE))
+    guarded = PodView(
+        "app",
+        "guarded",
+        node_name="a",
+        phase="Running",
+        annotations={ann.KARPENTER_DO_NOT_DISRUPT: "2h"},
+        started_at=NOW - timedelta(hours=1),
+    )
+    obs = replace(base, pods=(*base.pods, guarded))
+    result = step(obs, [policy()], NOW)
+    assert result.started is None and writes(result.actions) == []
+    assert result.report.census is not None and result.report.census.as_dict()["OptedOut"] == 1
+    # The simulator wakes when the opt-out runs out, and the claim is then eligible.
+    assert result.quiet_until == NOW + timedelta(hours=1)
+    later = NOW + timedelta(hours=1, seconds=1)
+    assert step(obs, [policy()], later).started == "a"
+
+
+def test_static_and_not_ready_pools_refuse_to_start_with_a_gate_reason_and_a_finding() -> None:
+    for obs, reason, code in [
+        (pool(claim("a", DUE), replicas=3), "staticNodePool", "StaticNodePool"),
+        (pool(claim("a", DUE), ready=False), "nodePoolNotReady", "NodePoolNotReady"),
+    ]:
+        result = step(obs, [policy()], NOW)
+        assert result.started is None and writes(result.actions) == []
+        assert result.report.blocked is not None
+        assert result.report.blocked.reason.value == reason == result.report.reason
+        assert result.report.derivation is not None
+        assert code in [f.code.value for f in result.report.derivation.findings]
+        assert any(isinstance(a, Announce) and a.reason == code for a in result.actions)
+
+
+def test_a_pool_at_its_node_limit_can_never_surge() -> None:
+    obs = pool(claim("a", DUE), limits={"nodes": 2000}, resources={"nodes": 2000})
+    result = step(obs, [policy()], NOW)
+    assert result.report.reason == "headroom" and writes(result.actions) == []
+    room = pool(claim("a", DUE), limits={"nodes": 3000}, resources={"nodes": 2000})
+    assert step(room, [policy()], NOW).started == "a"

@@ -207,6 +207,10 @@ def test_not_a_mapping() -> None:
             "spec.prePull.enabled: must be true or false, got str 'no'",
         ),
         (
+            {"rotateDrifted": {"enabled": "yes"}},
+            "spec.rotateDrifted.enabled: must be true or false, got str 'yes'",
+        ),
+        (
             {"maintenanceWindows": "daily"},
             "spec.maintenanceWindows: must be a list, got str 'daily'",
         ),
@@ -269,3 +273,12 @@ def test_window_entry_fields_are_required() -> None:
 def test_read_manifest_does_not_validate() -> None:
     policy, errors = read_manifest(manifest(surge={"failurePause": "0s"}))
     assert errors == [] and policy.surge.failure_pause == timedelta(0)
+
+
+def test_rotate_drifted_is_off_unless_the_policy_opts_in() -> None:
+    # Karpenter replaces Drifted claims itself; a policy may still claim them for fleetgate.
+    default = policy_from_manifest(manifest())
+    assert not default.rotate_drifted
+    assert not default.resolve(timedelta(hours=1)).selection.rotate_drifted
+    opted = policy_from_manifest(manifest(rotateDrifted={"enabled": True}))
+    assert opted.rotate_drifted and opted.resolve(timedelta(hours=1)).selection.rotate_drifted

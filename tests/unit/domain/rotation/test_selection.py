@@ -94,6 +94,14 @@ def test_override_trigger_ignores_expiry() -> None:
     [
         (claim(), True, Bucket.OPTED_OUT),
         (claim(deleting=True, ready=False), False, Bucket.DELETING),
+        (claim(deleting=True, disruption_reason="Drifted"), False, Bucket.DELETING),
+        (
+            claim(disruption_reason="Underutilized", drifted=True),
+            False,
+            Bucket.KARPENTER_DISRUPTING,
+        ),
+        (claim(node_disrupted=True, ready=False), False, Bucket.KARPENTER_DISRUPTING),
+        (claim(drifted=True, ready=False), False, Bucket.DRIFTED),
         (claim(ready=False, annotations={CLAIM_STATE: "pending"}), False, Bucket.NOT_READY),
         (claim(annotations={CLAIM_STATE: "pending"}), False, Bucket.IN_FLIGHT),
         (claim(annotations={CLAIM_STATE: "draining"}), False, Bucket.IN_FLIGHT),
@@ -152,13 +160,17 @@ def test_census_partitions_the_pool() -> None:
         failed("1", M, name="f"),
         claim("g", annotations={CLAIM_STATE: "expired"}),
         claim("h"),
+        claim("i", disruption_reason="Underutilized"),
+        claim("j", drifted=True),
     ]
     census = take_census(claims, NOW, AUTO, frozenset({"h"}))
     assert census.as_dict() == {
-        "Total": 8,
+        "Total": 10,
         "Eligible": 1,
         "OptedOut": 1,
         "Deleting": 1,
+        "KarpenterDisrupting": 1,
+        "Drifted": 1,
         "NotReady": 1,
         "InFlight": 1,
         "Terminal": 1,
@@ -232,3 +244,21 @@ def test_short_lead_is_non_strict_and_skips_never_and_deleting() -> None:
     assert not is_short_lead(claim(expire_after=None), BASE)
     assert not is_short_lead(claim(expire_after=H, deleting=True), BASE)
     assert is_short_lead(claim(expire_after=BASE + 2 * H, tgp=2 * H), BASE)  # claim's own tGP
+
+
+def test_karpenter_disrupting_claims_are_never_picked() -> None:
+    # Karpenter tainted the node or set DisruptionReason: it is replacing the claim already, so
+    # picking it would replace it twice. The oldest claim is skipped for the next one.
+    oldest = claim("old", age=E + H, disruption_reason="Expired")
+    tainted = claim("tainted", age=E + H, node_disrupted=True)
+    assert oldest.karpenter_disrupting and tainted.karpenter_disrupting
+    picked = pick([oldest, tainted, claim("next")], NOW, AUTO)
+    assert picked is not None and picked.name == "next"
+
+
+def test_drifted_claims_are_karpenters_unless_the_rules_say_otherwise() -> None:
+    drifted = claim("d", drifted=True)
+    assert classify(drifted, NOW, AUTO) is Bucket.DRIFTED
+    assert pick([drifted], NOW, AUTO) is None
+    ours = SelectionRules(lead_time_base=BASE, retry_backoff=30 * M, rotate_drifted=True)
+    assert classify(drifted, NOW, ours) is Bucket.ELIGIBLE

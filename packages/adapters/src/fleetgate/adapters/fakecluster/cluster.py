@@ -49,6 +49,7 @@ from fleetgate.domain.rotation.cluster import (
     Requirement,
     Taint,
 )
+from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT, NODES
 from fleetgate.domain.rotation.status import PolicyStatus
 
 UNSET: Any = object()
@@ -127,8 +128,11 @@ class FakeCluster(KarpenterLifecycle):
         node_labels: Mapping[str, str] | None = None,
         provisioning_delay: timedelta | str | None = None,
         drain_time: timedelta | str | None = None,
+        replicas: int | None = None,
+        ready: bool = True,
     ) -> Pool:
-        """Create a NodePool (``expire_after`` None = Never; tGP None = unset)."""
+        """Create a NodePool (``expire_after`` None = Never; tGP None = unset; ``replicas`` set:
+        a static pool; ``ready`` False: its Ready condition is False)."""
         if name in self.pools:
             raise ValueError(f"pool: {name!r} already exists")
         pool = Pool(
@@ -155,6 +159,7 @@ class FakeCluster(KarpenterLifecycle):
         )
         if node_allocatable is not None:
             pool.node_allocatable = dict(node_allocatable)
+        pool.replicas, pool.ready = replicas, ready
         self.pools[name] = pool
         pool.attach(self._revisions)
         return pool
@@ -210,8 +215,16 @@ class FakeCluster(KarpenterLifecycle):
         pool: str | None = None,
         owner_kind: str | None = "ReplicaSet",
         priority: int = 0,
+        annotations: Mapping[str, str] | None = None,
+        started_at: datetime | None = None,
     ) -> None:
-        """Add a Pod, bound to ``node`` or Pending (then scheduled like any other)."""
+        """Add a Pod, bound to ``node`` or Pending (then scheduled like any other).
+
+        ``annotations`` may carry ``karpenter.sh/do-not-disrupt`` (``"true"`` or a duration
+        counted from ``started_at``, the Pod's ``status.startTime``; default: now if bound).
+        """
+        if started_at is None and node is not None:
+            started_at = self.clock.now()
         pod = Pod(
             namespace=namespace,
             name=name,
@@ -221,6 +234,8 @@ class FakeCluster(KarpenterLifecycle):
             owner_kind=owner_kind,
             priority=priority,
             node_name=node,
+            annotations=dict(annotations or {}),
+            started_at=started_at,
         )
         self.pods[pod.key] = pod
         pod.attach(self._revisions)
@@ -242,6 +257,27 @@ class FakeCluster(KarpenterLifecycle):
             c.node.ready = ready
             if ready:
                 self._notify("ready", c.node, self.clock.now())
+
+    def set_pool_ready(self, pool: str, ready: bool) -> None:
+        """Flip a NodePool's Ready condition (Karpenter provisions nothing from a pool that is
+        not Ready; fleetgate starts no rotation in it)."""
+        self._pool(pool).ready = ready
+
+    def set_drifted(self, claim: str, drifted: bool = True) -> None:
+        """Set a claim's ``Drifted`` condition (Karpenter will replace it itself)."""
+        self._claim(claim).drifted = drifted
+
+    def karpenter_disrupt(self, claim: str, reason: str = "Underutilized") -> str:
+        """Karpenter replaces ``claim`` on its own: taints its node ``karpenter.sh/disrupted``,
+        sets ``DisruptionReason``, launches a replacement (returned) and deletes the claim."""
+        c = self._claim(claim)
+        c.disruption_reason = reason
+        if c.node is not None:
+            c.node.taints = (*c.node.taints, Taint(DISRUPTED_TAINT, "", "NoSchedule"))
+        replacement = self.add_node(c.pool)
+        if c.deleting_at is None:
+            self._start_deletion(c, self.clock.now())
+        return replacement
 
     # --- faults ------------------------------------------------------------------------------
 
@@ -353,11 +389,14 @@ class FakeCluster(KarpenterLifecycle):
             requirements=p.requirements,
             taints=p.taints,
             limits=dict(p.limits),
-            resources=dict(members.resources),
+            # status.resources also counts the pool's nodes, as Karpenter's counter does.
+            resources={**members.resources, NODES: 1000 * len(members.claims)},
             claims=tuple([c.view() for c in members.claims]),
             nodes=tuple([n.view() for n in members.nodes]),
             pods=tuple([pod.view() for pod in members.pods]),
             placeholders=tuple([pod.view() for pod in members.placeholders]),
+            replicas=p.replicas,
+            ready=p.ready,
         )
         self._observed[pool] = (revisions.any, obs)
         return obs

@@ -114,6 +114,8 @@ class Pool(_Cached):
     provisioning_delay: timedelta = timedelta(minutes=2)  # Pod Pending -> claim Ready
     drain_time: timedelta = timedelta(minutes=5)
     version: int = 1
+    replicas: int | None = None  # spec.replicas: a static NodePool
+    ready: bool = True  # the NodePool's Ready condition
 
 
 @dataclass
@@ -131,6 +133,8 @@ class Claim(_Cached):
     ready: bool = False
     deleting_at: datetime | None = None
     node: Node | None = None
+    disruption_reason: str | None = None  # Karpenter's DisruptionReason condition
+    drifted: bool = False  # Karpenter's Drifted condition
 
     _membership = frozenset({"node"})
 
@@ -161,6 +165,8 @@ class Claim(_Cached):
                 if key != NODEPOOL_LABEL
             ),
             allocatable=MappingProxyType(dict(self.allocatable)),
+            disruption_reason=self.disruption_reason,
+            drifted=self.drifted,
         )
 
 
@@ -175,6 +181,7 @@ class Node(_Cached):
     annotations: dict[str, str] = field(default_factory=dict)
     unschedulable: bool = False
     ready: bool = True
+    taints: tuple[Taint, ...] = ()
 
     def view(self) -> NodeView:
         """The node as the controller observes it (cached until the node changes)."""
@@ -191,6 +198,7 @@ class Node(_Cached):
             unschedulable=self.unschedulable,
             ready=self.ready,
             allocatable=MappingProxyType(dict(self.allocatable)),
+            taints=self.taints,
         )
 
 
@@ -213,6 +221,7 @@ class Pod(_Cached):
     nominated_claim: str | None = None
     unschedulable_message: str | None = None
     pending_since: datetime | None = None
+    started_at: datetime | None = None  # status.startTime (a duration opt-out counts from it)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -244,6 +253,7 @@ class Pod(_Cached):
             owner_kind=self.owner_kind,
             unschedulable_reason="Unschedulable" if self.unschedulable_message else None,
             unschedulable_message=self.unschedulable_message,
+            started_at=self.started_at,
         )
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from fleetgate.adapters.karpenter.leader import default_identity
 from fleetgate.adapters.karpenter.podspec import DEFAULT_IMAGE, DEFAULT_PRIORITY_CLASS
 from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound
 
@@ -33,7 +33,8 @@ class KarpenterOptions:
     one, the in-cluster service account is used when ``KUBERNETES_SERVICE_HOST`` is set, else
     ``~/.kube/config``. ``namespace`` holds the placeholders, the Lease and core Events.
     ``identity`` names this replica (Lease holder, Event ``reportingInstance``): the Pod name from
-    ``POD_NAME`` or the hostname. ``lease_*`` are the leader-election timings in seconds.
+    ``POD_NAME``, else the hostname with a per-process suffix (two processes on one host must
+    not share one). ``lease_*`` are the leader-election timings in seconds.
     """
 
     kubeconfig: str | None = None
@@ -76,7 +77,7 @@ class KarpenterOptions:
             values[key] = value
         opts = cls(**values)
         if not opts.identity:
-            opts = replace(opts, identity=os.environ.get("POD_NAME") or socket.gethostname())
+            opts = replace(opts, identity=default_identity())
         if not opts.lease_duration > opts.renew_deadline > opts.retry_period:
             raise ValueError(
                 "cluster_options.lease_duration: leader election needs lease_duration > "

@@ -5,8 +5,13 @@ holds it, when it holds it already (a renewal), or when the holder has not renew
 Lease's ``leaseDurationSeconds`` *as observed on this candidate's own monotonic clock* (so
 clock skew between nodes cannot shorten a lease). Every write is a replace carrying the
 ``resourceVersion`` just read, so two candidates can never both win: the loser gets 409, which
-is the normal outcome of a race, not an error. A leader that cannot renew within
-``renew_deadline`` stops leading (its work is cancelled) and campaigns again. On shutdown the
+is the normal outcome of a race, not an error. Leadership is bounded by an absolute deadline:
+``renew_deadline`` after the start of the last successful renewal. When it passes the work is
+cancelled at once, whatever request is in flight, and the replica campaigns again; since
+``renew_deadline < lease_duration`` and a rival waits ``lease_duration`` from when *it* saw that
+renewal, the two never act together. Every failed request (an API error, a dropped connection,
+any transport error, a timeout) is one failed attempt, never a crash. Retries while campaigning
+are jittered so replicas that lost together do not retry in lock-step. On shutdown the
 leader *releases* the Lease (empty holder, 1 s duration) so the next replica takes over at
 once instead of waiting out the lease.
 
@@ -20,15 +25,45 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
+import random
+import socket
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 _log = logging.getLogger(__name__)
+
+#: How far a campaigning retry may stretch past ``retry_period``: client-go's jitter factor.
+JITTER_FACTOR = 1.2
+
+#: What one lease request can fail with: each is a failed attempt, never the end of ``run``.
+#: ``aiohttp.ClientError`` covers a dropped connection (``ServerDisconnectedError`` is not an
+#: ``OSError``); ``ApiException`` an unexpected status; ``TimeoutError`` a hung request.
+ATTEMPT_ERRORS: tuple[type[BaseException], ...] = (
+    TimeoutError,
+    OSError,
+    aiohttp.ClientError,
+    ApiException,
+)
+
+
+def default_identity() -> str:
+    """This replica's Lease identity: the Pod name in a pod, else host + a per-process suffix.
+
+    Two processes on one host must never share an identity, or both would believe they hold
+    the lease; so outside a pod the hostname gets a random suffix, as client-go's callers do.
+    """
+    pod = os.environ.get("POD_NAME")
+    if pod:
+        return pod
+    return f"{socket.gethostname()}_{uuid.uuid4().hex[:12]}"
 
 
 def micro_time(at: datetime) -> str:
@@ -51,6 +86,7 @@ class LeaderElector:
         retry_period: float = 2.0,
         monotonic: Callable[[], float] = time.monotonic,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
+        jitter: Callable[[], float] = random.random,
     ) -> None:
         if not lease_duration > renew_deadline > retry_period > 0:
             raise ValueError(
@@ -62,7 +98,8 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
-        self._monotonic, self._wall = monotonic, wall
+        self._monotonic, self._wall, self._jitter = monotonic, wall, jitter
+        self._renewed_at = 0.0  # start of the last successful attempt, on ``monotonic``
         self._observed: tuple[Any, ...] | None = None
         self._observed_at = 0.0
         self._leading = False
@@ -109,28 +146,56 @@ class LeaderElector:
 
     async def _acquire(self) -> None:
         while True:
-            if await self._attempt():
+            started = self._monotonic()
+            if await self._attempt(self.renew_deadline):
+                self._renewed_at = started
                 return
-            await asyncio.sleep(self.retry_period)
+            await asyncio.sleep(self.retry_pause())
 
-    async def _attempt(self) -> bool:
-        """One bounded attempt: a request that hangs must not keep a lost leader acting."""
+    def retry_pause(self) -> float:
+        """How long to wait before the next campaign attempt: ``retry_period``, jittered."""
+        return self.retry_period * (1.0 + JITTER_FACTOR * self._jitter())
+
+    async def _attempt(self, bound: float) -> bool:
+        """One attempt bounded by ``bound`` seconds; any failure (``ATTEMPT_ERRORS``) is False."""
         try:
-            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout=self.renew_deadline)
-        except (TimeoutError, OSError) as exc:
-            _log.warning("leader election: lease request failed: %s", exc or "timed out")
+            return await asyncio.wait_for(self.try_acquire_or_renew(), timeout=max(bound, 0.0))
+        except ATTEMPT_ERRORS as exc:
+            _log.warning(
+                "leader election: lease request failed: %s", str(exc) or type(exc).__name__
+            )
             return False
 
     async def _hold(self, task: asyncio.Task[None]) -> bool:
-        """Renew every ``retry_period`` until the work ends (False) or the lease is lost (True)."""
-        last_renewal = self._monotonic()
+        """Renew every ``retry_period`` until the work ends (False) or the lease is lost (True).
+
+        Lost means: the absolute deadline (last successful renewal + ``renew_deadline``) passed,
+        even in the middle of a request, or another holder was seen.
+        """
         while True:
-            done, _ = await asyncio.wait({task}, timeout=self.retry_period)
-            if done:
+            deadline = self._renewed_at + self.renew_deadline
+            pause = min(self.retry_period, deadline - self._monotonic())
+            if pause > 0:
+                await asyncio.wait({task}, timeout=pause)
+            if task.done():
                 return False
-            if await self._attempt():
-                last_renewal = self._monotonic()
-            elif self._held_by_other() or self._monotonic() - last_renewal > self.renew_deadline:
+            remaining = deadline - self._monotonic()
+            if remaining <= 0:
+                return True
+            started = self._monotonic()
+            renewal = asyncio.create_task(self._attempt(remaining))
+            try:
+                await asyncio.wait({task, renewal}, timeout=remaining)
+            finally:
+                if not renewal.done():
+                    renewal.cancel()
+            if task.done():
+                return False
+            if not renewal.done() or renewal.cancelled():
+                return True  # the deadline passed with the request still in flight
+            if renewal.result():
+                self._renewed_at = started
+            elif self._held_by_other():
                 return True
 
     def _held_by_other(self) -> bool:

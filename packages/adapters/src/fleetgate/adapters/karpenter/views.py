@@ -1,9 +1,12 @@
 """Kubernetes JSON objects -> the domain's observation values (``domain.rotation.cluster``).
 
 Every function takes the object as the API serves it (camelCase JSON, already decoded) and
-returns a frozen domain value. A field Karpenter or Kubernetes could not have written (a
-duration that does not parse, a quantity that is not one) is an error naming the object and the
-field: the pass for that pool stops rather than acting on a guess.
+returns a frozen domain value. Fields are read as the ``karpenter.sh/v1`` CRDs define them
+(checked against kubernetes-sigs/karpenter v1.0 through v1.14): an absent ``expireAfter`` is the
+CRD default ``720h`` (the API server fills it in on create; an object that somehow lacks it is
+read the same way), ``Never`` is no expiry. A field Karpenter or Kubernetes could not have
+written (a duration that does not parse, a quantity that is not one) is an error naming the
+object and the field: the pass for that pool stops rather than acting on a guess.
 """
 
 from __future__ import annotations
@@ -42,11 +45,15 @@ def parse_time(value: Any, where: str) -> datetime | None:
     return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
+EXPIRE_AFTER_DEFAULT = "720h"
+"""The v1 CRDs' default ``expireAfter`` (NodePool template and NodeClaim alike)."""
+
+
 def parse_expiry(value: Any, where: str) -> timedelta | None:
-    """``expireAfter``: a Go duration, or ``Never`` / absent for no expiry."""
-    if value is None or value == "Never":
+    """``expireAfter``: a Go duration, ``Never`` for no expiry, absent for the CRD's 720h."""
+    if value == "Never":
         return None
-    return _duration(value, where)
+    return _duration(EXPIRE_AFTER_DEFAULT if value is None else value, where)
 
 
 def _duration(value: Any, where: str) -> timedelta | None:
@@ -74,6 +81,14 @@ def condition_true(obj: Obj, kind: str) -> bool:
         if cond.get("type") == kind:
             return bool(cond.get("status") == "True")
     return False
+
+
+def true_condition_reason(obj: Obj, kind: str) -> str | None:
+    """The ``reason`` of condition ``kind`` when it is exactly True (else None)."""
+    for cond in (obj.get("status") or {}).get("conditions") or ():
+        if cond.get("type") == kind and cond.get("status") == "True":
+            return str(cond.get("reason") or kind)
+    return None
 
 
 def requirements(items: Sequence[Obj] | None) -> tuple[Requirement, ...]:
@@ -107,6 +122,9 @@ def claim_view(obj: Obj) -> NodeClaimView:
         labels=dict(meta.get("labels") or {}),
         requirements=requirements(spec.get("requirements")),
         allocatable=parse_resources(status.get("allocatable"), f"{where}: status.allocatable"),
+        # Karpenter sets DisruptionReason (v1.2+) when it decides to replace the claim.
+        disruption_reason=true_condition_reason(obj, "DisruptionReason"),
+        drifted=condition_true(obj, "Drifted"),
     )
 
 
@@ -122,6 +140,7 @@ def node_view(obj: Obj) -> NodeView:
         allocatable=parse_resources(
             status.get("allocatable"), f"{_where('node', obj)}: status.allocatable"
         ),
+        taints=taints(spec.get("taints")),
     )
 
 
@@ -211,11 +230,12 @@ def pod_view(obj: Obj) -> PodView:
         unschedulable_message=(scheduled.get("message") or "")
         if unschedulable and scheduled
         else None,
+        started_at=parse_time(status.get("startTime"), f"{where}: status.startTime"),
     )
 
 
 def taints(items: Sequence[Obj] | None) -> tuple[Taint, ...]:
-    """NodePool template taints."""
+    """Taints (a NodePool template's, or a Node's ``spec.taints``)."""
     return tuple(
         Taint(str(t["key"]), str(t.get("value") or ""), str(t.get("effect") or "NoSchedule"))
         for t in items or ()
@@ -231,8 +251,16 @@ def pool_observation(
 ) -> PoolObservation:
     """One NodePool with its claims, nodes, their pods and its placeholders (each list by name)."""
     where = _where("nodepool", pool)
-    meta, spec = _meta(pool), pool.get("spec") or {}
+    meta, spec, status = _meta(pool), pool.get("spec") or {}, pool.get("status") or {}
     template = ((spec.get("template") or {}).get("spec")) or {}
+    resources = parse_resources(status.get("resources"), f"{where}: status.resources")
+    if "nodes" not in resources and isinstance(status.get("nodes"), int):
+        resources["nodes"] = status["nodes"] * 1000  # v1.8+ also counts them in status.nodes
+    replicas = spec.get("replicas")
+    if replicas is not None and (
+        isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0
+    ):
+        raise ValueError(f"{where}: spec.replicas: {replicas!r} is not a count")
 
     def by_name(o: Obj) -> tuple[str, str]:
         return (str(_meta(o).get("namespace", "")), str(_meta(o).get("name", "")))
@@ -252,11 +280,11 @@ def pool_observation(
         requirements=requirements(template.get("requirements")),
         taints=taints(template.get("taints")),
         limits=parse_resources(spec.get("limits"), f"{where}: spec.limits"),
-        resources=parse_resources(
-            (pool.get("status") or {}).get("resources"), f"{where}: status.resources"
-        ),
+        resources=resources,
         claims=tuple(claim_view(c) for c in sorted(claims, key=by_name)),
         nodes=tuple(node_view(n) for n in sorted(nodes, key=by_name)),
         pods=tuple(pod_view(p) for p in sorted(pods, key=by_name)),
         placeholders=tuple(pod_view(p) for p in sorted(placeholders, key=by_name)),
+        replicas=replicas,
+        ready=condition_true(pool, "Ready"),
     )

@@ -4,13 +4,18 @@ The controller is correct without them: every pool is re-read on its requeue cad
 rotation moves, 1 min otherwise). Watches only cut the wait, edge-triggered on exactly what the
 rotation machine waits for, so that the controller's own annotation writes do not wake it again:
 
-* a NodePool appearing, disappearing, or changing its spec or labels (``generation``/labels);
-* a pool's NodeClaim appearing, disappearing, becoming Ready, getting a node, starting to delete;
-* a pool's Node appearing Ready or becoming Ready (a surge node is up);
+* a NodePool appearing, disappearing, changing its spec or labels (``generation``/labels), or
+  its Ready condition (a not-Ready pool blocks starts until it is Ready again);
+* a pool's NodeClaim appearing, disappearing, becoming Ready, getting a node, starting to delete,
+  or Karpenter marking it (``DisruptionReason``, ``Drifted``);
+* a pool's Node appearing Ready or becoming Ready (a surge node is up), or Karpenter tainting it
+  ``karpenter.sh/disrupted``;
 * a placeholder Pod being scheduled, running, unschedulable or gone;
 * any RotationPolicy change (every pool may be governed differently): ``poke(None)``.
 
 Each watch runs until cancelled; a dropped or failed stream is re-opened after a short pause.
+Every stream starts from the current state (no ``resourceVersion``), never resuming from an old
+one, so etcd compaction (``410 Gone``) cannot wedge it; the edge filter drops what it has seen.
 """
 
 from __future__ import annotations
@@ -29,15 +34,16 @@ from fleetgate.adapters.karpenter.connection import (
     POLICY_VERSION,
 )
 from fleetgate.domain.rotation.annotations import KARPENTER_NODEPOOL, SURGE_FOR
+from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT
 
 Poke = Callable[[str | None], None]
 Obj = dict[str, Any]
 _log = logging.getLogger(__name__)
 
 
-def _ready(obj: Obj) -> bool:
+def _ready(obj: Obj, kind: str = "Ready") -> bool:
     return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
+        c.get("type") == kind and c.get("status") == "True"
         for c in (obj.get("status") or {}).get("conditions") or ()
     )
 
@@ -47,20 +53,29 @@ def _pool_of(obj: Obj) -> str | None:
 
 
 def nodepool_signature(obj: Obj) -> Hashable:
-    """What of a NodePool can change a pass: its spec (generation) and its labels."""
+    """What of a NodePool can change a pass: its spec (generation), its labels, its Ready."""
     meta = obj.get("metadata") or {}
-    return (meta.get("generation"), tuple(sorted((meta.get("labels") or {}).items())))
+    labels = tuple(sorted((meta.get("labels") or {}).items()))
+    return (meta.get("generation"), labels, _ready(obj))
 
 
 def nodeclaim_signature(obj: Obj) -> Hashable:
-    """Readiness, the bound node and deletion: what a pending or draining rotation waits for."""
+    """Readiness, the bound node and deletion (what a pending or draining rotation waits for),
+    and Karpenter's own disruption marks (they change who may be picked)."""
     meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-    return (_ready(obj), status.get("nodeName"), bool(meta.get("deletionTimestamp")))
+    return (
+        _ready(obj),
+        status.get("nodeName"),
+        bool(meta.get("deletionTimestamp")),
+        _ready(obj, "DisruptionReason"),
+        _ready(obj, "Drifted"),
+    )
 
 
 def node_signature(obj: Obj) -> Hashable:
-    """A surge node matters once it is Ready."""
-    return _ready(obj)
+    """A surge node matters once it is Ready; any node once Karpenter taints it disrupted."""
+    taints = (obj.get("spec") or {}).get("taints") or ()
+    return (_ready(obj), any(t.get("key") == DISRUPTED_TAINT for t in taints))
 
 
 def placeholder_signature(obj: Obj) -> Hashable:

@@ -54,9 +54,12 @@ class Taint:
 class NodeClaimView:
     """One ``karpenter.sh/v1`` NodeClaim of the pool.
 
-    ``expire_after`` None means ``Never``; ``termination_grace_period`` None means unset.
+    ``expire_after`` None means ``Never`` (an absent field is the CRD default, 720h, applied
+    by the API server; gateways apply it too). ``termination_grace_period`` None means unset.
     ``deleting_at`` is the deletionTimestamp (None while not being deleted). ``ready`` is the
     Ready condition being exactly True. ``node_name`` is ``status.nodeName`` (None until bound).
+    ``disruption_reason`` is the reason of a True ``DisruptionReason`` condition (Karpenter has
+    decided to replace the claim), ``drifted`` a True ``Drifted`` condition.
     """
 
     name: str
@@ -70,6 +73,8 @@ class NodeClaimView:
     labels: Mapping[str, str] = field(default_factory=dict)
     requirements: tuple[Requirement, ...] = ()
     allocatable: Resources = field(default_factory=dict)
+    disruption_reason: str | None = None
+    drifted: bool = False
 
     @property
     def deleting(self) -> bool:
@@ -89,12 +94,15 @@ class NodeClaimView:
             ready=self.ready,
             node_name=self.node_name,
             annotations=self.annotations,
+            disruption_reason=self.disruption_reason,
+            drifted=self.drifted,
         )
 
 
 @dataclass(frozen=True)
 class NodeView:
-    """One Node labelled with the pool. ``unschedulable`` is ``spec.unschedulable``."""
+    """One Node labelled with the pool. ``unschedulable`` is ``spec.unschedulable``; ``taints``
+    are ``spec.taints`` (Karpenter's ``karpenter.sh/disrupted`` among them)."""
 
     name: str
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -102,6 +110,7 @@ class NodeView:
     unschedulable: bool = False
     ready: bool = False
     allocatable: Resources = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,7 +122,8 @@ class PodView:
     and ``unschedulable_message`` carry a ``PodScheduled=False`` condition, if any.
     ``node_selector`` and ``required_hostnames`` (one tuple per required node-affinity term: the
     hostnames its ``kubernetes.io/hostname In`` allows, empty when the term has none) let the
-    domain tell a node-pinned Pod from a movable one.
+    domain tell a node-pinned Pod from a movable one. ``started_at`` is ``status.startTime``
+    (a duration-valued ``karpenter.sh/do-not-disrupt`` counts from it).
     """
 
     namespace: str
@@ -130,6 +140,7 @@ class PodView:
     required_hostnames: tuple[tuple[str, ...], ...] = ()
     unschedulable_reason: str | None = None
     unschedulable_message: str | None = None
+    started_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -141,7 +152,10 @@ class PoolObservation:
     Never / unset). ``claims`` are the NodeClaims labelled with the pool, ``nodes`` the Nodes
     labelled with it, ``pods`` the Pods bound to those nodes, ``placeholders`` the controller's
     placeholder Pods for this pool (bound or not). ``limits`` is ``spec.limits`` and
-    ``resources`` is ``status.resources``.
+    ``resources`` is ``status.resources`` (its ``nodes`` entry counts nodes, in milli-units like
+    every quantity). ``replicas`` is ``spec.replicas`` (set: a static NodePool, where Karpenter
+    does not provision for pending pods, so a surge cannot work); ``ready`` is the NodePool's
+    Ready condition being True (Karpenter does not provision from a pool that is not Ready).
     """
 
     name: str
@@ -158,6 +172,13 @@ class PoolObservation:
     nodes: tuple[NodeView, ...] = ()
     pods: tuple[PodView, ...] = ()
     placeholders: tuple[PodView, ...] = ()
+    replicas: int | None = None
+    ready: bool = True
+
+    @property
+    def static(self) -> bool:
+        """A static NodePool (``spec.replicas`` set): break before make, never a surge."""
+        return self.replicas is not None
 
     def claim(self, name: str) -> NodeClaimView | None:
         """The pool claim called ``name``, if it exists."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property
 
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import Action, DeletePlaceholder
 from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
+from fleetgate.domain.rotation.disruption import node_disrupted, pod_opted_out_claims
 from fleetgate.domain.rotation.markers import unfreeze
 from fleetgate.domain.rotation.placeholder import placeholder_name
 from fleetgate.domain.rotation.policy import ResolvedPolicy
@@ -51,13 +52,21 @@ class Pass:
     # over a 10,000-claim pool, a second walk over the claims is a large part of a pass.
     @cached_property
     def views(self) -> list[ClaimView]:
-        """The selection module's view of every observed claim, in observation order."""
-        return [c.selection_view for c in self.obs.claims]
+        """The selection module's view of every observed claim, in observation order; a claim
+        whose node Karpenter has tainted for disruption says so (the node is not the claim's)."""
+        tainted = {n.name for n in self.obs.nodes if node_disrupted(n)}
+        views = [c.selection_view for c in self.obs.claims]
+        if not tainted:
+            return views  # the usual case: the claims' cached views, untouched
+        return [replace(v, node_disrupted=True) if v.node_name in tainted else v for v in views]
 
     @cached_property
     def opted(self) -> frozenset[str]:
-        """The claims whose node carries the operator's own ``do-not-disrupt``."""
-        return opted_out_claims(self.views, {n.name: n.annotations for n in self.obs.nodes})
+        """The claims whose node carries the operator's own ``do-not-disrupt``, or holds a Pod
+        whose ``do-not-disrupt`` is active now (Karpenter honours both; deleting the claim
+        would bypass them)."""
+        nodes = opted_out_claims(self.views, {n.name: n.annotations for n in self.obs.nodes})
+        return nodes | pod_opted_out_claims(self.views, self.obs.pods, self.now)
 
     @cached_property
     def buckets(self) -> list[Bucket]:

@@ -13,6 +13,7 @@ from enum import StrEnum
 
 __all__ = [
     "CLASSIFICATION",
+    "POOL_STATE_CODES",
     "Finding",
     "FindingCode",
     "Severity",
@@ -54,7 +55,20 @@ class FindingCode(StrEnum):
     THROUGHPUT_BELOW_ARRIVAL = "ThroughputBelowArrival"
     THROUGHPUT_BURST_SHORTFALL = "ThroughputBurstShortfall"
     ROTATION_SPANS_NEXT_WINDOW = "RotationSpansNextWindow"
+    # The NodePool's own state (``disruption.pool_findings``), not the derivation's numbers.
+    STATIC_NODE_POOL = "StaticNodePool"
+    NODE_POOL_NOT_READY = "NodePoolNotReady"
+    NODE_LIMIT_REACHED = "NodeLimitReached"
 
+
+POOL_STATE_CODES = frozenset(
+    {
+        FindingCode.STATIC_NODE_POOL,
+        FindingCode.NODE_POOL_NOT_READY,
+        FindingCode.NODE_LIMIT_REACHED,
+    }
+)
+"""Codes about the NodePool's own state: reported with the derivation's, never raised by it."""
 
 _W, _F = Severity.WARN, Severity.FATAL
 _D, _E = Side.DEADLINE, Side.FORECAST
@@ -76,6 +90,9 @@ CLASSIFICATION: dict[FindingCode, tuple[Severity, Side]] = {
     FindingCode.THROUGHPUT_BELOW_ARRIVAL: (_W, _E),
     FindingCode.THROUGHPUT_BURST_SHORTFALL: (_W, _E),
     FindingCode.ROTATION_SPANS_NEXT_WINDOW: (_W, _E),
+    FindingCode.STATIC_NODE_POOL: (_W, _D),
+    FindingCode.NODE_POOL_NOT_READY: (_W, _D),
+    FindingCode.NODE_LIMIT_REACHED: (_W, _D),
 }
 """Severity and side of every code: fixed per code, so they can never be reported inconsistently."""
 

@@ -9,7 +9,13 @@ order and the first that blocks is reported, with its public reason code:
    — and should be reported before operator markers such as ``frozen``);
 3. ``frozen`` — the pool's ``freeze`` annotation parses and now is before it;
 4. ``cooldownAfterSuccess`` — now − ``last-rotation-at`` < cooldownAfter;
-5. ``failurePause`` — now − ``last-failure-at`` < failurePause.
+5. ``failurePause`` — now − ``last-failure-at`` < failurePause;
+6. ``staticNodePool`` — the NodePool sets ``spec.replicas``: Karpenter will not provision a
+   surge node for a pending placeholder there (and replaces a deleted claim only afterwards);
+7. ``nodePoolNotReady`` — the NodePool's Ready condition is not True: no node comes from it.
+
+The last two (:func:`pool_state_gate`) read the NodePool itself and never clear by themselves
+(``until`` None); a watch on the NodePool brings the next pass when they change.
 
 Absent or malformed timestamps never block. Each blocked result also says ``until``: when that
 gate (only that one) clears by itself; None when it never will (no window ever opens).
@@ -37,6 +43,7 @@ __all__ = [
     "GateReason",
     "PoolMarks",
     "check_gates",
+    "pool_state_gate",
     "start_gate",
 ]
 
@@ -52,6 +59,8 @@ class GateReason(StrEnum):
     FROZEN = "frozen"
     COOLDOWN_AFTER_SUCCESS = "cooldownAfterSuccess"
     FAILURE_PAUSE = "failurePause"
+    STATIC_NODE_POOL = "staticNodePool"
+    NODE_POOL_NOT_READY = "nodePoolNotReady"
 
 
 @dataclass(frozen=True)
@@ -104,4 +113,13 @@ def check_gates(
         return Blocked(GateReason.COOLDOWN_AFTER_SUCCESS, marks.last_rotation_at + cooldown_after)
     if marks.last_failure_at is not None and now - marks.last_failure_at < failure_pause:
         return Blocked(GateReason.FAILURE_PAUSE, marks.last_failure_at + failure_pause)
+    return None
+
+
+def pool_state_gate(static: bool, ready: bool) -> Blocked | None:
+    """Gates 6 and 7: a static or not-Ready NodePool cannot surge, so no rotation starts."""
+    if static:
+        return Blocked(GateReason.STATIC_NODE_POOL, None)
+    if not ready:
+        return Blocked(GateReason.NODE_POOL_NOT_READY, None)
     return None

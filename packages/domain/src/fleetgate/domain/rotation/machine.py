@@ -38,7 +38,12 @@ from fleetgate.domain.rotation.estimates import (
     OBSERVED_DRAIN,
     append_sample,
 )
-from fleetgate.domain.rotation.gates import NO_ELIGIBLE_CLAIM, PoolMarks, start_gate
+from fleetgate.domain.rotation.gates import (
+    NO_ELIGIBLE_CLAIM,
+    PoolMarks,
+    pool_state_gate,
+    start_gate,
+)
 from fleetgate.domain.rotation.governance import Governance, Status, govern
 from fleetgate.domain.rotation.pending import advance_failed, headroom_ok, pending
 from fleetgate.domain.rotation.policy import RotationPolicy
@@ -114,6 +119,7 @@ def step(
             tuple(actions), now + LONG_REQUEUE, _with(report, reason="fatal"), quiet_until=None
         )
     blocked = start_gate(now, p.policy, PoolMarks.from_annotations(obs.annotations))
+    blocked = blocked or pool_state_gate(obs.static, obs.ready)
     if blocked is not None:
         fields = {"reason": blocked.reason.value}
         if blocked.until is not None:
@@ -214,6 +220,7 @@ def advance(p: Pass, name: str) -> tuple[list[Action], datetime | None]:
         return actions, p.now + SHORT_REQUEUE
     if state == ann.ClaimState.FAILED:
         blocked = start_gate(p.now, p.policy, PoolMarks.from_annotations(p.obs.annotations))
+        blocked = blocked or pool_state_gate(p.obs.static, p.obs.ready)
         return advance_failed(p, claim, blocked is None)
     if state == ann.ClaimState.EXPIRED:
         return [*p.release(name), AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR))], None

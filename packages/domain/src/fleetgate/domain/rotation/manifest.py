@@ -210,6 +210,7 @@ class _Reader:
                     "exclusions",
                     "surge",
                     "prePull",
+                    "rotateDrifted",
                 }
             ),
         )
@@ -226,6 +227,7 @@ class _Reader:
             exclusions=self.listed(spec, "exclusions", self.exclusion),
             surge=self.surge(spec.get("surge")),
             pre_pull=PrePull(enabled=self.flag(spec.get("prePull"), "spec.prePull")),
+            rotate_drifted=self.flag(spec.get("rotateDrifted"), "spec.rotateDrifted"),
             # Server-set, so never judged: kept only when it is what the API server writes.
             generation=generation if type(generation) is int else None,
         )

@@ -25,6 +25,7 @@ from fleetgate.domain.rotation.actions import (
 from fleetgate.domain.rotation.cluster import NodeClaimView, PodView
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
 from fleetgate.domain.rotation.context import CLEAR_ANCHOR, Pass
+from fleetgate.domain.rotation.disruption import node_limit_reached
 from fleetgate.domain.rotation.estimates import OBSERVED_PROVISIONING, append_sample
 from fleetgate.domain.rotation.markers import freeze
 from fleetgate.domain.rotation.placeholder import Clamp, build_placeholder
@@ -82,7 +83,13 @@ def build(p: Pass, claim: NodeClaimView) -> tuple[CreatePlaceholder, Clamp]:
 
 
 def headroom_ok(p: Pass, claim: NodeClaimView) -> bool:
-    """Whether the pool's limits leave room for the surge node (spec §6 "Headroom")."""
+    """Whether the pool's limits leave room for the surge node (spec §6 "Headroom").
+
+    ``limits.nodes`` needs room for one more node (Karpenter counts nodes in
+    ``status.resources.nodes``); every other limit needs room for the placeholder's requests.
+    """
+    if node_limit_reached(p.obs):
+        return False
     create, _ = build(p, claim)
     for name, want in create.spec.requests.items():
         if name in p.obs.limits and want > p.obs.limits[name] - p.obs.resources.get(name, 0):

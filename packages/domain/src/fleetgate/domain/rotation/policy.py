@@ -122,6 +122,9 @@ class RotationPolicy:
     exclusions: tuple[Exclusion, ...] = ()
     surge: Surge = Surge()
     pre_pull: PrePull = PrePull()
+    rotate_drifted: bool = False
+    """``spec.rotateDrifted.enabled``: rotate claims Karpenter reports ``Drifted`` (by default
+    they are left to Karpenter, which replaces them itself)."""
     api_version: str = FLEETGATE_API_VERSION
     generation: int | None = field(default=None, compare=False)
     """``metadata.generation`` of a policy read from the cluster (None from a file). Left out
@@ -296,6 +299,7 @@ class ResolvedPolicy:
             lead_time_base=self.lead_time_base,
             retry_backoff=self.retry_backoff,
             override=self.override,
+            rotate_drifted=self.policy.rotate_drifted,
         )
 
     def derive_inputs(self, expire_after: timedelta | None, node_count: int = 0) -> DeriveInputs:

@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.context import Pass
+from fleetgate.domain.rotation.disruption import opt_out_expiry
 from fleetgate.domain.rotation.selection import retry_backoff
 
 _TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
@@ -40,7 +41,8 @@ def next_eligibility(p: Pass) -> datetime | None:
                 trigger = max(trigger, failed_at + retry_backoff(rules.retry_backoff, count))
         if trigger > p.now:
             instants.append(trigger)
-    return min(instants, default=None)
+    # A Pod's duration-valued do-not-disrupt runs out by time alone, too.
+    return earliest(min(instants, default=None), opt_out_expiry(p.obs.pods, p.now))
 
 
 def quiet_anchored(p: Pass, anchor: str) -> datetime | None:

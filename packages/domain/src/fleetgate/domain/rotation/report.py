@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from fleetgate.domain.rotation import annotations as ann
@@ -10,6 +10,7 @@ from fleetgate.domain.rotation.actions import Action, Announce
 from fleetgate.domain.rotation.cluster import NodeClaimView
 from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.derive import Derivation
+from fleetgate.domain.rotation.disruption import pool_findings
 from fleetgate.domain.rotation.estimates import KEYS, EstimateCheck, check_estimate, read_samples
 from fleetgate.domain.rotation.gates import Blocked
 from fleetgate.domain.rotation.governance import Governance
@@ -41,6 +42,9 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
     """Step 1 of a pass (§7.2): derive, take the census, and announce the pool's standing."""
     obs, now = p.obs, p.now
     derivation = p.policy.derive(obs.expire_after, len(obs.claims))
+    pool_state = pool_findings(obs)
+    if pool_state:  # the pool's own state, reported beside the derivation's findings
+        derivation = replace(derivation, findings=derivation.findings + pool_state)
     views = p.views
     census = p.census
     actions: list[Action] = []

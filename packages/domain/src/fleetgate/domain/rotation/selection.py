@@ -63,6 +63,17 @@ class ClaimView:
     """Whether its Ready condition is True (absent, Unknown or False all mean not ready)."""
     node_name: str | None = None
     annotations: Mapping[str, str] = field(default_factory=dict, hash=False)
+    disruption_reason: str | None = None
+    """Karpenter's ``DisruptionReason`` condition (True): it has chosen to replace the claim."""
+    node_disrupted: bool = False
+    """The claim's Node carries Karpenter's ``karpenter.sh/disrupted`` taint."""
+    drifted: bool = False
+    """Karpenter's ``Drifted`` condition is True: Karpenter will replace the claim itself."""
+
+    @property
+    def karpenter_disrupting(self) -> bool:
+        """Karpenter is already replacing this claim: picking it would replace it twice."""
+        return self.node_disrupted or self.disruption_reason is not None
 
     @property
     def state(self) -> str:
@@ -79,6 +90,8 @@ class SelectionRules:
     retry_backoff: timedelta
     override: timedelta | None = None
     """An explicit ageThreshold; None means ``auto``."""
+    rotate_drifted: bool = False
+    """Whether drifted claims are still fleetgate's to rotate (default: Karpenter's own)."""
 
 
 class Bucket(StrEnum):
@@ -86,6 +99,8 @@ class Bucket(StrEnum):
 
     OPTED_OUT = "OptedOut"
     DELETING = "Deleting"
+    KARPENTER_DISRUPTING = "KarpenterDisrupting"
+    DRIFTED = "Drifted"
     NOT_READY = "NotReady"
     IN_FLIGHT = "InFlight"
     TERMINAL = "Terminal"
@@ -119,6 +134,8 @@ _CENSUS_ORDER = (
     Bucket.ELIGIBLE,
     Bucket.OPTED_OUT,
     Bucket.DELETING,
+    Bucket.KARPENTER_DISRUPTING,
+    Bucket.DRIFTED,
     Bucket.NOT_READY,
     Bucket.IN_FLIGHT,
     Bucket.TERMINAL,
@@ -182,6 +199,10 @@ def classify(
         return Bucket.OPTED_OUT
     if claim.deleting:
         return Bucket.DELETING
+    if claim.karpenter_disrupting:
+        return Bucket.KARPENTER_DISRUPTING
+    if claim.drifted and not rules.rotate_drifted:
+        return Bucket.DRIFTED
     if not claim.ready:
         return Bucket.NOT_READY
     state = claim.state

@@ -1,0 +1,135 @@
+"""Karpenter's own disruption state, as the rotation reads it (checked against Karpenter v1).
+
+Fleetgate must never act on a node Karpenter is already replacing, nor on one Karpenter itself
+would refuse to disrupt, nor start a surge in a pool where Karpenter will not provision one:
+
+- a Node tainted ``karpenter.sh/disrupted`` (Karpenter's disruption and termination
+  controllers set it before a replacement) or a NodeClaim whose ``DisruptionReason`` condition
+  is True is already being replaced; a ``Drifted`` claim will be;
+- a Pod annotated ``karpenter.sh/do-not-disrupt`` blocks its node's disruption while it is
+  active (not Succeeded/Failed, not terminating) and the value is ``"true"``, or a positive
+  Go duration that has not yet run out since the Pod's ``status.startTime`` (no start time:
+  still blocking). Any other value is ignored, as Karpenter ignores it;
+- a static NodePool (``spec.replicas`` set) or one whose ``Ready`` condition is not True gets
+  no surge node for a pending placeholder; a pool at ``spec.limits.nodes`` gets none either.
+
+Deleting a NodeClaim bypasses every one of Karpenter's own checks, so these are fleetgate's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+
+from fleetgate.domain.durations import parse_duration
+from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT, TRUE
+from fleetgate.domain.rotation.cluster import NodeView, PodView, PoolObservation
+from fleetgate.domain.rotation.findings import Finding, FindingCode, finding
+from fleetgate.domain.rotation.selection import ClaimView
+
+__all__ = [
+    "DISRUPTED_TAINT",
+    "NODES",
+    "node_disrupted",
+    "node_limit_reached",
+    "opt_out_expiry",
+    "pod_opt_out_active",
+    "pod_opted_out_claims",
+    "pool_findings",
+]
+
+DISRUPTED_TAINT = "karpenter.sh/disrupted"
+"""The taint Karpenter puts on a node it is disrupting (``NoSchedule``)."""
+
+NODES = "nodes"
+"""The ``spec.limits`` / ``status.resources`` entry that counts nodes (milli-units here)."""
+
+_ONE_NODE = 1000
+
+
+def node_disrupted(node: NodeView) -> bool:
+    """Whether Karpenter has tainted ``node`` for disruption (it is replacing it)."""
+    return any(t.key == DISRUPTED_TAINT for t in node.taints)
+
+
+def _opt_out_duration(value: str) -> timedelta | None:
+    """A do-not-disrupt duration as Go's ``time.ParseDuration`` reads it; None if invalid."""
+    if "d" in value:  # fleetgate's durations take days; Go's (and so Karpenter's) do not
+        return None
+    try:
+        duration = parse_duration(value)
+    except ValueError:
+        return None
+    return duration if duration > timedelta(0) else None
+
+
+def pod_opt_out_active(pod: PodView, now: datetime) -> bool:
+    """Whether ``pod``'s ``karpenter.sh/do-not-disrupt`` blocks disrupting its node at ``now``."""
+    value = pod.annotations.get(KARPENTER_DO_NOT_DISRUPT)
+    if value is None or pod.deleting or pod.phase in ("Succeeded", "Failed"):
+        return False
+    if value == TRUE:
+        return True
+    duration = _opt_out_duration(value)
+    if duration is None:
+        return False
+    return pod.started_at is None or now - pod.started_at < duration
+
+
+def opt_out_expiry(pods: Iterable[PodView], now: datetime) -> datetime | None:
+    """The first instant after ``now`` at which an active duration opt-out runs out."""
+    ends = []
+    for pod in pods:
+        value = pod.annotations.get(KARPENTER_DO_NOT_DISRUPT)
+        if value is None or value == TRUE:
+            continue
+        duration = _opt_out_duration(value)
+        if duration is not None and pod.started_at is not None and pod_opt_out_active(pod, now):
+            ends.append(pod.started_at + duration)
+    return min(ends, default=None)
+
+
+def pod_opted_out_claims(
+    claims: Iterable[ClaimView], pods: Iterable[PodView], now: datetime
+) -> frozenset[str]:
+    """Names of claims whose node holds a Pod with an active do-not-disrupt opt-out."""
+    blocked = {p.node_name for p in pods if p.node_name and pod_opt_out_active(p, now)}
+    if not blocked:
+        return frozenset()
+    return frozenset(c.name for c in claims if c.node_name in blocked)
+
+
+def node_limit_reached(obs: PoolObservation) -> bool:
+    """Whether the pool's ``spec.limits.nodes`` leaves no room for one more (surge) node."""
+    limit = obs.limits.get(NODES)
+    return limit is not None and obs.resources.get(NODES, 0) + _ONE_NODE > limit
+
+
+def pool_findings(obs: PoolObservation) -> tuple[Finding, ...]:
+    """Warnings about pool states in which no surge can work (shown by the status and API)."""
+    found: list[Finding] = []
+    if obs.static:
+        found.append(
+            finding(
+                FindingCode.STATIC_NODE_POOL,
+                f"spec.replicas is set ({obs.replicas}): Karpenter keeps a fixed node count and "
+                "does not provision for the surge placeholder; fleetgate will not rotate it",
+            )
+        )
+    if not obs.ready:
+        found.append(
+            finding(
+                FindingCode.NODE_POOL_NOT_READY,
+                "the NodePool's Ready condition is not True: Karpenter provisions no node "
+                "from it, so a surge cannot succeed; fleetgate will not start a rotation",
+            )
+        )
+    if node_limit_reached(obs):
+        found.append(
+            finding(
+                FindingCode.NODE_LIMIT_REACHED,
+                f"status.resources.nodes is {obs.resources.get(NODES, 0) // _ONE_NODE} of "
+                f"spec.limits.nodes {obs.limits[NODES] // _ONE_NODE}: no room for a surge node",
+            )
+        )
+    return tuple(found)
