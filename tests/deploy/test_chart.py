@@ -5,7 +5,6 @@ bad values are refused at install time, and the config it renders is one fleetga
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import jsonschema

@@ -103,7 +103,9 @@ class Replica:
 
 async def _until(predicate: Callable[[], bool]) -> None:
     async with asyncio.timeout(30):  # generous: the machine may be loaded
-        while not predicate():
+        while True:
+            if predicate():
+                return
             await asyncio.sleep(0.01)
 
 

@@ -139,7 +139,9 @@ async def _until(predicate: Callable[[], bool]) -> None:
 
 async def _probed(replica: Replica, probe: Callable[[], Awaitable[int]], status: int) -> None:
     async with asyncio.timeout(10):  # the replica's task may not even have started yet
-        while "probes" not in replica.endpoints.ports or await probe() != status:
+        while True:
+            if "probes" in replica.endpoints.ports and await probe() == status:
+                return
             await asyncio.sleep(0.02)
 
 
