@@ -5,6 +5,7 @@ bad values are refused at install time, and the config it renders is one fleetga
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import jsonschema
@@ -321,3 +322,71 @@ def _openapi_to_jsonschema(schema: Any, root: bool = True) -> Any:
             "metadata": {"type": "object"},
         }
     return out
+
+
+def _defaulted(schema: Any, value: Any) -> Any:
+    """``value`` with the schema's defaults filled in, as the API server does at admission."""
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        out = {k: _defaulted(props.get(k, {}), v) for k, v in value.items()}
+        for key, sub in props.items():
+            if key not in out and "default" in sub:
+                out[key] = _defaulted(sub, copy.deepcopy(sub["default"]))
+        return out
+    if isinstance(value, list):
+        return [_defaulted(schema.get("items") or {}, v) for v in value]
+    return value
+
+
+def _crd_schema() -> Any:
+    return crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"surge": {"maxUnavailable": 2}}, "2 is greater than the maximum of 1"),
+        ({"minRotationChances": 0}, "0 is less than the minimum of 1"),
+        ({"ageThreshold": "ten days"}, "'ten days' does not match"),
+        ({"surge": {"readyTimeout": "soon"}}, "'soon' does not match"),
+        (
+            {
+                "maintenanceWindows": [
+                    {"timezone": "UTC", "days": ["Monday"], "start": "01:00", "end": "05:00"}
+                ]
+            },
+            "'Monday' is not one of",
+        ),
+    ],
+)
+def test_the_crd_refuses_at_admission_what_the_reference_refuses(
+    spec: dict[str, Any], message: str
+) -> None:
+    schema = _openapi_to_jsonschema(_crd_schema())
+    [policy] = [d for d in render(EVERYTHING) if d["kind"] == "RotationPolicy"]
+    jsonschema.validate(policy, schema)  # the documented example is admitted
+    bad = {**policy, "spec": {**policy["spec"], **spec}}
+    with pytest.raises(jsonschema.ValidationError, match=re.escape(message)):
+        jsonschema.validate(bad, schema)
+
+
+def test_the_crd_defaults_are_the_controllers_own_defaults() -> None:
+    minimal = {
+        "apiVersion": "fleetgate.io/v1alpha1",
+        "kind": "RotationPolicy",
+        "metadata": {"name": "minimal"},
+        "spec": copy.deepcopy(POLICY["spec"]) | {"surge": {}},
+    }
+    minimal["spec"].pop("surge")
+    admitted = _defaulted(_crd_schema(), minimal)
+    spec = admitted["spec"]
+    assert spec["ageThreshold"] == "auto" and spec["minRotationChances"] == 2
+    assert spec["surge"]["maxUnavailable"] == 1 and spec["surge"]["forcefulFallback"] == {
+        "enabled": False
+    }
+    assert spec["prePull"] == {"enabled": False}
+    jsonschema.validate(admitted, _openapi_to_jsonschema(_crd_schema()))
+    read_minimal, errors = read_manifest(minimal)
+    read_admitted, admitted_errors = read_manifest(admitted)
+    assert errors == admitted_errors == []
+    assert read_admitted == read_minimal  # defaulting at admission changes nothing fleetgate reads
