@@ -103,6 +103,7 @@ def test_reason_codes_are_public_strings() -> None:
         "frozen",
         "cooldownAfterSuccess",
         "failurePause",
+        "referenceControllerActive",
     ]
 
 

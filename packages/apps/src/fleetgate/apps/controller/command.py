@@ -67,7 +67,7 @@ def build_controller(
         clock,
         events,
         RotationMetrics(registry),
-        MachineConfig(namespace=ctl.namespace),
+        MachineConfig(namespace=ctl.namespace, reference_gone=ctl.reference_controller_gone),
         placeholder_image=ctl.placeholder_image,
         priority_class=ctl.priority_class,
     )

@@ -52,6 +52,8 @@ class GateReason(StrEnum):
     FROZEN = "frozen"
     COOLDOWN_AFTER_SUCCESS = "cooldownAfterSuccess"
     FAILURE_PAUSE = "failurePause"
+    REFERENCE_CONTROLLER_ACTIVE = "referenceControllerActive"
+    """The reference controller (noderotation.io) is acting on the pool: see reference.py."""
 
 
 @dataclass(frozen=True)
