@@ -65,8 +65,8 @@ def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict
     return matches[0]
 
 
-def crd() -> dict[str, Any]:
-    return yaml.safe_load((CHART / "crds" / "rotationpolicies.fleetgate.io.yaml").read_text())
+def crd(group: str = "fleetgate.io") -> dict[str, Any]:
+    return yaml.safe_load((CHART / "crds" / f"rotationpolicies.{group}.yaml").read_text())
 
 
 @pytest.mark.parametrize("name", VALUE_SETS)
@@ -85,7 +85,7 @@ def test_every_builtin_manifest_is_valid_kubernetes(name: str, version: str) -> 
         if d["apiVersion"].split("/")[0] not in ("monitoring.coreos.com", "fleetgate.io")
     ]
     assert len(builtin) >= 12
-    for doc in [*builtin, crd()]:
+    for doc in [*builtin, crd(), crd("noderotation.io")]:
         kubernetes_validate.validate(doc, version, strict=True)
 
 
@@ -390,3 +390,42 @@ def test_the_crd_defaults_are_the_controllers_own_defaults() -> None:
     read_admitted, admitted_errors = read_manifest(admitted)
     assert errors == admitted_errors == []
     assert read_admitted == read_minimal  # defaulting at admission changes nothing fleetgate reads
+
+
+def test_the_reference_controllers_group_is_served_with_the_same_schema() -> None:
+    ours, reference = crd(), crd("noderotation.io")
+    assert reference["metadata"]["name"] == "rotationpolicies.noderotation.io"
+    assert reference["spec"]["group"] == "noderotation.io"
+    assert reference["spec"]["names"] == ours["spec"]["names"]  # kind RotationPolicy, cluster
+    assert reference["spec"]["scope"] == "Cluster"
+    assert reference["spec"]["versions"] == ours["spec"]["versions"]  # one schema, two groups
+
+
+def test_a_reference_manifest_is_admitted_unchanged_and_read_by_fleetgate() -> None:
+    manifest = {
+        "apiVersion": "noderotation.io/v1alpha1",
+        "kind": "RotationPolicy",
+        "metadata": {"name": "nightly"},
+        "spec": {
+            "nodePoolSelector": {"matchLabels": {"rotation": "nightly"}},
+            "ageThreshold": "auto",
+            "minRotationChances": 2,
+            "maintenanceWindows": [
+                {"timezone": "Asia/Tokyo", "days": ["Sat", "Sun"], "start": "02:00", "end": "06:00"}
+            ],
+            "surge": {
+                "maxUnavailable": 1,
+                "readyTimeout": "15m",
+                "cooldownAfter": "10m",
+                "retryBackoff": "30m",
+                "forcefulFallback": {"enabled": False},
+            },
+            "prePull": {"enabled": False},
+        },
+    }
+    schema = _openapi_to_jsonschema(
+        crd("noderotation.io")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    )
+    jsonschema.validate(manifest, schema)
+    policy, errors = read_manifest(_defaulted(schema, manifest))
+    assert errors == [] and policy.api_version == "noderotation.io/v1alpha1"

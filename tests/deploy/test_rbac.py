@@ -116,6 +116,7 @@ async def api() -> AsyncIterator[tuple[KubeAPIServer, VirtualClock]]:
         server.resources = (
             *DEFAULT_RESOURCES,
             Resource("fleetgate.io", "v1alpha1", "rotationpolicies", "RotationPolicy", False),
+            Resource("noderotation.io", "v1alpha1", "rotationpolicies", "RotationPolicy", False),
         )
         yield server, clock
 
@@ -139,6 +140,21 @@ async def _rotate_with_hand_over(api: KubeAPIServer, clock: VirtualClock, tmp: P
             },
         }
     )
+    # A reference controller's policy, applied unchanged: it governs nothing here, but it is
+    # read, watched and given a status like fleetgate's own.
+    api.seed(
+        {
+            "apiVersion": "noderotation.io/v1alpha1",
+            "kind": "RotationPolicy",
+            "metadata": {"name": "reference", "generation": 1},
+            "spec": {
+                "nodePoolSelector": {"matchLabels": {"team": "elsewhere"}},
+                "maintenanceWindows": [
+                    {"timezone": "UTC", "days": ["Sun"], "start": "01:00", "end": "05:00"}
+                ],
+            },
+        }
+    )
     sim = KarpenterSim(api)
     api.seed(nodepool("pool", expire_after="336h", tgp="1h"))
     old, node = sim.node("pool", created=clock.now() - timedelta(days=14) + timedelta(minutes=30))
@@ -153,9 +169,22 @@ async def _rotate_with_hand_over(api: KubeAPIServer, clock: VirtualClock, tmp: P
     sim.shortage = False
     await _until(lambda: ann.LAST_ROTATION_AT in _annotations(api))
     assert b.passes and api.get("NodeClaim", old) is None  # b finished what a started
-    policy = api.get("RotationPolicy", "always") or {}
-    assert (policy.get("status") or {}).get("conditions"), "the policy status was written"
+    for name in ("always", "reference"):
+        status = _policy(api, name).get("status") or {}
+        assert status.get("conditions"), f"the status of {name} was written"
+    assert _policy(api, "reference")["status"]["matchedNodePools"] == 0  # the reference's shape
     await b.stop()
+
+
+def _policy(api: KubeAPIServer, name: str) -> dict[str, Any]:
+    [found] = [
+        p
+        for res in api.resources
+        if res.plural == "rotationpolicies"
+        for p in api.list(f"rotationpolicies.{res.group}")
+        if p["metadata"]["name"] == name
+    ]
+    return found
 
 
 def _annotations(api: KubeAPIServer) -> dict[str, str]:
