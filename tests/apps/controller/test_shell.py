@@ -281,3 +281,17 @@ async def test_a_failing_status_write_is_retried_on_the_next_pass_not_every_seco
     world.cluster.write_policy_status = write  # type: ignore[method-assign]
     await world.pass_once()
     assert world.cluster.policy_statuses["default"].ready.reason == "Accepted"
+
+
+async def test_a_watch_poke_during_the_status_write_leaves_the_pool_due_not_a_crash() -> None:
+    world = World(_kept(policy()))
+    world.node(timedelta(days=1))
+    write = world.cluster.write_policy_status
+
+    async def poked_meanwhile(name: str, status: object) -> bool:
+        world.controller.poke("pool")  # a watch event arrives while the write is in flight
+        return await write(name, status)  # type: ignore[arg-type]
+
+    world.cluster.write_policy_status = poked_meanwhile  # type: ignore[method-assign]
+    await world.pass_once()  # raised KeyError('pool') before
+    assert world.controller.due["pool"] == world.clock.now()  # poked: due at once
