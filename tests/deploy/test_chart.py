@@ -12,8 +12,11 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from fleetgate.apps.container import build_container
+from fleetgate.apps.controller.endpoints import ControllerEndpoints
+from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.settings import load_settings
 from fleetgate.domain.rotation.manifest import read_manifest
 from tests.deploy.helm import CHART, HelmError, lint, template
@@ -429,3 +432,31 @@ def test_a_reference_manifest_is_admitted_unchanged_and_read_by_fleetgate() -> N
     jsonschema.validate(manifest, schema)
     policy, errors = read_manifest(_defaulted(schema, manifest))
     assert errors == [] and policy.api_version == "noderotation.io/v1alpha1"
+
+
+def test_the_prometheus_rule_has_the_documented_alerts_over_series_the_controller_serves() -> None:
+    assert not [d for d in render(BASE) if d["kind"] == "PrometheusRule"]
+    rule = find(render(MONITORED), "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    [group] = rule["spec"]["groups"]
+    docs = (CHART.parents[2] / "docs" / "deploy.md").read_text()
+    registry = CollectorRegistry()
+    RotationMetrics(registry)
+    ControllerEndpoints(registry, lambda: True)
+    served = {m.name for m in registry.collect()} | {
+        m.name + "_total" for m in registry.collect() if m.type == "counter"
+    }
+    assert len(group["rules"]) >= 8
+    for alert in group["rules"]:
+        assert set(alert) <= {"alert", "expr", "for", "labels", "annotations"}
+        assert alert["labels"]["severity"] in ("page", "ticket")
+        assert f"`{alert['alert']}`" in docs, f"{alert['alert']} is not in docs/deploy.md"
+        documented = alert["expr"].replace(
+            'namespace="fleetgate-system"', 'namespace="<release namespace>"'
+        )
+        assert f"`{documented}`" in docs, (
+            f"the expression of {alert['alert']} differs from the docs"
+        )
+        for metric in re.findall(r"\bfleetgate_[a-z_]+", alert["expr"]):
+            assert metric in served, f"{alert['alert']} reads {metric}, which nothing serves"
