@@ -288,6 +288,9 @@ def test_the_rendered_config_is_one_fleetgate_accepts(monkeypatch: pytest.Monkey
     assert settings.cluster == "karpenter"
     assert settings.controller.namespace == "fleetgate-system"
     assert settings.controller.leader_election is True
+    assert settings.controller.reference_controller_gone is False
+    gone = render({**BASE, "controller": {"referenceControllerGone": True}})
+    assert _settings(gone).controller.reference_controller_gone is True
     assert settings.capacity.target_load == 0.8
     gateway = build_container(settings).cluster()  # the Karpenter plugin accepts the options
     assert gateway.options.namespace == "fleetgate-system"
