@@ -4,6 +4,7 @@ controller owned, then rotates the pool itself."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -11,11 +12,8 @@ from prometheus_client import CollectorRegistry
 
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.karpenter.gateway import KarpenterGateway
-from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import PassResult, RotationController
 from fleetgate.domain.rotation import annotations as ann
-from fleetgate.domain.rotation.machine import MachineConfig
-from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.reference import (
     REFERENCE_CORDONED,
     REFERENCE_DO_NOT_DISRUPT_OWNED,
@@ -23,24 +21,17 @@ from fleetgate.domain.rotation.reference import (
 from tests.adapters.karpenter.conftest import NAMESPACE
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import KubeAPIServer
-from tests.adapters.karpenter.test_full_rotation import POLICY
+from tests.adapters.karpenter.test_full_rotation import _controller as full_rotation_controller
+from tests.adapters.karpenter.test_full_rotation import _run
 
 
 def _controller(
     gateway: KarpenterGateway, clock: VirtualClock, passes: list[PassResult], gone: bool
 ) -> RotationController:
-    async def policies() -> list[RotationPolicy]:
-        return [POLICY]
-
-    return RotationController(
-        gateway,
-        policies,
-        clock,
-        gateway.event_sink(),
-        RotationMetrics(CollectorRegistry()),
-        MachineConfig(namespace=NAMESPACE, reference_gone=gone),
-        on_pass=passes.append,
-    )
+    """The full-rotation test's controller, told whether the reference controller is gone."""
+    controller = full_rotation_controller(gateway, clock, passes, CollectorRegistry())
+    controller.config = replace(controller.config, reference_gone=gone)
+    return controller
 
 
 def _left_by_the_reference(node: dict[str, Any]) -> None:
@@ -81,16 +72,7 @@ async def test_reference_markers_hold_the_pool_until_released_then_fleetgate_rot
     assert api.list("Pod", NAMESPACE) == []  # no placeholder: nothing started
 
     released = _controller(gateway, clock, passes, gone=True)
-    for _ in range(60):
-        await released.run_due()
-        if api.get("NodeClaim", old) is None:
-            break
-        due = released.next_due()
-        assert due is not None
-        clock.set(due)
-        sim.provision()
-        sim.terminate()
-    assert api.get("NodeClaim", old) is None, "fleetgate rotated the pool once released"
+    await _run(released, sim, clock, lambda: api.get("NodeClaim", old) is None)  # then rotated
     # The reference's writes to the node were undone one by one before the rotation began...
     writes = [w for w in api.writes() if w.path == f"/api/v1/nodes/{old_node}"]
     assert [w.body for w in writes[:2]] == [
