@@ -1,23 +1,26 @@
-"""The Helm chart: every rendered manifest is valid Kubernetes, RBAC is spec 10 exactly, and the
-config it renders is one fleetgate accepts."""
+"""The Helm chart, rendered by real Helm: it lints strictly, every manifest is valid Kubernetes,
+bad values are refused at install time, and the config it renders is one fleetgate accepts.
+(RBAC is derived from the code's own requests in test_rbac.py.)"""
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
+import re
 from typing import Any
 
 import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from prometheus_client import CollectorRegistry
 
 from fleetgate.apps.container import build_container
+from fleetgate.apps.controller.endpoints import ControllerEndpoints
+from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.settings import load_settings
 from fleetgate.domain.rotation.manifest import read_manifest
-from tests.deploy.gotemplate import Chart, TemplateError, documents
+from tests.deploy.helm import CHART, HelmError, lint, template
 
-CHART = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "fleetgate"
 K8S_VERSIONS = ("1.26.0", "1.37.0")  # the chart's kubeVersion floor, and the newest schemas
 BASE: dict[str, Any] = {"database": {"existingSecret": "fleetgate-database"}}
 POLICY = {
@@ -39,15 +42,24 @@ EVERYTHING = {
     "imagePullSecrets": [{"name": "regcred"}],
     "config": {"capacity": {"target_load": 0.8}},
 }
+MONITORED = {
+    **BASE,
+    "metrics": {"prometheusRule": {"enabled": True, "labels": {"release": "prometheus"}}},
+}
+TRIAL = {"database": {"url": "postgresql+asyncpg://fleetgate:pw@db:5432/fleetgate"}}
+# The value sets docs/deploy.md documents: the minimum, everything switched on, monitoring, trial.
+VALUE_SETS = {"defaults": BASE, "everything": EVERYTHING, "monitored": MONITORED, "trial": TRIAL}
 
 
-@pytest.fixture(scope="module")
-def chart() -> Chart:
-    return Chart(CHART)
+_RENDERED: dict[str, list[dict[str, Any]]] = {}
 
 
-def render(chart: Chart, values: dict[str, Any]) -> list[dict[str, Any]]:
-    return documents(chart.render(copy.deepcopy(values), namespace="fleetgate-system"))
+def render(values: dict[str, Any]) -> list[dict[str, Any]]:
+    """``helm template`` of ``values`` (memoised: Helm is a subprocess)."""
+    key = yaml.safe_dump(values)
+    if key not in _RENDERED:
+        _RENDERED[key] = template(copy.deepcopy(values), namespace="fleetgate-system")
+    return copy.deepcopy(_RENDERED[key])
 
 
 def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
@@ -56,29 +68,33 @@ def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict
     return matches[0]
 
 
-def crd() -> dict[str, Any]:
-    return yaml.safe_load((CHART / "crds" / "rotationpolicies.fleetgate.io.yaml").read_text())
+def crd(group: str = "fleetgate.io") -> dict[str, Any]:
+    return yaml.safe_load((CHART / "crds" / f"rotationpolicies.{group}.yaml").read_text())
 
 
-@pytest.mark.parametrize("values", [BASE, EVERYTHING], ids=["defaults", "everything"])
+@pytest.mark.parametrize("name", VALUE_SETS)
+def test_helm_lint_strict_passes_for_every_documented_value_set(name: str) -> None:
+    report = lint(VALUE_SETS[name])
+    assert "0 chart(s) failed" in report and "[ERROR]" not in report and "[WARNING]" not in report
+
+
+@pytest.mark.parametrize("name", VALUE_SETS)
 @pytest.mark.parametrize("version", K8S_VERSIONS)
-def test_every_builtin_manifest_is_valid_kubernetes(
-    chart: Chart, values: dict[str, Any], version: str
-) -> None:
-    docs = render(chart, values)
+def test_every_builtin_manifest_is_valid_kubernetes(name: str, version: str) -> None:
+    docs = render(VALUE_SETS[name])
     builtin = [
         d
         for d in docs
         if d["apiVersion"].split("/")[0] not in ("monitoring.coreos.com", "fleetgate.io")
     ]
     assert len(builtin) >= 12
-    for doc in [*builtin, crd()]:
+    for doc in [*builtin, crd(), crd("noderotation.io")]:
         kubernetes_validate.validate(doc, version, strict=True)
 
 
-def test_the_rotation_policies_fit_the_crd_and_the_controller_reads_them(chart: Chart) -> None:
+def test_the_rotation_policies_fit_the_crd_and_the_controller_reads_them() -> None:
     schema = _openapi_to_jsonschema(crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"])
-    [policy] = [d for d in render(chart, EVERYTHING) if d["kind"] == "RotationPolicy"]
+    [policy] = [d for d in render(EVERYTHING) if d["kind"] == "RotationPolicy"]
     jsonschema.validate(policy, schema)
     read, errors = read_manifest(policy)
     assert errors == [] and read.name == "weeknights"
@@ -86,9 +102,9 @@ def test_the_rotation_policies_fit_the_crd_and_the_controller_reads_them(chart: 
         jsonschema.validate({**policy, "spec": {"nodePoolSelector": {}}}, schema)
 
 
-def test_service_monitor_is_a_switch_and_has_the_operators_shape(chart: Chart) -> None:
-    assert not [d for d in render(chart, BASE) if d["kind"] == "ServiceMonitor"]
-    monitor = find(render(chart, EVERYTHING), "ServiceMonitor")
+def test_service_monitor_is_a_switch_and_has_the_operators_shape() -> None:
+    assert not [d for d in render(BASE) if d["kind"] == "ServiceMonitor"]
+    monitor = find(render(EVERYTHING), "ServiceMonitor")
     assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     spec = monitor["spec"]
@@ -101,7 +117,7 @@ def test_service_monitor_is_a_switch_and_has_the_operators_shape(chart: Chart) -
     for endpoint in spec["endpoints"]:
         assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout"}
     # Each endpoint port exists on a Service the selector matches.
-    services = [d for d in render(chart, EVERYTHING) if d["kind"] == "Service"]
+    services = [d for d in render(EVERYTHING) if d["kind"] == "Service"]
     selected = [
         s
         for s in services
@@ -113,36 +129,12 @@ def test_service_monitor_is_a_switch_and_has_the_operators_shape(chart: Chart) -
     assert ports == {"metrics", "http"}
 
 
-def test_rbac_is_exactly_the_specs_least_privilege(chart: Chart) -> None:
-    docs = render(chart, BASE)
-    cluster_rules = _rules(find(docs, "ClusterRole"))
-    assert cluster_rules == {
-        ("karpenter.sh", "nodeclaims"): {"get", "list", "watch", "update", "patch", "delete"},
-        ("karpenter.sh", "nodepools"): {"get", "list", "watch", "update", "patch"},
-        ("", "nodes"): {"get", "list", "watch", "update", "patch"},
-        ("", "pods"): {"get", "list", "watch"},
-        ("events.k8s.io", "events"): {"create", "patch"},
-        ("fleetgate.io", "rotationpolicies"): {"get", "list", "watch"},
-        ("fleetgate.io", "rotationpolicies/status"): {"get", "update", "patch"},
-    }
-    role = find(docs, "Role")
-    assert role["metadata"]["namespace"] == "fleetgate-system"
-    assert _rules(role) == {
-        ("", "pods"): {"create", "delete"},
-        ("", "events"): {"create", "patch"},
-        ("coordination.k8s.io", "leases"): {
-            "get",
-            "list",
-            "watch",
-            "create",
-            "update",
-            "patch",
-            "delete",
-        },
-    }
-    everything = [rule for r in (find(docs, "ClusterRole"), role) for rule in r["rules"]]
+def test_rbac_binds_the_controllers_service_account_and_grants_no_wildcards() -> None:
+    docs = render(BASE)
+    everything = [rule for kind in ("ClusterRole", "Role") for rule in find(docs, kind)["rules"]]
     assert not any(
-        "priorityclasses" in rule["resources"] or "*" in rule["verbs"] for rule in everything
+        "priorityclasses" in rule["resources"] or "*" in rule["verbs"] + rule["resources"]
+        for rule in everything
     )
     for binding in (find(docs, "ClusterRoleBinding"), find(docs, "RoleBinding")):
         assert binding["subjects"] == [
@@ -154,12 +146,22 @@ def test_rbac_is_exactly_the_specs_least_privilege(chart: Chart) -> None:
         ]
 
 
-def test_controller_runs_two_leader_elected_replicas_ready_only_when_leading(chart: Chart) -> None:
-    deployment = find(render(chart, BASE), "Deployment", "fleetgate-controller")
+def test_controller_replicas_roll_one_at_a_time_on_different_nodes() -> None:
+    deployment = find(render(BASE), "Deployment", "fleetgate-controller")
     assert deployment["spec"]["replicas"] == 2
-    assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    # Every Ready replica can lead, so a rolling update (and helm --wait) can finish.
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
     pod = deployment["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "fleetgate-controller"
+    [term] = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert term["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    assert (
+        term["podAffinityTerm"]["labelSelector"]["matchLabels"]
+        == (deployment["spec"]["selector"]["matchLabels"])
+    )
     [container] = pod["containers"]
     assert container["args"] == ["controller"]
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "probes"}
@@ -175,10 +177,35 @@ def test_controller_runs_two_leader_elected_replicas_ready_only_when_leading(cha
     }
 
 
-def test_api_and_reconciler_get_the_database_from_the_secret_and_no_api_token(
-    chart: Chart,
-) -> None:
-    docs = render(chart, EVERYTHING)
+def test_anti_affinity_can_be_required_off_or_replaced() -> None:
+    def affinity(controller: dict[str, Any]) -> Any:
+        docs = render({**BASE, "controller": controller})
+        return find(docs, "Deployment", "fleetgate-controller")["spec"]["template"]["spec"].get(
+            "affinity"
+        )
+
+    required = affinity({"antiAffinity": "required"})["podAntiAffinity"]
+    assert set(required) == {"requiredDuringSchedulingIgnoredDuringExecution"}
+    assert affinity({"antiAffinity": "none"}) is None
+    own = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
+    assert affinity({"affinity": own}) == own
+
+
+def test_disruption_budgets_allow_one_eviction_per_component() -> None:
+    docs = render(BASE)
+    for component in ("controller", "api"):
+        budget = find(docs, "PodDisruptionBudget", f"fleetgate-{component}")
+        assert budget["spec"]["maxUnavailable"] == 1
+        deployment = find(docs, "Deployment", f"fleetgate-{component}")
+        assert budget["spec"]["selector"] == deployment["spec"]["selector"]
+    single = render({**BASE, "controller": {"replicas": 1}})
+    assert [d["metadata"]["name"] for d in single if d["kind"] == "PodDisruptionBudget"] == [
+        "fleetgate-api"
+    ]  # a budget over one replica would block every drain of its node
+
+
+def test_api_and_reconciler_get_the_database_from_the_secret_and_no_api_token() -> None:
+    docs = render(EVERYTHING)
     for name, args in (
         ("fleetgate-api", ["api"]),
         ("fleetgate-reconciler", ["reconciler", "--interval", "300"]),
@@ -201,14 +228,34 @@ def test_api_and_reconciler_get_the_database_from_the_secret_and_no_api_token(
     assert not [d for d in docs if d["kind"] == "Secret"]  # an existing Secret is not rendered
 
 
-def test_a_database_is_required(chart: Chart) -> None:
-    with pytest.raises(TemplateError, match=r"set database\.existingSecret"):
-        chart.render({})
+def test_a_database_is_required() -> None:
+    with pytest.raises(HelmError, match=r"set database\.existingSecret"):
+        template({})
 
 
-def test_a_trial_url_becomes_a_hook_secret_the_pods_read(chart: Chart) -> None:
-    url = "postgresql+asyncpg://fleetgate:pw@db:5432/fleetgate"
-    docs = render(chart, {"database": {"url": url}})
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"controller": {"replicas": "two"}}, r"controller\.replicas: Invalid type"),
+        ({"controler": {}}, r"Additional property controler is not allowed"),
+        ({"logFormat": "xml"}, r"logFormat: logFormat must be one of"),
+        ({"priorityClass": {"value": 10}}, r"priorityClass\.value: Must be less than or equal"),
+        ({"controller": {"antiAffinity": "soft"}}, r"controller\.antiAffinity: .*must be one of"),
+        ({"database": {"url": "sqlite:///x.db"}}, r"database\.url: Does not match pattern"),
+        ({"config": {"controller": {}}}, r"config"),
+        ({"policies": [{"name": "p", "spec": {}}]}, r"maintenanceWindows is required"),
+    ],
+)
+def test_values_schema_refuses_bad_values_naming_the_field(
+    values: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(HelmError, match=message):
+        template({**BASE, **values})
+
+
+def test_a_trial_url_becomes_a_hook_secret_the_pods_read() -> None:
+    url = TRIAL["database"]["url"]
+    docs = render(TRIAL)
     secret = find(docs, "Secret", "fleetgate-database")
     assert secret["stringData"] == {"url": url}
     assert "pre-install" in secret["metadata"]["annotations"]["helm.sh/hook"]
@@ -220,10 +267,8 @@ def test_a_trial_url_becomes_a_hook_secret_the_pods_read(chart: Chart) -> None:
     assert job["spec"]["template"]["spec"]["containers"][0]["args"] == ["db", "upgrade"]
 
 
-def test_priority_class_is_negative_never_preempting_and_the_one_the_controller_uses(
-    chart: Chart,
-) -> None:
-    docs = render(chart, BASE)
+def test_priority_class_is_negative_never_preempting_and_the_one_the_controller_uses() -> None:
+    docs = render(BASE)
     priority = find(docs, "PriorityClass")
     assert priority["value"] == -10 and priority["preemptionPolicy"] == "Never"
     assert priority["globalDefault"] is False
@@ -231,20 +276,21 @@ def test_priority_class_is_negative_never_preempting_and_the_one_the_controller_
     assert settings.controller.priority_class == priority["metadata"]["name"]
     assert not [
         d
-        for d in render(chart, {**BASE, "priorityClass": {"create": False}})
+        for d in render({**BASE, "priorityClass": {"create": False}})
         if d["kind"] == "PriorityClass"
     ]
 
 
-def test_the_rendered_config_is_one_fleetgate_accepts(
-    chart: Chart, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_rendered_config_is_one_fleetgate_accepts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLEETGATE_PLUGINS", "karpenter")  # load only the plugin under test
-    docs = render(chart, EVERYTHING)
+    docs = render(EVERYTHING)
     settings = _settings(docs)
     assert settings.cluster == "karpenter"
     assert settings.controller.namespace == "fleetgate-system"
     assert settings.controller.leader_election is True
+    assert settings.controller.reference_controller_gone is False
+    gone = render({**BASE, "controller": {"referenceControllerGone": True}})
+    assert _settings(gone).controller.reference_controller_gone is True
     assert settings.capacity.target_load == 0.8
     gateway = build_container(settings).cluster()  # the Karpenter plugin accepts the options
     assert gateway.options.namespace == "fleetgate-system"
@@ -258,17 +304,6 @@ def _settings(docs: list[dict[str, Any]]) -> Any:
     text = find(docs, "ConfigMap", "fleetgate-config")["data"]["config.yaml"]
     data = yaml.safe_load(text)
     return load_settings(**data, database_url="postgresql+asyncpg://u@db/fleetgate")
-
-
-def _rules(role: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
-    out: dict[tuple[str, str], set[str]] = {}
-    for rule in role["rules"]:
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                key = (group, resource)
-                assert key not in out, f"{key} granted twice"
-                out[key] = set(rule["verbs"])
-    return out
 
 
 def _openapi_to_jsonschema(schema: Any, root: bool = True) -> Any:
@@ -293,3 +328,138 @@ def _openapi_to_jsonschema(schema: Any, root: bool = True) -> Any:
             "metadata": {"type": "object"},
         }
     return out
+
+
+def _defaulted(schema: Any, value: Any) -> Any:
+    """``value`` with the schema's defaults filled in, as the API server does at admission."""
+    if isinstance(value, dict):
+        props = schema.get("properties") or {}
+        out = {k: _defaulted(props.get(k, {}), v) for k, v in value.items()}
+        for key, sub in props.items():
+            if key not in out and "default" in sub:
+                out[key] = _defaulted(sub, copy.deepcopy(sub["default"]))
+        return out
+    if isinstance(value, list):
+        return [_defaulted(schema.get("items") or {}, v) for v in value]
+    return value
+
+
+def _crd_schema() -> Any:
+    return crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"surge": {"maxUnavailable": 2}}, "2 is greater than the maximum of 1"),
+        ({"minRotationChances": 0}, "0 is less than the minimum of 1"),
+        ({"ageThreshold": "ten days"}, "'ten days' does not match"),
+        ({"surge": {"readyTimeout": "soon"}}, "'soon' does not match"),
+        (
+            {
+                "maintenanceWindows": [
+                    {"timezone": "UTC", "days": ["Monday"], "start": "01:00", "end": "05:00"}
+                ]
+            },
+            "'Monday' is not one of",
+        ),
+    ],
+)
+def test_the_crd_refuses_at_admission_what_the_reference_refuses(
+    spec: dict[str, Any], message: str
+) -> None:
+    schema = _openapi_to_jsonschema(_crd_schema())
+    [policy] = [d for d in render(EVERYTHING) if d["kind"] == "RotationPolicy"]
+    jsonschema.validate(policy, schema)  # the documented example is admitted
+    bad = {**policy, "spec": {**policy["spec"], **spec}}
+    with pytest.raises(jsonschema.ValidationError, match=re.escape(message)):
+        jsonschema.validate(bad, schema)
+
+
+def test_the_crd_defaults_are_the_controllers_own_defaults() -> None:
+    minimal = {
+        "apiVersion": "fleetgate.io/v1alpha1",
+        "kind": "RotationPolicy",
+        "metadata": {"name": "minimal"},
+        "spec": copy.deepcopy(POLICY["spec"]) | {"surge": {}},
+    }
+    minimal["spec"].pop("surge")
+    admitted = _defaulted(_crd_schema(), minimal)
+    spec = admitted["spec"]
+    assert spec["ageThreshold"] == "auto" and spec["minRotationChances"] == 2
+    assert spec["surge"]["maxUnavailable"] == 1 and spec["surge"]["forcefulFallback"] == {
+        "enabled": False
+    }
+    assert spec["prePull"] == {"enabled": False}
+    jsonschema.validate(admitted, _openapi_to_jsonschema(_crd_schema()))
+    read_minimal, errors = read_manifest(minimal)
+    read_admitted, admitted_errors = read_manifest(admitted)
+    assert errors == admitted_errors == []
+    assert read_admitted == read_minimal  # defaulting at admission changes nothing fleetgate reads
+
+
+def test_the_reference_controllers_group_is_served_with_the_same_schema() -> None:
+    ours, reference = crd(), crd("noderotation.io")
+    assert reference["metadata"]["name"] == "rotationpolicies.noderotation.io"
+    assert reference["spec"]["group"] == "noderotation.io"
+    assert reference["spec"]["names"] == ours["spec"]["names"]  # kind RotationPolicy, cluster
+    assert reference["spec"]["scope"] == "Cluster"
+    assert reference["spec"]["versions"] == ours["spec"]["versions"]  # one schema, two groups
+
+
+def test_a_reference_manifest_is_admitted_unchanged_and_read_by_fleetgate() -> None:
+    manifest = {
+        "apiVersion": "noderotation.io/v1alpha1",
+        "kind": "RotationPolicy",
+        "metadata": {"name": "nightly"},
+        "spec": {
+            "nodePoolSelector": {"matchLabels": {"rotation": "nightly"}},
+            "ageThreshold": "auto",
+            "minRotationChances": 2,
+            "maintenanceWindows": [
+                {"timezone": "Asia/Tokyo", "days": ["Sat", "Sun"], "start": "02:00", "end": "06:00"}
+            ],
+            "surge": {
+                "maxUnavailable": 1,
+                "readyTimeout": "15m",
+                "cooldownAfter": "10m",
+                "retryBackoff": "30m",
+                "forcefulFallback": {"enabled": False},
+            },
+            "prePull": {"enabled": False},
+        },
+    }
+    schema = _openapi_to_jsonschema(
+        crd("noderotation.io")["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    )
+    jsonschema.validate(manifest, schema)
+    policy, errors = read_manifest(_defaulted(schema, manifest))
+    assert errors == [] and policy.api_version == "noderotation.io/v1alpha1"
+
+
+def test_the_prometheus_rule_has_the_documented_alerts_over_series_the_controller_serves() -> None:
+    assert not [d for d in render(BASE) if d["kind"] == "PrometheusRule"]
+    rule = find(render(MONITORED), "PrometheusRule")
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    [group] = rule["spec"]["groups"]
+    docs = (CHART.parents[2] / "docs" / "deploy.md").read_text()
+    registry = CollectorRegistry()
+    RotationMetrics(registry)
+    ControllerEndpoints(registry, lambda: True)
+    served = {m.name for m in registry.collect()} | {
+        m.name + "_total" for m in registry.collect() if m.type == "counter"
+    }
+    assert len(group["rules"]) >= 8
+    for alert in group["rules"]:
+        assert set(alert) <= {"alert", "expr", "for", "labels", "annotations"}
+        assert alert["labels"]["severity"] in ("page", "ticket")
+        assert f"`{alert['alert']}`" in docs, f"{alert['alert']} is not in docs/deploy.md"
+        documented = alert["expr"].replace(
+            'namespace="fleetgate-system"', 'namespace="<release namespace>"'
+        )
+        assert f"`{documented}`" in docs, (
+            f"the expression of {alert['alert']} differs from the docs"
+        )
+        for metric in re.findall(r"\bfleetgate_[a-z_]+", alert["expr"]):
+            assert metric in served, f"{alert['alert']} reads {metric}, which nothing serves"

@@ -54,3 +54,9 @@ def test_the_command_runs_a_round_with_the_ledger_in_step(
     monkeypatch.setenv("FLEETGATE_CONTROLLER__LEADER_ELECTION", "false")
     assert run_controller(once=True) == 0
     assert db.exists()  # the ledger was started (migrated) for the sync
+
+
+def test_declaring_the_reference_controller_gone_reaches_the_machine() -> None:
+    assert build_container(Settings()).rotation_controller().config.reference_gone is False
+    settings = Settings(controller=ControllerSettings(reference_controller_gone=True))
+    assert build_container(settings).rotation_controller().config.reference_gone is True

@@ -8,7 +8,7 @@ by one replica is finished by the other after a hand-over.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -79,7 +79,13 @@ class Replica:
         )
 
     async def ready(self) -> int:
-        url = f"http://127.0.0.1:{self.endpoints.ports['probes']}/readyz"
+        return await self._probe("/readyz")
+
+    async def leads(self) -> int:
+        return await self._probe("/leaderz")
+
+    async def _probe(self, path: str) -> int:
+        url = f"http://127.0.0.1:{self.endpoints.ports['probes']}{path}"
         async with aiohttp.ClientSession() as http, http.get(url) as response:
             return response.status
 
@@ -131,6 +137,14 @@ async def _until(predicate: Callable[[], bool]) -> None:
             await asyncio.sleep(0.01)
 
 
+async def _probed(replica: Replica, probe: Callable[[], Awaitable[int]], status: int) -> None:
+    async with asyncio.timeout(10):  # the replica's task may not even have started yet
+        while True:
+            if "probes" in replica.endpoints.ports and await probe() == status:
+                return
+            await asyncio.sleep(0.02)
+
+
 def _pool(api: KubeAPIServer) -> dict[str, str]:
     return dict((api.get("NodePool", "pool") or {})["metadata"].get("annotations") or {})
 
@@ -151,7 +165,9 @@ async def test_leader_hand_over_mid_rotation_and_the_other_replica_finishes_it(
     b.start(karpenter_loop(b, sim, clock))
     await _until(lambda: _pool(api).get(ann.ACTIVE_ROTATION) == old)
     await _until(lambda: bool(api.list("Pod", NAMESPACE)))  # a created the placeholder
-    assert (await a.ready(), await b.ready()) == (200, 503)
+    await _probed(b, b.ready, 200)  # a standby is Ready too, once its preflight passed
+    assert await a.ready() == 200
+    assert (await a.leads(), await b.leads()) == (200, 503)  # leadership is reported apart
     assert b.passes == []  # the follower never acted
 
     if how == "shutdown":
@@ -159,7 +175,7 @@ async def test_leader_hand_over_mid_rotation_and_the_other_replica_finishes_it(
     else:
         api.fail_next("*", "", 503, times=10**6, token="replica-a")  # a is cut off entirely
         await _until(lambda: b.passes != [])  # b waited out the lease a could not renew
-        assert await a.ready() == 503
+        assert await a.leads() == 503
     sim.shortage = False
     await _until(lambda: ann.LAST_ROTATION_AT in _pool(api))
 
@@ -170,12 +186,12 @@ async def test_leader_hand_over_mid_rotation_and_the_other_replica_finishes_it(
     assert (api.get("Lease", "fleetgate-controller", NAMESPACE) or {})["spec"][
         "holderIdentity"
     ] == "replica-b"
-    assert await b.ready() == 200
+    assert (await b.ready(), await b.leads()) == (200, 200)
     if how == "partition":
         assert a.task is not None and not a.task.done()  # a keeps campaigning, acts no more
         api.heal()
         await asyncio.sleep(0.2)
-        assert await a.ready() == 503
+        assert (await a.ready(), await a.leads()) == (200, 503)  # a Ready standby again
         await a.stop()
     await b.stop()
     for replica in (a, b):

@@ -290,3 +290,17 @@ async def test_an_action_the_shell_cannot_apply_is_an_error_not_a_silent_skip() 
     unknown: Any = object()
     with pytest.raises(TypeError, match="the shell cannot apply object for pool pool"):
         await world.controller._apply("pool", [unknown], world.clock.now())
+
+
+async def test_a_watch_poke_during_the_status_write_leaves_the_pool_due_not_a_crash() -> None:
+    world = World(_kept(policy()))
+    world.node(timedelta(days=1))
+    write = world.cluster.write_policy_status
+
+    async def poked_meanwhile(name: str, status: object) -> bool:
+        world.controller.poke("pool")  # a watch event arrives while the write is in flight
+        return await write(name, status)  # type: ignore[arg-type]
+
+    world.cluster.write_policy_status = poked_meanwhile  # type: ignore[method-assign]
+    await world.pass_once()  # raised KeyError('pool') before
+    assert world.controller.due["pool"] == world.clock.now()  # poked: due at once

@@ -141,8 +141,10 @@ def test_the_status_manifest_round_trips() -> None:
     body = status.as_manifest()
     assert body == {
         "observedGeneration": 3,
-        "matchedNodePools": ["a"],
-        "rotatingNodePools": ["a"],
+        "matchedNodePools": 1,
+        "rotatingNodePools": 1,
+        "matchedNodePoolNames": ["a"],
+        "rotatingNodePoolNames": ["a"],
         "conditions": [
             {
                 "type": "Ready",
@@ -155,5 +157,8 @@ def test_the_status_manifest_round_trips() -> None:
         ],
     }
     assert PolicyStatus.from_manifest(body) == status
+    legacy = {**body, "matchedNodePools": ["a"], "rotatingNodePools": ["a"]}
+    del legacy["matchedNodePoolNames"], legacy["rotatingNodePoolNames"]
+    assert PolicyStatus.from_manifest(legacy) == status  # the list form written before counts
     assert PolicyStatus.from_manifest({"conditions": []}) is None
     assert PolicyStatus.from_manifest("junk") is None

@@ -122,7 +122,8 @@ def _simulated_cluster(cluster: ClusterGateway, settings: Settings) -> Simulated
 
 
 def _machine_config(settings: Settings) -> MachineConfig:
-    return MachineConfig(namespace=settings.controller.namespace)
+    ctl = settings.controller
+    return MachineConfig(namespace=ctl.namespace, reference_gone=ctl.reference_controller_gone)
 
 
 def _rotation_events(cluster: ClusterGateway, events: EventSink) -> EventSink:

@@ -88,6 +88,9 @@ class ControllerSettings(_Section):
     # The ledger follows the cluster after every round: nodes join when Ready, a node being
     # rotated is cordoned there too, and its placements are re-admitted elsewhere.
     sync_ledger: bool = False
+    # Set at the migration guide's last step, once node-rotation-controller is uninstalled: the
+    # controller then releases the markers that controller owned (docs/migrating-from-...).
+    reference_controller_gone: bool = False
 
 
 class Settings(BaseSettings):

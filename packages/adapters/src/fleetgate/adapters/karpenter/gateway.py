@@ -40,6 +40,7 @@ from fleetgate.adapters.karpenter.preflight import preflight
 from fleetgate.adapters.karpenter.watches import ChangeWatcher
 from fleetgate.domain.rotation.annotations import KARPENTER_NODEPOOL, SURGE_FOR
 from fleetgate.domain.rotation.cluster import ClusterConflict, PlaceholderSpec, PoolObservation
+from fleetgate.domain.rotation.reference import REFERENCE_GROUP
 from fleetgate.domain.rotation.status import PolicyStatus
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -59,6 +60,7 @@ class KarpenterGateway:
         self.options = KarpenterOptions.from_mapping(options)
         self._api: client.ApiClient | None = None
         self._lock = asyncio.Lock()
+        self._policy_groups: dict[str, str] = {}  # policy name -> the API group it came from
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -195,16 +197,29 @@ class KarpenterGateway:
         )
 
     async def list_policies(self) -> Sequence[Mapping[str, Any]] | None:
-        """The ``fleetgate.io/v1alpha1`` RotationPolicy objects; None if that CRD is not served."""
+        """The RotationPolicy objects of ``fleetgate.io/v1alpha1`` and of the reference
+        controller's ``noderotation.io/v1alpha1``; None if neither CRD is served."""
         custom = await self._custom()
-        found = await self._call(
-            "list rotationpolicies",
-            custom.list_cluster_custom_object(POLICY_GROUP, POLICY_VERSION, "rotationpolicies"),
-            tolerate=404,
-        )
-        if found is None:
+        served = False
+        items: list[Mapping[str, Any]] = []
+        groups: dict[str, str] = {}
+        # The reference's first, so a fleetgate.io policy of the same name owns the status.
+        for group in (REFERENCE_GROUP, POLICY_GROUP):
+            found = await self._call(
+                f"list rotationpolicies.{group}",
+                custom.list_cluster_custom_object(group, POLICY_VERSION, "rotationpolicies"),
+                tolerate=404,
+            )
+            if found is None:
+                continue
+            served = True
+            for item in found.get("items") or []:
+                items.append(item)
+                groups[str(item["metadata"]["name"])] = group
+        self._policy_groups = groups
+        if not served:
             return None
-        return sorted(found.get("items") or [], key=lambda p: str(p["metadata"]["name"]))
+        return sorted(items, key=lambda p: (str(p["metadata"]["name"]), p.get("apiVersion", "")))
 
     # --- writes ------------------------------------------------------------------------------
 
@@ -305,7 +320,7 @@ class KarpenterGateway:
             await self._call(
                 f"write status of rotationpolicy {name}",
                 custom.patch_cluster_custom_object_status(
-                    POLICY_GROUP,
+                    self._policy_groups.get(name, POLICY_GROUP),
                     POLICY_VERSION,
                     "rotationpolicies",
                     name,

@@ -35,6 +35,7 @@ from fleetgate.adapters.karpenter.connection import (
 )
 from fleetgate.domain.rotation.annotations import KARPENTER_NODEPOOL, SURGE_FOR
 from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT
+from fleetgate.domain.rotation.reference import REFERENCE_GROUP
 
 Poke = Callable[[str | None], None]
 Obj = dict[str, Any]
@@ -174,23 +175,26 @@ class ChangeWatcher:
                 label_selector=f"{KARPENTER_NODEPOOL},{SURGE_FOR}",
             ),
         ]
-        if await self._policies_served(custom):
-            watches.append(
-                self._watch(
-                    "rotationpolicies",
-                    EdgeFilter(nodepool_signature, lambda _: None),
-                    custom.list_cluster_custom_object,
-                    POLICY_GROUP,
-                    POLICY_VERSION,
-                    "rotationpolicies",
+        for group in (POLICY_GROUP, REFERENCE_GROUP):  # the reference's policies govern too
+            if await self._policies_served(custom, group):
+                watches.append(
+                    self._watch(
+                        f"rotationpolicies.{group}",
+                        EdgeFilter(nodepool_signature, lambda _: None),
+                        custom.list_cluster_custom_object,
+                        group,
+                        POLICY_VERSION,
+                        "rotationpolicies",
+                    )
                 )
-            )
         await asyncio.gather(*watches)
 
-    async def _policies_served(self, custom: client.CustomObjectsApi) -> bool:
+    async def _policies_served(
+        self, custom: client.CustomObjectsApi, group: str = POLICY_GROUP
+    ) -> bool:
         try:
             await custom.list_cluster_custom_object(
-                POLICY_GROUP, POLICY_VERSION, "rotationpolicies", limit=1
+                group, POLICY_VERSION, "rotationpolicies", limit=1
             )
         except Exception:  # not installed (404) or not allowed: polling still sees policies
             return False

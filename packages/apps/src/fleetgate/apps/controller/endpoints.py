@@ -1,12 +1,14 @@
-"""The controller's HTTP endpoints: ``/metrics`` (spec 10: ``:8080``) and the kubelet's probes
-``/healthz`` and ``/readyz`` (``:8081``).
+"""The controller's HTTP endpoints: ``/metrics`` (spec 10: ``:8080``) and, on ``:8081``, the
+kubelet's probes ``/healthz`` and ``/readyz`` and the leadership endpoint ``/leaderz``.
 
-``/readyz`` answers 200 only while this replica *leads* (or, without leader election, once the
-loop runs): with two replicas the Service and ``kubectl get pods`` show which one acts, and a
-replica that lost its lease stops looking ready at once. ``/healthz`` answers 200 while the
-process serves at all, so a follower is never restarted for merely waiting.
+``/readyz`` answers 200 on every replica that passed preflight, leading or standing by: a standby
+is exactly what a rollout needs (it takes over the moment the leader goes), so ``helm install
+--wait`` and ``kubectl rollout status`` finish and a PodDisruptionBudget can count it. Which
+replica acts is reported separately: the gauge ``fleetgate_controller_leader`` (1 on the leader)
+and ``/leaderz`` (200 on the leader, 503 elsewhere). ``/healthz`` answers 200 while the process
+serves at all.
 
-A few lines of asyncio rather than a web framework: three fixed GETs, no body, one process.
+A few lines of asyncio rather than a web framework: four fixed GETs, no body, one process.
 """
 
 from __future__ import annotations
@@ -16,25 +18,37 @@ import contextlib
 import functools
 from collections.abc import Callable
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, generate_latest
 
+LEADER_METRIC = "fleetgate_controller_leader"
 _REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
 
 class ControllerEndpoints:
-    """Serves metrics on one port and the probes on another; port 0 picks a free one."""
+    """Serves metrics on one port and the probes on another; port 0 picks a free one.
+
+    ``ready`` says whether the replica can serve (preflight passed); ``leading`` whether it holds
+    the Lease and acts.
+    """
 
     def __init__(
         self,
         registry: CollectorRegistry,
         ready: Callable[[], bool],
         *,
+        leading: Callable[[], bool] = lambda: False,
         host: str = "127.0.0.1",
         metrics_port: int | None = 8080,
         probes_port: int | None = 8081,
     ) -> None:
         self.registry = registry
         self.ready = ready
+        self.leading = leading
+        Gauge(
+            LEADER_METRIC,
+            "1 while this replica holds the Lease and acts, else 0.",
+            registry=registry,
+        ).set_function(lambda: float(self.leading()))
         self.host = host
         self._wanted = {"metrics": metrics_port, "probes": probes_port}
         self._servers: dict[str, asyncio.Server] = {}
@@ -66,10 +80,13 @@ class ControllerEndpoints:
             return 200, CONTENT_TYPE_LATEST, generate_latest(self.registry)
         if which == "probes" and path == "/healthz":
             return 200, "text/plain", b"ok\n"
+        role = b"leading" if self.leading() else b"standing by"
         if which == "probes" and path == "/readyz":
             if self.ready():
-                return 200, "text/plain", b"ready: leading\n"
-            return 503, "text/plain", b"not ready: not the leader (or not started)\n"
+                return 200, "text/plain", b"ready: " + role + b"\n"
+            return 503, "text/plain", b"not ready: starting (preflight not passed yet)\n"
+        if which == "probes" and path == "/leaderz":
+            return (200 if self.leading() else 503), "text/plain", role + b"\n"
         return 404, "text/plain", b"not found\n"
 
     async def _serve(

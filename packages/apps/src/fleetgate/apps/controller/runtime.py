@@ -4,9 +4,11 @@ Against a cluster backend that offers ``ClusterRuntime`` (Karpenter), the order 
 
 1. connect, and **preflight**: fail fast, before campaigning, when the cluster cannot serve the
    controller (Karpenter v1 missing, RBAC too narrow), with the backend's actionable message;
-2. **leader election**: of all replicas only the Lease holder runs the loop; readiness follows
-   leadership; a replica that loses the Lease has its loop cancelled mid-pass (safe: every pass
-   re-reads the cluster and every write is idempotent or conditional) and campaigns again;
+2. **leader election**: of all replicas only the Lease holder runs the loop. Every replica that
+   passed preflight is Ready (a standby is what a rollout needs); leadership is reported apart
+   from readiness (``fleetgate_controller_leader``, ``/leaderz``). A replica that loses the Lease
+   has its loop cancelled mid-pass (safe: every pass re-reads the cluster and every write is
+   idempotent or conditional) and campaigns again;
 3. the **loop**; on SIGTERM/SIGINT it is cancelled and the Lease is released, so the other
    replica takes over at once.
 
@@ -47,13 +49,15 @@ async def run_on_cluster(
     runtime = cluster if isinstance(cluster, ClusterRuntime) else None
     elector: Leadership | None = None
     running = False
+    serving = False  # preflight passed: this replica leads or stands by
     results: list[PassResult] = []
 
-    def ready() -> bool:
+    def leading() -> bool:
         return elector.is_leader if elector is not None else running
 
     if endpoints is not None:
-        endpoints.ready = ready
+        endpoints.ready = lambda: serving
+        endpoints.leading = leading
         await endpoints.start()
     try:
         if runtime is not None:
@@ -64,6 +68,7 @@ async def run_on_cluster(
                 raise PreflightFailed(str(exc)) from exc
             if leader_election:
                 elector = runtime.leader_elector()
+        serving = True
 
         async def work() -> None:
             nonlocal running

@@ -187,7 +187,8 @@ class RotationController:
         )
         self._governance[pool] = PoolGovernance.of(pool, result.report.governance, anchor)
         if await self._write_statuses(policies, now):
-            self.due[pool] = min(self.due[pool], now + STATUS_RECHECK)
+            # A watch may have poked the pool (dropped its entry: due now) while we wrote.
+            self.due[pool] = min(self.due.get(pool, now), now + STATUS_RECHECK)
         if self.on_pass is not None:
             self.on_pass(outcome)
         return outcome

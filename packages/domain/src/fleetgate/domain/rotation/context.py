@@ -37,6 +37,8 @@ class MachineConfig:
     """The controller's own settings the machine needs."""
 
     namespace: str = "fleetgate-system"
+    reference_gone: bool = False
+    """The operator says the reference controller is uninstalled: release its markers."""
 
 
 @dataclass(frozen=True)

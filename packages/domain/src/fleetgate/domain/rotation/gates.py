@@ -61,6 +61,8 @@ class GateReason(StrEnum):
     FAILURE_PAUSE = "failurePause"
     STATIC_NODE_POOL = "staticNodePool"
     NODE_POOL_NOT_READY = "nodePoolNotReady"
+    REFERENCE_CONTROLLER_ACTIVE = "referenceControllerActive"
+    """The reference controller (noderotation.io) is acting on the pool: see reference.py."""
 
 
 @dataclass(frozen=True)

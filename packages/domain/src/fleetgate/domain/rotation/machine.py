@@ -48,6 +48,7 @@ from fleetgate.domain.rotation.governance import Governance, Status, govern
 from fleetgate.domain.rotation.pending import advance_failed, headroom_ok, pending
 from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.quiet import earliest, gate_change, next_eligibility, quiet_anchored
+from fleetgate.domain.rotation.reference import reference_gate, release_reference_markers
 from fleetgate.domain.rotation.report import PoolReport, observe
 from fleetgate.domain.rotation.selection import (
     Bucket,
@@ -100,6 +101,9 @@ def step(
         return _ungoverned(obs, gov, anchor, now, config)
     p = Pass(obs, gov.resolved, now, config)
     report, actions = observe(p, gov, anchor)
+    released = release_reference_markers(obs) if config.reference_gone else []
+    if released:  # the reference is gone: undo what it owned first, then look again
+        return Step(tuple(actions + released), now + SHORT_REQUEUE, report)
     if anchor is not None:
         more, requeue = advance(p, anchor)
         quiet = quiet_anchored(p, anchor)
@@ -118,7 +122,9 @@ def step(
         return Step(
             tuple(actions), now + LONG_REQUEUE, _with(report, reason="fatal"), quiet_until=None
         )
-    blocked = start_gate(now, p.policy, PoolMarks.from_annotations(obs.annotations))
+    blocked = reference_gate(obs) or start_gate(
+        now, p.policy, PoolMarks.from_annotations(obs.annotations)
+    )
     blocked = blocked or pool_state_gate(obs.static, obs.ready)
     if blocked is not None:
         fields = {"reason": blocked.reason.value}

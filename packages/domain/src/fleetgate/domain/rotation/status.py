@@ -1,8 +1,10 @@
 """What a RotationPolicy's ``status`` should say (spec §8.3), and whether it needs writing.
 
-The status is derived, never read back by the controller: ``matchedNodePools`` are the pools the
-policy wins under governance (even when it is invalid, because it still blocks those pools),
-``rotatingNodePools`` those of them with an active rotation (an anchor), and one ``Ready``
+The status is derived, never read back by the controller: ``matchedNodePoolNames`` are the pools
+the policy wins under governance (even when it is invalid, because it still blocks those pools),
+``rotatingNodePoolNames`` those of them with an active rotation (an anchor), ``matchedNodePools``
+and ``rotatingNodePools`` their counts (integers, as the reference controller writes them), and one
+``Ready``
 condition whose reason follows a fixed precedence: ``Invalid`` (the validation message) over
 ``Conflict`` (a tie at the top for some pool) over ``Accepted``.
 
@@ -71,8 +73,12 @@ class PolicyStatus:
         if self.ready.last_transition_time is not None:
             condition["lastTransitionTime"] = format_timestamp(self.ready.last_transition_time)
         status: dict[str, Any] = {
-            "matchedNodePools": list(self.matched_node_pools),
-            "rotatingNodePools": list(self.rotating_node_pools),
+            # Counts, as node-rotation-controller writes them, so its tools read ours; the
+            # names are kept beside them (a reference CRD's schema prunes these two away).
+            "matchedNodePools": len(self.matched_node_pools),
+            "rotatingNodePools": len(self.rotating_node_pools),
+            "matchedNodePoolNames": list(self.matched_node_pools),
+            "rotatingNodePoolNames": list(self.rotating_node_pools),
             "conditions": [condition],
         }
         if self.observed_generation is not None:
@@ -100,8 +106,8 @@ class PolicyStatus:
         generation = status.get("observedGeneration")
         return cls(
             observed_generation=generation if type(generation) is int else None,
-            matched_node_pools=_names(status.get("matchedNodePools")),
-            rotating_node_pools=_names(status.get("rotatingNodePools")),
+            matched_node_pools=_names(_listed(status, "matchedNodePool")),
+            rotating_node_pools=_names(_listed(status, "rotatingNodePool")),
             ready=ReadyCondition(
                 status=ready.get("status") == "True",
                 reason=str(ready.get("reason") or ""),
@@ -221,3 +227,9 @@ def _names(value: Any) -> tuple[str, ...]:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _listed(status: Mapping[str, Any], field: str) -> Any:
+    """The names under ``<field>Names``, or under ``<field>s`` as written before it was a count."""
+    names = status.get(field + "Names")
+    return names if names is not None else status.get(field + "s")
