@@ -78,23 +78,31 @@ class Store:
         """The current instant as stored: epoch seconds."""
         return epoch(self.clock.now())
 
-    async def write(self, work: Work[T], *, what: str) -> T:
-        """Run ``work`` in one writing transaction (BEGIN IMMEDIATE on SQLite), with retries."""
+    async def write(self, work: Work[T], *, what: str, isolation: str | None = None) -> T:
+        """Run ``work`` in one writing transaction (BEGIN IMMEDIATE on SQLite), with retries.
+
+        ``isolation`` (e.g. ``"READ COMMITTED"``) is the level the transaction runs at on the
+        server databases; SQLite, which has one writer at a time, ignores it.
+        """
         if self.dialect.serialize_writers:
             async with self._writers:
                 return await self._run(work, what=what, read_only=False)
-        return await self._run(work, what=what, read_only=False)
+        return await self._run(work, what=what, read_only=False, isolation=isolation)
 
     async def read(self, work: Work[T], *, what: str) -> T:
         """Run ``work`` in one read-only transaction, with retries."""
         return await self._run(work, what=what, read_only=True)
 
-    async def _run(self, work: Work[T], *, what: str, read_only: bool) -> T:
+    async def _run(
+        self, work: Work[T], *, what: str, read_only: bool, isolation: str | None = None
+    ) -> T:
         async def once() -> T:
             try:
                 async with self.engine.connect() as conn:
                     if read_only:
                         conn = await conn.execution_options(**{READ_ONLY: True})
+                    if isolation is not None:
+                        conn = await conn.execution_options(isolation_level=isolation)
                     try:
                         async with conn.begin():
                             return await work(conn)
