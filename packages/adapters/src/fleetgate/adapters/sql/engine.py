@@ -97,6 +97,7 @@ class Store:
         self, work: Work[T], *, what: str, read_only: bool, isolation: str | None = None
     ) -> T:
         async def once() -> T:
+            committing = False
             try:
                 async with self.engine.connect() as conn:
                     if read_only:
@@ -105,7 +106,9 @@ class Store:
                         conn = await conn.execution_options(isolation_level=isolation)
                     try:
                         async with conn.begin():
-                            return await work(conn)
+                            result = await work(conn)
+                            committing = True  # the COMMIT is sent when this block ends
+                        return result
                     except ValueError as exc:
                         if not self.dialect.connection_lost(exc):
                             raise
@@ -118,6 +121,13 @@ class Store:
             except (OperationalError, InterfaceError) as exc:
                 if self.dialect.retryable(exc):
                     raise
+                if exc.connection_invalidated and not committing:
+                    raise  # rolled back by the server: with_retries runs it on a fresh connection
+                if exc.connection_invalidated:
+                    raise LedgerUnavailable(
+                        f"{what}: lost the database connection during commit, so whether it "
+                        f"committed is unknown: {exc.orig}"
+                    ) from exc
                 raise LedgerUnavailable(f"{what}: database error: {exc.orig}") from exc
             except (OSError, TimeoutError) as exc:
                 raise LedgerUnavailable(f"{what}: cannot reach the database: {exc}") from exc
