@@ -1,22 +1,26 @@
 """Namespace claims in the ledger: create, read, list, update and delete, one transaction each.
 
-Each write locks what it reads before reading it, in the canonical order every capacity
-transaction uses — the namespace's placements (create only), the claim row, then the cluster
-row — so the domain decides on values no concurrent admission can change before commit:
+Each write locks what it reads before reading it, in the one order every capacity transaction
+uses (decision 16) — placement rows, the namespace's claim row, the cluster row, node rows — so
+the domain decides on values no concurrent admission can change before commit, and claim churn
+under load closes no lock cycle:
 
-* create: the namespace's placement rows (their usage is migrated into the claim, and a release
-  of one of them must see which side it is charged to), its active claim row (``exists``, or a
-  claim past ``expires_at`` that is expired first), the cluster row; then the claim INSERT.
+* create: the namespace's placement rows as they are (their usage is migrated into the claim,
+  and a release of one of them must see which side it is charged to), its claim row (``exists``,
+  or a claim past ``expires_at`` that is expired first), the new claim row (inserted before the
+  cluster row: the INSERT may wait for admissions' gap locks, and they for the cluster row),
+  the cluster row; then placements admitted meanwhile, skipping any a release holds.
   ``claims.active_namespace`` is UNIQUE, so of two racing creates the database lets exactly one
   commit; the other answers ``exists``.
-* update: the claim row, then the cluster row when a limit moves.
-* delete: the claim row, then the cluster row when the claim was active.
+* update: the claim row (an active one through ``active_namespace``, as admissions lock it), then
+  the cluster row when a limit moves or the claim is expired.
+* delete: the claim row likewise, then the cluster row when the claim was active.
 
-Every first statement is an UPDATE (a no-op that takes the row lock), and every later read is
-a locking read of rows already held, so MariaDB's snapshot isolation has nothing to refuse. The
-writes are compare-and-set: their WHERE restates the values the domain decided on. Under the
-locks they always match; if one ever does not, the whole transaction is run again (at most
-``ATTEMPTS`` times, then ``conflict``) rather than write over a change it did not see.
+They run at READ COMMITTED (``CLAIM_ISOLATION``): no gap locks on MariaDB, and no snapshot older
+than the statement for its snapshot isolation to refuse a later write against. The writes are
+compare-and-set: their WHERE restates the values the domain decided on. Under the locks they
+always match; if one ever does not, the whole transaction is run again (at most ``ATTEMPTS``
+times, then ``conflict``) rather than write over a change it did not see.
 """
 
 from __future__ import annotations
