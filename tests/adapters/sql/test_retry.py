@@ -58,6 +58,42 @@ async def test_exhausting_the_budget_raises_ledger_unavailable() -> None:
     assert delays[0] < delays[-1]  # exponential, even with jitter (base x 8 vs base x 1.5)
 
 
+def lost() -> OperationalError:
+    return OperationalError(
+        "UPDATE ...", {}, Orig(2013, "Lost connection"), connection_invalidated=True
+    )
+
+
+async def test_a_lost_connection_is_retried_at_once_on_a_fresh_one() -> None:
+    calls = []
+    delays: list[float] = []
+
+    async def run() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise lost()
+        return "done"
+
+    async def sleep(seconds: float) -> None:
+        delays.append(seconds)
+
+    # Retried although ``retryable`` refuses the error: a lost connection is always worth it.
+    result = await with_retries(run, retryable=lambda e: False, what="admit", sleep=sleep)
+    assert result == "done" and len(calls) == 3 and delays == []
+
+
+async def test_a_connection_lost_on_every_attempt_raises_ledger_unavailable() -> None:
+    calls = []
+
+    async def run() -> None:
+        calls.append(1)
+        raise lost()
+
+    with pytest.raises(LedgerUnavailable, match=r"admit: lost the database connection 4 times"):
+        await with_retries(run, retryable=lambda e: False, what="admit", sleep=no_sleep)
+    assert len(calls) == ATTEMPTS
+
+
 async def test_other_errors_are_not_retried() -> None:
     calls = []
 

@@ -21,10 +21,11 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import RowMapping
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql import prepared, reads
+from fleetgate.adapters.sql.dialect import error_code
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.guarded import RowMissing, charge, read_locked
 from fleetgate.adapters.sql.retry import ATTEMPTS
@@ -54,9 +55,23 @@ async def claim_committed_meanwhile(conn: AsyncConnection, namespace: str, now: 
     wait, so without this an admission that looked for the claim just before it was committed
     would charge the unclaimed side for usage the claim has just taken over. A locking read,
     so no snapshot is opened before the node's UPDATE.
+
+    It never waits (NOWAIT): this read takes the claim row after the cluster row, the reverse
+    of every claim write (delete, update, release), so waiting here could close a cycle. A row
+    another write holds is a claim that exists: the admission runs again, and then waits for it
+    in the canonical order, claim first.
     """
-    found = await conn.execute(_CLAIM_NOW, {"k_namespace": namespace, "k_now": now})
+    try:
+        found = await conn.execute(_CLAIM_NOW, {"k_namespace": namespace, "k_now": now})
+    except DBAPIError as exc:
+        if error_code(exc) in _LOCK_HELD:
+            return True
+        raise
     return found.first() is not None
+
+
+#: "Lock not available" under NOWAIT: PostgreSQL 55P03, MariaDB 1205.
+_LOCK_HELD = frozenset({"55P03", 1205})
 
 
 _CLAIM_NOW = (
@@ -65,7 +80,7 @@ _CLAIM_NOW = (
         claims.c.active_namespace == sa.bindparam("k_namespace"),
         claims.c.expires_at > sa.bindparam("k_now"),
     )
-    .with_for_update(read=True)
+    .with_for_update(read=True, nowait=True)
 )
 
 

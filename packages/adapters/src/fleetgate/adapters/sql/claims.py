@@ -1,22 +1,26 @@
 """Namespace claims in the ledger: create, read, list, update and delete, one transaction each.
 
-Each write locks what it reads before reading it, in the canonical order every capacity
-transaction uses — the namespace's placements (create only), the claim row, then the cluster
-row — so the domain decides on values no concurrent admission can change before commit:
+Each write locks what it reads before reading it, in the one order every capacity transaction
+uses (decision 16) — placement rows, the namespace's claim row, the cluster row, node rows — so
+the domain decides on values no concurrent admission can change before commit, and claim churn
+under load closes no lock cycle:
 
-* create: the namespace's placement rows (their usage is migrated into the claim, and a release
-  of one of them must see which side it is charged to), its active claim row (``exists``, or a
-  claim past ``expires_at`` that is expired first), the cluster row; then the claim INSERT.
+* create: the namespace's placement rows as they are (their usage is migrated into the claim,
+  and a release of one of them must see which side it is charged to), its claim row (``exists``,
+  or a claim past ``expires_at`` that is expired first), the new claim row (inserted before the
+  cluster row: the INSERT may wait for admissions' gap locks, and they for the cluster row),
+  the cluster row; then placements admitted meanwhile, skipping any a release holds.
   ``claims.active_namespace`` is UNIQUE, so of two racing creates the database lets exactly one
   commit; the other answers ``exists``.
-* update: the claim row, then the cluster row when a limit moves.
-* delete: the claim row, then the cluster row when the claim was active.
+* update: the claim row (an active one through ``active_namespace``, as admissions lock it), then
+  the cluster row when a limit moves or the claim is expired.
+* delete: the claim row likewise, then the cluster row when the claim was active.
 
-Every first statement is an UPDATE (a no-op that takes the row lock), and every later read is
-a locking read of rows already held, so MariaDB's snapshot isolation has nothing to refuse. The
-writes are compare-and-set: their WHERE restates the values the domain decided on. Under the
-locks they always match; if one ever does not, the whole transaction is run again (at most
-``ATTEMPTS`` times, then ``conflict``) rather than write over a change it did not see.
+They run at READ COMMITTED (``CLAIM_ISOLATION``): no gap locks on MariaDB, and no snapshot older
+than the statement for its snapshot isolation to refuse a later write against. The writes are
+compare-and-set: their WHERE restates the values the domain decided on. Under the locks they
+always match; if one ever does not, the whole transaction is run again (at most ``ATTEMPTS``
+times, then ``conflict``) rather than write over a change it did not see.
 """
 
 from __future__ import annotations
@@ -55,6 +59,17 @@ from fleetgate.domain.capacity.model import ClusterState
 
 #: Attempts of a claim transaction whose compare-and-set missed (capacity spec 8's 4).
 ATTEMPTS = 4
+#: The isolation level of every claim write. A create reads the namespace's placements by a
+#: range of the (namespace, …) index: under MariaDB's REPEATABLE READ that range scan takes
+#: next-key locks, which block the admissions' placement INSERTs while those admissions hold
+#: the cluster row the create waits for. At READ COMMITTED it locks the rows it reads and no
+#: gaps, and the one plain read that opens an update or a delete (to find the index an
+#: admission locks the claim by) sees a fresh statement snapshot, so MariaDB's snapshot
+#: isolation has no older snapshot to refuse a later write against. Every value a write
+#: decides on is read under a lock. PostgreSQL's default is READ COMMITTED already.
+CLAIM_ISOLATION = "READ COMMITTED"
+#: Placement ids per UPDATE when a create names the placements it took over one by one.
+_ID_BATCH = 500
 
 
 class Stale(Exception):
@@ -103,6 +118,29 @@ async def _lock_read(
     return await read_locked(conn, table, key)
 
 
+async def _lock_claim(
+    conn: AsyncConnection, claim_id: str, namespace: str | None
+) -> dict[str, Any] | None:
+    """Lock a claim row by the index an admission locks it by; None if there is none.
+
+    An admission locks its namespace's claim through the ``active_namespace`` index, then the
+    row. On MariaDB a write that locked the row first would then need that index entry (a
+    delete removes it, an expiry rewrites it) while the admission holds it and waits for the
+    row: a deadlock. So an active claim is locked by its namespace, like an admission does; a
+    claim no longer active has no entry an admission looks up, and is locked by its id.
+    """
+    key = _key(claim_id, namespace)
+    found = (await conn.execute(sa.select(claims.c.active_namespace).where(key))).first()
+    if found is None:
+        return None
+    if found[0] is None:
+        return await _lock_read(conn, claims, key)
+    row = await _lock_read(conn, claims, claims.c.active_namespace == found[0])
+    if row is None or row["id"] != claim_id:
+        raise Stale(f"claim {claim_id} changed before its lock")
+    return row
+
+
 async def _lock_cluster(conn: AsyncConnection) -> ClusterState | None:
     row = await _lock_read(conn, cluster, cluster.c.id == CLUSTER_ID)
     return None if row is None else cluster_state(row)
@@ -130,10 +168,8 @@ async def _write_cluster(
     return ClusterState(before.total, change.claimed, change.unclaimed_used, instant(now))
 
 
-async def _expire(
-    conn: AsyncConnection, claim: Claim, row: ClusterState | None, now: float
-) -> tuple[ClusterState | None, bool]:
-    """Expire a stored-active claim: its limits and usage go back to the unclaimed side."""
+async def _retire(conn: AsyncConnection, claim: Claim, now: float) -> None:
+    """Mark a stored-active claim expired (its row only: the cluster row is written later)."""
     result = await conn.execute(
         sa.update(claims)
         .where(claims.c.id == claim.id, claims.c.state == ClaimState.ACTIVE.value)
@@ -141,10 +177,29 @@ async def _expire(
     )
     if result.rowcount != 1:
         raise Stale(f"claim {claim.id} changed under its lock")
-    if row is None:
-        return None, False
+
+
+async def _give_back(
+    conn: AsyncConnection, claim: Claim, row: ClusterState, now: float
+) -> tuple[ClusterState, bool]:
+    """Return a retired claim's limits and usage to the unclaimed side of the locked cluster row."""
     change = plan_release(claim, row)
     return await _write_cluster(conn, row, change, now), change.clamped
+
+
+async def _expire(conn: AsyncConnection, claim: Claim, now: float) -> bool:
+    """Expire a stored-active claim: its row first, then the cluster row (the admissions' order).
+
+    Its limits and usage go back to the unclaimed side; returns whether a sum was clamped.
+    Writing the claim row first matters on MariaDB: clearing ``active_namespace`` inserts into
+    that unique index, which waits for admissions' gap locks there, and those admissions may be
+    waiting for the cluster row, so the cluster row must not be held yet.
+    """
+    await _retire(conn, claim, now)
+    row = await _lock_cluster(conn)
+    if row is None:
+        return False
+    return (await _give_back(conn, claim, row, now))[1]
 
 
 async def _reread(conn: AsyncConnection, claim_id: str) -> Claim:
@@ -154,11 +209,11 @@ async def _reread(conn: AsyncConnection, claim_id: str) -> Claim:
     return claim_of(row)
 
 
-async def _run(store: Store, work: Any, what: str) -> Any:
+async def _run(store: Store, work: Any, what: str, isolation: str | None = None) -> Any:
     """``store.write`` with the optimistic retry of a missed compare-and-set."""
     for _ in range(ATTEMPTS):
         try:
-            return await store.write(work, what=what)
+            return await store.write(work, what=what, isolation=isolation)
         except Stale:
             continue
     return ClaimOutcome(
@@ -178,22 +233,15 @@ async def create_in(
     """The whole create inside the caller's transaction (raises Refused to roll back)."""
     now = instant(now_epoch)
     ns = request.namespace
-    # 1. The namespace's placements: their usage moves into the claim, and nobody may release
-    #    one of them (crediting the unclaimed side) between our read and our commit.
     in_ns = placements.c.namespace == ns
+    # 1. The namespace's placements as they are now, as a release takes its placement first:
+    #    their usage moves into the claim, and no release may credit the unclaimed side for one
+    #    of them between our read and our commit. Record locks only (no gap locks: see
+    #    CREATE_ISOLATION), so admissions keep inserting placements meanwhile.
     await conn.execute(sa.update(placements).where(in_ns).values(claim_id=placements.c.claim_id))
-    # 2. The namespace's active claim, if any.
+    # 2. The namespace's claim row, if any, as an admission takes it first.
     existing = await _lock_read(conn, claims, claims.c.active_namespace == ns)
-    # 3. The cluster row.
-    row = await _lock_cluster(conn)
-    if row is None:
-        raise Refused(
-            ClaimRefusal(
-                RefusalReason.NO_CLUSTER_CAPACITY,
-                "the cluster row is missing: no claim can be promised (run `fleetgate db upgrade`)",
-            )
-        )
-    clamped = False
+    retired: Claim | None = None
     if existing is not None:
         current = claim_of(existing)
         if current.is_active(now):
@@ -204,38 +252,89 @@ async def create_in(
                 )
             )
         # Past its expiry but not yet swept: expire it now, so the new claim can take its place.
-        row, clamped = await _expire(conn, current, row, now_epoch)
-        assert row is not None
-    sizes = await conn.execute(
-        sa.select(placements.c.cpus, placements.c.memory_mb, placements.c.disk_gb)
-        .where(in_ns)
-        .with_for_update()
+        await _retire(conn, current, now_epoch)
+        retired = current
+    # 3. The new claim's row, before the cluster row: an INSERT into claims waits for the gap
+    #    locks admissions hold on ``active_namespace``, and they may be waiting for the cluster
+    #    row. Its values are placeholders, invisible until commit, set below once decided.
+    await conn.execute(
+        sa.insert(claims).values(
+            id=claim_id,
+            namespace=ns,
+            **_columns("limit_", Resources()),
+            **_columns("used_", Resources()),
+            state=ClaimState.ACTIVE.value,
+            active_namespace=ns,
+            expires_at=now_epoch,
+            created_at=now_epoch,
+            updated_at=now_epoch,
+        )
     )
-    migrated = Resources()
-    for cpus, memory_mb, disk_gb in sizes:
-        migrated = migrated.plus(Resources(int(cpus), int(memory_mb), int(disk_gb)))
+    # 4. The cluster row. From here no placement of the namespace can be admitted (an
+    #    unclaimed namespace's admission charges this row), so its usage is final.
+    row = await _lock_cluster(conn)
+    if row is None:
+        raise Refused(
+            ClaimRefusal(
+                RefusalReason.NO_CLUSTER_CAPACITY,
+                "the cluster row is missing: no claim can be promised (run `fleetgate db upgrade`)",
+            )
+        )
+    clamped = False
+    if retired is not None:
+        row, clamped = await _give_back(conn, retired, row, now_epoch)
+    migrated, ours, skipped = await _migrating(conn, in_ns)
     plan = plan_create(request, row, migrated, now)
     if isinstance(plan, ClaimRefusal):
         raise Refused(plan)
     await _write_cluster(conn, row, plan.cluster, now_epoch)
     await conn.execute(
-        sa.insert(claims).values(
-            id=claim_id,
-            namespace=ns,
+        sa.update(claims)
+        .where(claims.c.id == claim_id)
+        .values(
             **_columns("limit_", plan.limit),
             **_columns("used_", plan.used),
-            state=ClaimState.ACTIVE.value,
-            active_namespace=ns,
             expires_at=epoch(plan.expires_at),
-            created_at=now_epoch,
-            updated_at=now_epoch,
         )
     )
-    # From now on a release of any of these placements credits the claim.
-    await conn.execute(sa.update(placements).where(in_ns).values(claim_id=claim_id))
+    # From now on a release of any migrated placement credits the claim.
+    if not skipped:
+        await conn.execute(sa.update(placements).where(in_ns).values(claim_id=claim_id))
+    else:
+        # By id, never by the namespace: a scan of the namespace would wait for a skipped row
+        # (MariaDB locks it before testing an exclusion), which is the cycle skipping avoided.
+        for start in range(0, len(ours), _ID_BATCH):
+            batch = ours[start : start + _ID_BATCH]
+            await conn.execute(
+                sa.update(placements).where(placements.c.id.in_(batch)).values(claim_id=claim_id)
+            )
     return ClaimOutcome(
         claim=await _reread(conn, claim_id), clamped=clamped or plan.cluster.clamped
     )
+
+
+async def _migrating(
+    conn: AsyncConnection, in_ns: ColumnElement[bool]
+) -> tuple[Resources, list[str], bool]:
+    """The usage that moves into the new claim, the placements it covers, and whether any stay.
+
+    Placements admitted after step 1 are locked now, skipping any another transaction holds:
+    that is a release (or a move) which locked its placement before it waits for the cluster
+    row we hold, so waiting for it would be a cycle. Skipped, such a placement stays charged to
+    the unclaimed side and keeps its claim id, which is where its release will credit it.
+    """
+    locked = await conn.execute(
+        sa.select(placements.c.id, placements.c.cpus, placements.c.memory_mb, placements.c.disk_gb)
+        .where(in_ns)
+        .with_for_update(skip_locked=True)
+    )
+    migrated = Resources()
+    ours: list[str] = []
+    for placement_id, cpus, memory_mb, disk_gb in locked:
+        ours.append(str(placement_id))
+        migrated = migrated.plus(Resources(int(cpus), int(memory_mb), int(disk_gb)))
+    visible = await conn.execute(sa.select(sa.func.count()).select_from(placements).where(in_ns))
+    return migrated, ours, int(visible.scalar_one()) > len(ours)
 
 
 async def create(store: Store, request: ClaimRequest) -> ClaimOutcome:
@@ -247,7 +346,7 @@ async def create(store: Store, request: ClaimRequest) -> ClaimOutcome:
 
     what = f"create claim for {request.namespace}"
     try:
-        outcome: ClaimOutcome = await _run(store, work, what)
+        outcome: ClaimOutcome = await _run(store, work, what, isolation=CLAIM_ISOLATION)
     except Refused as refused:
         return ClaimOutcome(refusal=refused.refusal)
     except IntegrityError:
@@ -314,13 +413,13 @@ async def update_in(
 ) -> ClaimOutcome:
     """The whole update inside the caller's transaction (raises Refused to roll back)."""
     now = instant(now_epoch)
-    locked = await _lock_read(conn, claims, _key(claim_id, namespace))
+    locked = await _lock_claim(conn, claim_id, namespace)
     if locked is None:
         return _not_found(claim_id)
     claim = claim_of(locked)
     if claim.is_due(now):
         # Effective since expires_at: store it, and answer not_active like any expired claim.
-        await _expire(conn, claim, await _lock_cluster(conn), now_epoch)
+        await _expire(conn, claim, now_epoch)
         claim = await _reread(conn, claim_id)
     moves = change.limit_after(claim.limit) != claim.limit
     row = await _lock_cluster(conn) if moves and claim.is_active(now) else None
@@ -361,7 +460,9 @@ async def update(
         return await update_in(conn, claim_id, change, namespace, store.now_epoch())
 
     try:
-        outcome: ClaimOutcome = await _run(store, work, f"update claim {claim_id}")
+        outcome: ClaimOutcome = await _run(
+            store, work, f"update claim {claim_id}", isolation=CLAIM_ISOLATION
+        )
     except Refused as refused:
         return ClaimOutcome(refusal=refused.refusal)
     return outcome
@@ -374,7 +475,7 @@ async def delete_in(
     conn: AsyncConnection, claim_id: str, namespace: str | None, now_epoch: float
 ) -> ClaimDeletion:
     """The whole delete inside the caller's transaction."""
-    locked = await _lock_read(conn, claims, _key(claim_id, namespace))
+    locked = await _lock_claim(conn, claim_id, namespace)
     if locked is None:
         return ClaimDeletion(deleted=False)
     claim = claim_of(locked)
@@ -412,7 +513,9 @@ async def delete(store: Store, claim_id: str, namespace: str | None = None) -> C
 
     for _ in range(ATTEMPTS):
         try:
-            deletion: ClaimDeletion = await store.write(work, what=f"delete claim {claim_id}")
+            deletion: ClaimDeletion = await store.write(
+                work, what=f"delete claim {claim_id}", isolation=CLAIM_ISOLATION
+            )
             return deletion
         except Stale:
             continue

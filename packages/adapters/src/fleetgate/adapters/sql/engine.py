@@ -77,26 +77,37 @@ class Store:
         """The current instant as stored: epoch seconds."""
         return epoch(self.clock.now())
 
-    async def write(self, work: Work[T], *, what: str) -> T:
-        """Run ``work`` in one writing transaction (BEGIN IMMEDIATE on SQLite), with retries."""
+    async def write(self, work: Work[T], *, what: str, isolation: str | None = None) -> T:
+        """Run ``work`` in one writing transaction (BEGIN IMMEDIATE on SQLite), with retries.
+
+        ``isolation`` (e.g. ``"READ COMMITTED"``) is the level the transaction runs at on the
+        server databases; SQLite, which has one writer at a time, ignores it.
+        """
         if self.dialect.serialize_writers:
             async with self._writers:
                 return await self._run(work, what=what, read_only=False)
-        return await self._run(work, what=what, read_only=False)
+        return await self._run(work, what=what, read_only=False, isolation=isolation)
 
     async def read(self, work: Work[T], *, what: str) -> T:
         """Run ``work`` in one read-only transaction, with retries."""
         return await self._run(work, what=what, read_only=True)
 
-    async def _run(self, work: Work[T], *, what: str, read_only: bool) -> T:
+    async def _run(
+        self, work: Work[T], *, what: str, read_only: bool, isolation: str | None = None
+    ) -> T:
         async def once() -> T:
+            committing = False
             try:
                 async with self.engine.connect() as conn:
                     if read_only:
                         conn = await conn.execution_options(**{READ_ONLY: True})
+                    if isolation is not None:
+                        conn = await conn.execution_options(isolation_level=isolation)
                     try:
                         async with conn.begin():
-                            return await work(conn)
+                            result = await work(conn)
+                            committing = True  # the COMMIT is sent when this block ends
+                        return result
                     except ValueError as exc:
                         if not self.dialect.connection_lost(exc):
                             raise
@@ -109,6 +120,13 @@ class Store:
             except (OperationalError, InterfaceError) as exc:
                 if self.dialect.retryable(exc):
                     raise
+                if exc.connection_invalidated and not committing:
+                    raise  # rolled back by the server: with_retries runs it on a fresh connection
+                if exc.connection_invalidated:
+                    raise LedgerUnavailable(
+                        f"{what}: lost the database connection during commit, so whether it "
+                        f"committed is unknown: {exc.orig}"
+                    ) from exc
                 raise LedgerUnavailable(f"{what}: database error: {exc.orig}") from exc
             except (OSError, TimeoutError) as exc:
                 raise LedgerUnavailable(f"{what}: cannot reach the database: {exc}") from exc

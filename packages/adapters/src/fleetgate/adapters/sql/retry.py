@@ -4,6 +4,12 @@ Deadlocks, lock-wait timeouts, snapshot conflicts, serialization failures and SQ
 lock are not failures of the request: the whole transaction is run again, at most ``attempts``
 times with exponential backoff and jitter (``base × 2^n × U(0.5, 1.5)``). When the budget is
 spent the caller gets ``LedgerUnavailable`` naming the last error — never a generic error later.
+
+A connection the database side dropped (killed, restarted, timed out) is retried too, at once
+and on a fresh connection (SQLAlchemy retires the pool's older connections when it sees one
+die): the transaction never reached its COMMIT, so the server rolled it back and running it
+again cannot apply it twice. A connection lost *during* the COMMIT is not retried — whether it
+committed is unknown — and never reaches here: the store reports it as ``LedgerUnavailable``.
 """
 
 from __future__ import annotations
@@ -45,17 +51,21 @@ async def with_retries(
         try:
             return await run()
         except DBAPIError as exc:
-            if exc.connection_invalidated:
-                raise LedgerUnavailable(
-                    f"{what}: lost the database connection: {exc.orig}"
-                ) from exc
-            if not retryable(exc):
+            lost = exc.connection_invalidated
+            if not lost and not retryable(exc):
                 raise
             if attempt + 1 == attempts:
+                if lost:
+                    raise LedgerUnavailable(
+                        f"{what}: lost the database connection {attempts} times: {exc.orig}"
+                    ) from exc
                 raise LedgerUnavailable(
                     f"{what}: gave up after {attempts} attempts, the database kept aborting the "
                     f"transaction ({exc.orig})"
                 ) from exc
+            if lost:
+                _log.info("retrying %s on a fresh connection after %s", what, exc.orig)
+                continue
             delay = backoff(attempt, rng)
             _log.info("retrying %s after %s (attempt %d)", what, exc.orig, attempt + 1)
             await sleep(delay)

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 from fastapi.dependencies.models import Dependant
+from fastapi.dependencies.utils import request_params_to_args
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from starlette.responses import Response
@@ -25,6 +26,7 @@ from fleetgate.apps.api.errors import (
     ApiError,
     forbidden,
     not_found,
+    sent_data,
     unauthorized,
     validation_error,
 )
@@ -126,10 +128,15 @@ async def authorize(request: Request, rule: Access) -> Principal:
 
 def _query_names(dependant: Dependant) -> frozenset[str]:
     """The query parameters a route (with its dependencies) declares."""
-    names = {param.alias for param in dependant.query_params}
+    return frozenset(param.alias for param in _query_fields(dependant))
+
+
+def _query_fields(dependant: Dependant) -> list[Any]:
+    """The query parameters a route (with its dependencies) declares, as FastAPI's fields."""
+    fields = list(dependant.query_params)
     for sub in dependant.dependencies:
-        names |= _query_names(sub)
-    return frozenset(names)
+        fields += _query_fields(sub)
+    return fields
 
 
 def current_principal(request: Request) -> Principal:
@@ -152,6 +159,7 @@ class GuardedRoute(APIRoute):
         self.rule = rule
         super().__init__(path, endpoint, **kwargs)
         self.query_names = _query_names(self.dependant)
+        self.query_fields = _query_fields(self.dependant)
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """The FastAPI handler, preceded by the access check."""
@@ -163,8 +171,18 @@ class GuardedRoute(APIRoute):
             # A misspelt query parameter is refused like a misspelt body field, not ignored.
             unknown = sorted(set(request.query_params) - self.query_names)
             if unknown:
+                # Name every offending query field: the declared ones' errors too, not only the
+                # unknown names (the route is not run, so FastAPI would never report them).
+                _, invalid = request_params_to_args(self.query_fields, request.query_params)
                 raise validation_error(
-                    [{"loc": ("query", name), "msg": "unknown query parameter"} for name in unknown]
+                    [
+                        *invalid,
+                        *(
+                            {"loc": ("query", name), "msg": "unknown query parameter"}
+                            for name in unknown
+                        ),
+                    ],
+                    sent_data(request),
                 )
             return await handler(request)
 

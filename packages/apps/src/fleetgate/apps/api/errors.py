@@ -7,6 +7,7 @@ that shape, so a client parses one body whatever went wrong.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
@@ -86,26 +87,71 @@ def unavailable(message: str) -> ApiError:
     return ApiError(503, "unavailable", message)
 
 
+_LOCATIONS = {"body", "path", "query", "header", "cookie"}
+
+
 def field_name(loc: tuple[int | str, ...] | list[int | str]) -> str:
     """``("body", "cpus")`` → ``cpus``; ``("path", "ns")`` → ``ns``; nested keys joined by dots."""
     parts = [str(p) for p in loc]
-    if parts and parts[0] in {"body", "path", "query", "header", "cookie"}:
+    if parts and parts[0] in _LOCATIONS:
         parts = parts[1:]
     return ".".join(parts) or "body"
 
 
-def validation_error(errors: list[dict[str, Any]] | Any) -> ApiError:
-    """422 naming every invalid field and why (from pydantic's error list)."""
-    fields = []
+def as_sent(
+    loc: tuple[int | str, ...], kind: str, sent: Mapping[str, Any] | None
+) -> tuple[int | str, ...]:
+    """``loc`` cut down to the keys the client really sent (plus a missing field's own name).
+
+    pydantic's location of an error inside a union (``int | None``) continues with the name of
+    the union member that refused the value: ``expires_in_seconds.function-before[…]`` or
+    ``cpus.none``. Those are validator internals, not fields: following the location through
+    the data the client sent shows where the client's own keys end.
+    """
+    if sent is None or not loc or str(loc[0]) not in sent:
+        return loc
+    data: Any = sent[str(loc[0])]
+    kept: list[int | str] = [loc[0]]
+    for part in loc[1:]:
+        indexed = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
+        if not indexed and not (isinstance(data, Mapping) and part in data):
+            if kind == "missing" and isinstance(data, Mapping):
+                kept.append(part)  # a required field the client left out
+            break
+        data = data[part]
+        kept.append(part)
+    return tuple(kept)
+
+
+def validation_error(
+    errors: list[dict[str, Any]] | Any, sent: Mapping[str, Any] | None = None
+) -> ApiError:
+    """422 naming every invalid field once, as the client sent it, and why.
+
+    ``errors`` is pydantic's error list; ``sent`` the request's data by location (``body``,
+    ``query``, ``path``), to name fields as sent (see :func:`as_sent`). A union's "should be
+    None" refusal is dropped when the field has a real reason (the client did not send null).
+    """
+    reasons: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for err in errors:
         loc = tuple(err.get("loc", ()))
-        if err.get("type") == "json_invalid":  # loc holds a character offset, not a field
+        kind = str(err.get("type", ""))
+        if kind == "json_invalid":  # loc holds a character offset, not a field
             loc = ("body",)
+        loc = as_sent(loc, kind, sent)
+        key = (field_name(loc), str(loc[0]) if loc else "body")
+        reason = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        reasons.setdefault(key, [])
+        if (kind, reason) not in reasons[key]:
+            reasons[key].append((kind, reason))
+    fields = []
+    for (name, location), found in reasons.items():
+        real = [reason for kind, reason in found if kind != "none_required"]
         fields.append(
             {
-                "field": field_name(loc),
-                "location": str(loc[0]) if loc else "body",
-                "reason": str(err.get("msg", "invalid")).removeprefix("Value error, "),
+                "field": name,
+                "location": location,
+                "reason": "; ".join(real or [reason for _, reason in found]),
             }
         )
     message = "; ".join(f"{f['field']}: {f['reason']}" for f in fields) or "invalid request"
@@ -122,9 +168,14 @@ async def _api_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(exc)
 
 
-async def _request_validation(_: Request, exc: Exception) -> JSONResponse:
+def sent_data(request: Request, body: Any = None) -> dict[str, Any]:
+    """The request's data by location, as :func:`validation_error` follows field names in it."""
+    return {"body": body, "query": request.query_params, "path": request.path_params}
+
+
+async def _request_validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return error_response(validation_error(exc.errors()))
+    return error_response(validation_error(exc.errors(), sent_data(request, exc.body)))
 
 
 def allowed_methods(request: Request) -> list[str]:
