@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from fleetgate.domain.capacity.claims import ClaimEnforcement
 from fleetgate.domain.capacity.demand import demand_per_vcpu_problem
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./.fleetgate/fleetgate.db"
@@ -50,7 +51,7 @@ class CapacitySettings(_Section):
 class ClaimSettings(_Section):
     """How a namespace's active claim binds its own placements."""
 
-    enforcement: Literal["advisory", "hard"] = "advisory"
+    enforcement: ClaimEnforcement = ClaimEnforcement.ADVISORY
 
 
 class ReconcilerSettings(_Section):

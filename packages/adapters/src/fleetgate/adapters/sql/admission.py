@@ -16,30 +16,33 @@ The first statement is always an UPDATE. A refusal rolls everything back.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql import prepared, reads
 from fleetgate.adapters.sql.engine import Store
-from fleetgate.adapters.sql.guarded import RowMissing, charge, read_locked
+from fleetgate.adapters.sql.events import insert_events
+from fleetgate.adapters.sql.guarded import Charge, RowMissing, charge
 from fleetgate.adapters.sql.retry import ATTEMPTS
 from fleetgate.adapters.sql.rows import guard_row, node_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
-from fleetgate.adapters.sql.sqltypes import instant, integer, real
+from fleetgate.adapters.sql.sqltypes import instant
+from fleetgate.domain.capacity.claims import ClaimEnforcement, claim_charge
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail, over_limit
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.errors import LedgerError, LedgerUnavailable, NodeNotFound
 from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_guard
-from fleetgate.domain.capacity.model import Admission, AdmitRequest, Placement
+from fleetgate.domain.capacity.model import Admission, AdmitRequest, MoveRequest, Placement
 from fleetgate.domain.capacity.overage import overage_increase
+from fleetgate.domain.events import Event
 
-ADVISORY = "advisory"
-HARD = "hard"
+#: The events that report an admission, written in its own transaction (``admit``).
+Audit = Callable[[Admission], Sequence[Event]]
 
 
 class ClaimAppeared(Exception):
@@ -78,7 +81,7 @@ class Refused(Exception):
 
 
 @dataclass(frozen=True)
-class ClaimCharge:
+class ChargedClaim:
     """What charging the namespace's claim did."""
 
     claim_id: str
@@ -87,87 +90,69 @@ class ClaimCharge:
     bypassed: Denial | None
 
 
-def increments(table: sa.Table, prefix: str, amount: Resources) -> dict[str, Any]:
-    """``{prefix}d = {prefix}d + amount_d`` for each dimension."""
-    return {f"{prefix}{d}": table.c[f"{prefix}{d}"] + integer(amount.get(d)) for d in ALLOCATION}
-
-
-def bumps(prefix: str, amount: Resources, now: float) -> dict[prepared.Set, Any]:
-    """``increments`` and ``updated_at = now`` as the SET clauses of a prepared statement."""
-    sets: dict[prepared.Set, Any] = {
-        prepared.Bump(f"{prefix}{d}"): amount.get(d) for d in ALLOCATION
-    }
-    sets[prepared.Assign("updated_at")] = now
-    return sets
+def _active_claim(namespace: str, now: float) -> prepared.Keys:
+    return {("active_namespace", "eq"): namespace, ("expires_at", "gt"): now}
 
 
 async def charge_claim(
-    conn: AsyncConnection, request: AdmitRequest, now: float, enforcement: str
-) -> ClaimCharge | None:
-    """Charge the namespace's active claim; None when it has none (expired claims don't count)."""
-    x = request.resources
-    params = request.guard_params()
-    hard = enforcement == HARD
-    bypassed = None
-    active = sa.and_(claims.c.active_namespace == request.namespace, claims.c.expires_at > now)
-    if hard and not request.enforce:
-        values = {**increments(claims, "used_", x), "updated_at": now}
-        try:
-            made = await charge(conn, claims, active, CLAIM_GUARD, params, values, enforce=False)
-        except RowMissing:
-            return None
-        bypassed = made.bypassed
-    else:
-        # The common case runs prepared (advisory: unguarded; hard: under the claim guard).
-        keys = {("active_namespace", "eq"): request.namespace, ("expires_at", "gt"): now}
-        statement, binds = prepared.guarded_update(
-            claims, keys, CLAIM_GUARD if hard else None, params, bumps("used_", x, now)
+    conn: AsyncConnection, request: AdmitRequest, now: float, enforcement: ClaimEnforcement
+) -> ChargedClaim | None:
+    """Charge the namespace's active claim; None when it has none (expired claims don't count).
+
+    How (under which guard, enforced or not, reporting what) is the domain's ``claim_charge``;
+    this only carries it out, and reads the claim row only when there is one.
+    """
+    x, params = request.resources, request.guard_params()
+    rule = claim_charge(enforcement, request.enforce)
+    keys = _active_claim(request.namespace, now)
+    returning = conn.dialect.update_returning
+    try:
+        made = await charge(
+            conn,
+            claims,
+            keys,
+            rule.guard,
+            params,
+            prepared.charge_sets("used_", x, now),
+            enforce=rule.enforce,
+            returning=returning,
         )
-        if int((await conn.execute(statement, binds)).rowcount) == 0:
-            if not hard:
-                return None  # no active claim
-            values = {**increments(claims, "used_", x), "updated_at": now}
-            try:
-                made = await charge(conn, claims, active, CLAIM_GUARD, params, values, tried=True)
-            except RowMissing:
-                return None
-            if made.denial is not None:
-                raise Refused(made.denial)
-    row = await read_locked(conn, claims, active)
-    if row is None:  # pragma: no cover - we hold the claim's lock
-        raise LedgerError("the charged claim vanished inside its own transaction")
+    except RowMissing:
+        return None  # no active claim
+    if made.denial is not None:
+        raise Refused(made.denial)
+    row: Mapping[Any, Any] | None = made.row
+    if row is None:
+        statement, binds = prepared.locked_row(claims, keys)
+        row = (await conn.execute(statement, binds)).mappings().first()
+        if row is None:  # pragma: no cover - we hold the claim's lock
+            raise LedgerError("the charged claim vanished inside its own transaction")
     limit = resources(row, "limit_")
     used_before = resources(row, "used_").minus_floored(x)
-    before = dict(guard_row(row))
-    before.update({f"used_{d}": used_before.get(d) for d in ALLOCATION})
-    return ClaimCharge(
+    over: tuple[DimensionDetail, ...] = ()
+    if rule.reports_over_limit:
+        before = dict(guard_row(row))
+        before.update({f"used_{d}": used_before.get(d) for d in ALLOCATION})
+        over = over_limit(CLAIM_GUARD, before, params)
+    return ChargedClaim(
         claim_id=str(row["id"]),
-        over_limit=() if hard else over_limit(CLAIM_GUARD, before, params),
+        over_limit=over,
         overage=overage_increase(limit, used_before, x),
-        bypassed=bypassed,
+        bypassed=made.bypassed,
     )
+
+
+_CLUSTER_KEY: prepared.Keys = {("id", "eq"): CLUSTER_ID}
 
 
 async def charge_cluster(
     conn: AsyncConnection, amount: Resources, now: float, enforce: bool
 ) -> Denial | None:
     """Charge ``amount`` to the unclaimed sums under the cluster guard; returns any bypass."""
-    params = amount.as_dict()
-    if enforce:
-        statement, binds = prepared.guarded_update(
-            cluster,
-            {("id", "eq"): CLUSTER_ID},
-            CLUSTER_GUARD,
-            params,
-            bumps("unclaimed_used_", amount, now),
-        )
-        if int((await conn.execute(statement, binds)).rowcount) == 1:
-            return None
-    key = cluster.c.id == CLUSTER_ID
-    values = {**increments(cluster, "unclaimed_used_", amount), "updated_at": now}
+    sets = prepared.charge_sets("unclaimed_used_", amount, now)
     try:
         made = await charge(
-            conn, cluster, key, CLUSTER_GUARD, params, values, enforce=enforce, tried=enforce
+            conn, cluster, _CLUSTER_KEY, CLUSTER_GUARD, amount.as_dict(), sets, enforce=enforce
         )
     except RowMissing as exc:
         raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`") from exc
@@ -176,63 +161,50 @@ async def charge_cluster(
     return made.bypassed
 
 
-@dataclass(frozen=True)
-class NodeCharge:
-    """What charging the node did: any bypassed guard, and the charged row when it came back."""
-
-    bypassed: Denial | None
-    row: RowMapping | None = None
-
-
-async def charge_node(conn: AsyncConnection, request: AdmitRequest, now: float) -> NodeCharge:
-    """Charge the node under the node guard, adding the demand charge.
+async def charge_node(
+    conn: AsyncConnection,
+    node: str,
+    request: AdmitRequest | MoveRequest,
+    resources: Resources,
+    now: float,
+) -> Charge:
+    """Charge ``node`` under the node guard, adding the demand charge (an admit's or a move's).
 
     Where the dialect has ``UPDATE … RETURNING`` (PostgreSQL, SQLite) the guarded UPDATE returns
     the charged row, so the admission needs no read of it afterwards: one round trip fewer.
     """
-    guard, params = node_guard(request.target_load), request.guard_params()
-    if request.enforce:
-        sets = bumps("used_", request.resources, now)
-        sets[prepared.Bump("expected_demand", real=True)] = request.demand
-        key = {("name", "eq"): request.node}
-        returning = conn.dialect.update_returning
-        statement, binds = prepared.guarded_update(
-            nodes, key, guard, params, sets, returning=returning
-        )
-        result = await conn.execute(statement, binds)
-        if returning:
-            row = result.mappings().first()
-            if row is not None:
-                return NodeCharge(None, row)
-        elif int(result.rowcount) == 1:
-            return NodeCharge(None)
-    values = {
-        **increments(nodes, "used_", request.resources),
-        "expected_demand": nodes.c.expected_demand + real(request.demand),
-        "updated_at": now,
-    }
+    params = {**resources.as_dict(), "demand": request.demand, "target_load": request.target_load}
     try:
         made = await charge(
             conn,
             nodes,
-            nodes.c.name == request.node,
-            guard,
+            {("name", "eq"): node},
+            node_guard(request.target_load),
             params,
-            values,
+            prepared.charge_sets("used_", resources, now, demand=request.demand),
             enforce=request.enforce,
-            tried=request.enforce,
+            returning=conn.dialect.update_returning,
         )
     except RowMissing as exc:
-        raise NodeNotFound(request.node) from exc
+        raise NodeNotFound(node) from exc
     if made.denial is not None:
         raise Refused(made.denial)
-    return NodeCharge(made.bypassed)
+    return made
 
 
 async def admit_in(
-    conn: AsyncConnection, request: AdmitRequest, placement_id: str, now: float, enforcement: str
+    conn: AsyncConnection,
+    request: AdmitRequest,
+    placement_id: str,
+    now: float,
+    enforcement: ClaimEnforcement,
+    audit: Audit | None = None,
 ) -> Admission:
-    """The whole admission inside one transaction (raises Refused to roll back)."""
+    """The whole admission inside one transaction (raises Refused to roll back).
+
+    ``audit`` gives the events that report the admission; they are inserted last, after the
+    guarded UPDATEs, so they commit with it or not at all.
+    """
     claimed = await charge_claim(conn, request, now, enforcement)
     bypassed: list[Denial] = []
     if claimed is None:
@@ -245,9 +217,10 @@ async def admit_in(
         if not claimed.overage.is_zero():
             by = await charge_cluster(conn, claimed.overage, now, request.enforce)
     bypassed += [by] if by else []
-    node = await charge_node(conn, request, now)
+    node = await charge_node(conn, request.node, request, request.resources, now)
     bypassed += [node.bypassed] if node.bypassed else []
     x = request.resources
+    claim_id = None if claimed is None else claimed.claim_id
     await conn.execute(
         prepared.insert(placements),
         {
@@ -260,15 +233,15 @@ async def admit_in(
             "demand": request.demand,
             "admitted_at": now,
             "request_id": request.request_id,
-            "claim_id": None if claimed is None else claimed.claim_id,
+            "claim_id": claim_id,
         },
     )
-    node_row = node.row
+    node_row: Mapping[Any, Any] | None = node.row
     if node_row is None:
-        locked = prepared.locked_row(nodes, "name")
-        node_row = (await conn.execute(locked, {"k_name": request.node})).mappings().first()
+        statement, binds = prepared.locked_row(nodes, {("name", "eq"): request.node})
+        node_row = (await conn.execute(statement, binds)).mappings().first()
         assert node_row is not None  # we hold its lock
-    return Admission(
+    admission = Admission(
         placement=Placement(
             id=placement_id,
             namespace=request.namespace,
@@ -277,19 +250,28 @@ async def admit_in(
             demand=request.demand,
             admitted_at=instant(now),
             request_id=request.request_id,
-            claim_id=None if claimed is None else claimed.claim_id,
+            claim_id=claim_id,
         ),
         node=node_state(node_row),
-        claim_id=None if claimed is None else claimed.claim_id,
+        claim_id=claim_id,
         claim_over_limit=() if claimed is None else claimed.over_limit,
         bypassed=tuple(bypassed),
     )
+    if audit is not None:
+        await insert_events(conn, audit(admission))
+    return admission
 
 
-async def admit(store: Store, request: AdmitRequest, enforcement: str = ADVISORY) -> Admission:
-    """Admit ``request`` (idempotently by request id) or return the refusal."""
-    if enforcement not in (ADVISORY, HARD):
-        raise ValueError(f"claims.enforcement: must be 'advisory' or 'hard', got {enforcement!r}")
+async def admit(
+    store: Store,
+    request: AdmitRequest,
+    enforcement: ClaimEnforcement = ClaimEnforcement.ADVISORY,
+    audit: Audit | None = None,
+) -> Admission:
+    """Admit ``request`` (idempotently by request id) or return the refusal.
+
+    The audit events of an admission commit with it; a replayed or refused request writes none.
+    """
     # No read for an earlier placement with this request id first: a repeat is rare, and the
     # UNIQUE(namespace, request_id) constraint finds it anyway (its INSERT fails, everything
     # rolls back, and the earlier placement is the answer), so a first request pays nothing
@@ -297,7 +279,7 @@ async def admit(store: Store, request: AdmitRequest, enforcement: str = ADVISORY
     placement_id = request.placement_id or str(uuid.uuid4())
 
     async def work(conn: AsyncConnection) -> Admission:
-        return await admit_in(conn, request, placement_id, store.now_epoch(), enforcement)
+        return await admit_in(conn, request, placement_id, store.now_epoch(), enforcement, audit)
 
     try:
         for _ in range(ATTEMPTS):
@@ -308,21 +290,16 @@ async def admit(store: Store, request: AdmitRequest, enforcement: str = ADVISORY
         raise LedgerUnavailable(
             f"admit onto {request.node}: claims of {request.namespace} kept changing"
         )
-    except Refused as refused:
+    except (Refused, NodeNotFound, IntegrityError) as exc:
+        # One answer for all three: a repeat of an earlier request answers with its placement
+        # (a racing twin committed first, its node has left since, or it no longer fits);
+        # otherwise a refusal is the result and anything else is raised as it was.
         replay = await _replay(store, request)
-        return replay or Admission(denial=refused.denial)
-    except NodeNotFound:
-        # A repeat whose node has left since answers with its placement, as any repeat does.
-        replay = await _replay(store, request)
-        if replay is None:
-            raise
-        return replay
-    except IntegrityError:
-        # A racing request with the same id committed first: answer with its placement.
-        replay = await _replay(store, request)
-        if replay is None:
-            raise
-        return replay
+        if replay is not None:
+            return replay
+        if isinstance(exc, Refused):
+            return Admission(denial=exc.denial)
+        raise
 
 
 async def _replay(store: Store, request: AdmitRequest) -> Admission | None:
@@ -332,4 +309,4 @@ async def _replay(store: Store, request: AdmitRequest) -> Admission | None:
     return None if existing is None else Admission(placement=existing, replayed=True)
 
 
-__all__ = ["ADVISORY", "HARD", "Refused", "admit", "admit_in", "increments"]
+__all__ = ["Audit", "Refused", "admit", "admit_in", "charge_node"]

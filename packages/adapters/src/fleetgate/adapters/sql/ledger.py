@@ -20,9 +20,11 @@ from fleetgate.adapters.sql.engine import Store
 from fleetgate.domain.capacity.claims import (
     Claim,
     ClaimDeletion,
+    ClaimEnforcement,
     ClaimOutcome,
     ClaimRequest,
     ClaimUpdate,
+    enforcement_of,
 )
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Overcommit
@@ -64,12 +66,9 @@ def demand_from(options: dict[str, Any]) -> DemandPolicy:
     )
 
 
-def enforcement_from(options: dict[str, Any]) -> str:
-    """``advisory`` (default) or ``hard``: how an active claim binds its own namespace."""
-    value = (options.get("claims") or {}).get("enforcement", admission.ADVISORY)
-    if value not in (admission.ADVISORY, admission.HARD):
-        raise ValueError(f"claims.enforcement: must be 'advisory' or 'hard', got {value!r}")
-    return str(value)
+def enforcement_from(options: dict[str, Any]) -> ClaimEnforcement:
+    """How an active claim binds its own namespace (``advisory`` by default), the domain's enum."""
+    return enforcement_of((options.get("claims") or {}).get("enforcement", "advisory"))
 
 
 class SqlLedger:

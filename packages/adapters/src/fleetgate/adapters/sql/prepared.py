@@ -19,6 +19,7 @@ import sqlalchemy as sa
 
 from fleetgate.adapters.sql.compile import Value, where
 from fleetgate.adapters.sql.sqltypes import as_double
+from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.guards import (
     Add,
     AnyOf,
@@ -54,6 +55,23 @@ class Assign:
 
 
 Set = Bump | Assign
+#: A row's key: ``(column, "eq" | "gt")`` to the value it is compared with.
+Keys = Mapping[tuple[str, str], Any]
+
+
+def charge_sets(
+    prefix: str, amount: Resources, now: float, demand: float | None = None
+) -> dict[Set, Any]:
+    """The SET clauses of one charge: ``{prefix}d += amount_d``, the demand, ``updated_at``.
+
+    The one builder of a charge's SET clause: the guarded fast path, the refusal's fallback and
+    a move's target node all charge through it (``demand``: added to ``expected_demand``).
+    """
+    sets: dict[Set, Any] = {Bump(f"{prefix}{d}"): amount.get(d) for d in ALLOCATION}
+    if demand is not None:
+        sets[Bump("expected_demand", real=True)] = demand
+    sets[Assign("updated_at")] = now
+    return sets
 
 
 def _params_of(expr: Expr | Test) -> set[Param]:
@@ -85,6 +103,15 @@ def _reals(guard: Guard | None, params: Mapping[str, Number]) -> frozenset[str]:
     )
 
 
+def _conditions(table: sa.Table, keys: tuple[tuple[str, str], ...]) -> list[Any]:
+    ops = {"eq": lambda c, b: c == b, "gt": lambda c, b: c > b}
+    return [ops[op](table.c[col], sa.bindparam(f"k_{col}")) for col, op in keys]
+
+
+def _key_binds(keys: Keys) -> dict[str, Any]:
+    return {f"k_{col}": value for (col, _), value in keys.items()}
+
+
 @lru_cache(maxsize=256)
 def _update(
     table: sa.Table,
@@ -94,8 +121,7 @@ def _update(
     sets: tuple[Set, ...],
     returning: bool,
 ) -> sa.Update:
-    ops = {"eq": lambda c, b: c == b, "gt": lambda c, b: c > b}
-    conditions = [ops[op](table.c[col], sa.bindparam(f"k_{col}")) for col, op in keys]
+    conditions = _conditions(table, keys)
     if guard is not None:
         holders: dict[str, Value] = {
             p.name: sa.bindparam(f"g_{p.name}", type_=_DOUBLE if p.name in reals else _BIGINT)
@@ -120,7 +146,7 @@ def _update(
 
 def guarded_update(
     table: sa.Table,
-    keys: Mapping[tuple[str, str], Any],
+    keys: Keys,
     guard: Guard | None,
     params: Mapping[str, Number],
     sets: Mapping[Set, Any],
@@ -136,7 +162,7 @@ def guarded_update(
     """
     reals = _reals(guard, params)
     statement = _update(table, tuple(keys), guard, reals, tuple(sets), returning)
-    binds: dict[str, Any] = {f"k_{col}": value for (col, _), value in keys.items()}
+    binds = _key_binds(keys)
     if guard is not None:
         for p in _guard_params(guard):
             value = params[p.name]
@@ -147,9 +173,23 @@ def guarded_update(
 
 
 @lru_cache(maxsize=32)
-def locked_row(table: sa.Table, column: str) -> sa.Select[Any]:
-    """``SELECT * FROM table WHERE column = :k_<column> FOR UPDATE`` (bind ``k_<column>``)."""
-    return sa.select(table).where(table.c[column] == sa.bindparam(f"k_{column}")).with_for_update()
+def _locked(table: sa.Table, keys: tuple[tuple[str, str], ...]) -> sa.Select[Any]:
+    return sa.select(table).where(*_conditions(table, keys)).with_for_update()
+
+
+def locked_row(table: sa.Table, keys: Keys) -> tuple[sa.Select[Any], dict[str, Any]]:
+    """``SELECT * FROM table WHERE keys FOR UPDATE`` (cached) and its parameters."""
+    return _locked(table, tuple(keys)), _key_binds(keys)
+
+
+@lru_cache(maxsize=32)
+def _touch(table: sa.Table, keys: tuple[tuple[str, str], ...]) -> sa.Update:
+    return sa.update(table).where(*_conditions(table, keys)).values(updated_at=table.c.updated_at)
+
+
+def touch(table: sa.Table, keys: Keys) -> tuple[sa.Update, dict[str, Any]]:
+    """The no-op ``UPDATE … SET updated_at = updated_at WHERE keys`` that locks the row."""
+    return _touch(table, tuple(keys)), _key_binds(keys)
 
 
 @lru_cache(maxsize=8)
@@ -158,4 +198,13 @@ def insert(table: sa.Table) -> sa.Insert:
     return sa.insert(table)
 
 
-__all__ = ["Assign", "Bump", "guarded_update", "insert", "locked_row"]
+__all__ = [
+    "Assign",
+    "Bump",
+    "Keys",
+    "charge_sets",
+    "guarded_update",
+    "insert",
+    "locked_row",
+    "touch",
+]
