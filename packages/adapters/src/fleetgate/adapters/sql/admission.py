@@ -40,9 +40,7 @@ from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_gu
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, MoveRequest, Placement
 from fleetgate.domain.capacity.overage import overage_increase
 from fleetgate.domain.events import Event
-
-#: The events that report an admission, written in its own transaction (``admit``).
-Audit = Callable[[Admission], Sequence[Event]]
+from fleetgate.domain.ports import Audit
 
 
 class ClaimAppeared(Exception):
@@ -267,10 +265,13 @@ async def admit(
     request: AdmitRequest,
     enforcement: ClaimEnforcement = ClaimEnforcement.ADVISORY,
     audit: Audit | None = None,
+    committed: Callable[[Sequence[Event]], None] | None = None,
 ) -> Admission:
     """Admit ``request`` (idempotently by request id) or return the refusal.
 
     The audit events of an admission commit with it; a replayed or refused request writes none.
+    ``committed`` is told, after the commit, which events were written (those of the attempt
+    that committed: a retried transaction asks ``audit`` again).
     """
     # No read for an earlier placement with this request id first: a repeat is rare, and the
     # UNIQUE(namespace, request_id) constraint finds it anyway (its INSERT fails, everything
@@ -278,13 +279,26 @@ async def admit(
     # for idempotency.
     placement_id = request.placement_id or str(uuid.uuid4())
 
+    written: list[Event] = []
+
+    def audited(admission: Admission) -> Sequence[Event]:
+        assert audit is not None
+        written[:] = audit(admission)
+        return written
+
     async def work(conn: AsyncConnection) -> Admission:
-        return await admit_in(conn, request, placement_id, store.now_epoch(), enforcement, audit)
+        now = store.now_epoch()
+        return await admit_in(
+            conn, request, placement_id, now, enforcement, None if audit is None else audited
+        )
 
     try:
         for _ in range(ATTEMPTS):
             try:
-                return await store.write(work, what=f"admit onto {request.node}")
+                admission = await store.write(work, what=f"admit onto {request.node}")
+                if committed is not None and written:
+                    committed(tuple(written))
+                return admission
             except ClaimAppeared:
                 continue  # run again: the claim is visible now, so this time it is charged
         raise LedgerUnavailable(

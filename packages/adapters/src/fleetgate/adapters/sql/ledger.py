@@ -42,7 +42,7 @@ from fleetgate.domain.capacity.model import (
 )
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event
-from fleetgate.domain.ports import Clock, EventSink
+from fleetgate.domain.ports import Audit, Clock, EventSink
 from fleetgate.domain.tokens import ApiToken
 
 
@@ -138,9 +138,11 @@ class SqlLedger:
 
     # placements ---------------------------------------------------------------------------
 
-    async def admit(self, request: AdmitRequest) -> Admission:
-        """Admit a placement or refuse it."""
-        return await admission.admit(self.store, request, self.enforcement)
+    async def admit(self, request: AdmitRequest, *, audit: Audit | None = None) -> Admission:
+        """Admit a placement or refuse it; ``audit``'s events commit with the admission."""
+        return await admission.admit(
+            self.store, request, self.enforcement, audit, self._sink.committed
+        )
 
     async def release(self, placement_id: str, *, namespace: str | None = None) -> Release:
         """Release a placement (idempotent)."""

@@ -12,7 +12,7 @@ names exact), delivered in one batch when the walk is over.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any
@@ -71,6 +71,24 @@ class PlaceOutcome:
     def placed(self) -> bool:
         """True when a placement exists for the request."""
         return self.placement is not None
+
+
+class _WalkAudit:
+    """The audit of one admission attempt: built by the ledger inside its transaction."""
+
+    def __init__(self, build: Callable[[Admission], list[Event]]) -> None:
+        self._build = build
+        self._written: list[Event] | None = None
+
+    def events_of(self, admission: Admission) -> list[Event]:
+        """The events for ``admission`` (the ledger's ``audit``), kept as the ones written."""
+        self._written = self._build(admission)
+        return self._written
+
+    def delivered(self, admission: Admission) -> list[Event]:
+        """The events to emit once ``admission`` committed: those it wrote, or built now."""
+        # A ledger that does not write an audit in its transaction leaves it to the sink.
+        return self._written if self._written is not None else self._build(admission)
 
 
 def _dims(dimensions: Sequence[DimensionDetail]) -> list[dict[str, Any]]:
@@ -144,6 +162,9 @@ class PlacementService:
                 if attempt.opens_waiver:
                     events.append(self._waiver_event(subject, ns, walk))
                 attempts += 1
+                audit = self._audit(
+                    subject, ns, candidates, order, events, request, attempts, attempt
+                )
                 try:
                     admission = await self._ledger.admit(
                         AdmitRequest(
@@ -155,7 +176,8 @@ class PlacementService:
                             enforce=request.enforce,
                             request_id=request.request_id,
                             placement_id=subject,
-                        )
+                        ),
+                        audit=audit.events_of,
                     )
                 except NodeNotFound:
                     if request.node is not None:
@@ -181,35 +203,53 @@ class PlacementService:
                     )
                     continue
                 walk.admitted(attempt.node)
-                events += self._admitted_events(
-                    admission, request, attempts, attempt.enforce_demand
+                # The ledger wrote these in the admission's transaction; emitted only to the
+                # other sinks now (the ledger's own sink knows them and skips them).
+                await self._events.emit(audit.delivered(admission))
+                return PlaceOutcome(
+                    subject,
+                    admission.placement,
+                    dict(walk.denials),
+                    tuple(walk.candidates),
+                    walk.waived,
+                    claim_over_limit=admission.claim_over_limit,
                 )
         except LedgerUnavailable as exc:
             events.append(self._event(WRITE_FAILED, subject, ns, Level.ERROR, error=str(exc)))
             await emit()
             raise
         tried = tuple(walk.candidates)
-        if walk.admitted_on is None:
-            events.append(
-                self._event(
-                    FAILED,
-                    subject,
-                    ns,
-                    Level.WARNING,
-                    candidates=list(tried),
-                    denials={n: d.as_dict() for n, d in walk.denials.items()},
-                )
+        events.append(
+            self._event(
+                FAILED,
+                subject,
+                ns,
+                Level.WARNING,
+                candidates=list(tried),
+                denials={n: d.as_dict() for n, d in walk.denials.items()},
             )
-            await emit()
-            return PlaceOutcome(subject, None, dict(walk.denials), tried, walk.waived)
+        )
         await emit()
-        return PlaceOutcome(
-            subject,
-            admission.placement,
-            dict(walk.denials),
-            tried,
-            walk.waived,
-            claim_over_limit=admission.claim_over_limit,
+        return PlaceOutcome(subject, None, dict(walk.denials), tried, walk.waived)
+
+    def _audit(
+        self,
+        subject: str,
+        ns: str,
+        candidates: Candidates,
+        order: CandidateOrder,
+        events: list[Event],
+        request: PlacementRequest,
+        attempts: int,
+        attempt: Attempt,
+    ) -> _WalkAudit:
+        """The events an admission on this attempt commits with it (spec 4.5's order)."""
+        return _WalkAudit(
+            lambda admission: [
+                self._final_candidates(subject, ns, candidates, order),
+                *events,
+                *self._admitted_events(admission, request, attempts, attempt.enforce_demand),
+            ]
         )
 
     def _final_candidates(
