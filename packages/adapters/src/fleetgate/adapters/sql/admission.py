@@ -20,11 +20,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fleetgate.adapters.sql import prepared, reads
+from fleetgate.adapters.sql import admit_function, prepared, reads
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.events import insert_events
 from fleetgate.adapters.sql.guarded import Charge, RowMissing, charge
@@ -32,11 +31,11 @@ from fleetgate.adapters.sql.retry import ATTEMPTS
 from fleetgate.adapters.sql.rows import guard_row, node_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
 from fleetgate.adapters.sql.sqltypes import instant
-from fleetgate.domain.capacity.claims import ClaimEnforcement, claim_charge
-from fleetgate.domain.capacity.denials import Denial, DimensionDetail, over_limit
+from fleetgate.domain.capacity.claims import ClaimCharge, ClaimEnforcement, claim_charge
+from fleetgate.domain.capacity.denials import Denial, DimensionDetail, deny, over_limit
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.errors import LedgerError, LedgerUnavailable, NodeNotFound
-from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_guard
+from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, NODE_GUARD, node_guard
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, MoveRequest, Placement
 from fleetgate.domain.capacity.overage import overage_increase
 from fleetgate.domain.events import Event
@@ -56,18 +55,8 @@ async def claim_committed_meanwhile(conn: AsyncConnection, namespace: str, now: 
     would charge the unclaimed side for usage the claim has just taken over. A locking read,
     so no snapshot is opened before the node's UPDATE.
     """
-    found = await conn.execute(_CLAIM_NOW, {"k_namespace": namespace, "k_now": now})
+    found = await conn.execute(prepared.CLAIM_NOW, {"k_namespace": namespace, "k_now": now})
     return found.first() is not None
-
-
-_CLAIM_NOW = (
-    sa.select(claims.c.id)
-    .where(
-        claims.c.active_namespace == sa.bindparam("k_namespace"),
-        claims.c.expires_at > sa.bindparam("k_now"),
-    )
-    .with_for_update(read=True)
-)
 
 
 class Refused(Exception):
@@ -125,6 +114,14 @@ async def charge_claim(
         row = (await conn.execute(statement, binds)).mappings().first()
         if row is None:  # pragma: no cover - we hold the claim's lock
             raise LedgerError("the charged claim vanished inside its own transaction")
+    return charged_claim(row, request, rule, made.bypassed)
+
+
+def charged_claim(
+    row: Mapping[Any, Any], request: AdmitRequest, rule: ClaimCharge, bypassed: Denial | None
+) -> ChargedClaim:
+    """What charging the claim did, from its row after the charge (the overrun, the overage)."""
+    x, params = request.resources, request.guard_params()
     limit = resources(row, "limit_")
     used_before = resources(row, "used_").minus_floored(x)
     over: tuple[DimensionDetail, ...] = ()
@@ -136,7 +133,7 @@ async def charge_claim(
         claim_id=str(row["id"]),
         over_limit=over,
         overage=overage_increase(limit, used_before, x),
-        bypassed=made.bypassed,
+        bypassed=bypassed,
     )
 
 
@@ -204,37 +201,66 @@ async def admit_in(
     guarded UPDATEs, so they commit with it or not at all.
     """
     claimed = await charge_claim(conn, request, now, enforcement)
-    bypassed: list[Denial] = []
     if claimed is None:
         by = await charge_cluster(conn, request.resources, now, request.enforce)
         if await claim_committed_meanwhile(conn, request.namespace, now):
             raise ClaimAppeared(request.namespace)
-    else:
+        return await after_claim(conn, request, placement_id, now, None, [by] if by else [], audit)
+    return await after_claim(conn, request, placement_id, now, claimed, [], audit)
+
+
+async def after_claim(
+    conn: AsyncConnection,
+    request: AdmitRequest,
+    placement_id: str,
+    now: float,
+    claimed: ChargedClaim | None,
+    bypassed: list[Denial],
+    audit: Audit | None,
+) -> Admission:
+    """The admission from the charged claim on: its overage, the node, the row, the audit."""
+    if claimed is not None:
         bypassed += [claimed.bypassed] if claimed.bypassed else []
-        by = None
         if not claimed.overage.is_zero():
             by = await charge_cluster(conn, claimed.overage, now, request.enforce)
-    bypassed += [by] if by else []
+            bypassed += [by] if by else []
     node = await charge_node(conn, request.node, request, request.resources, now)
     bypassed += [node.bypassed] if node.bypassed else []
+    return await record(conn, request, placement_id, now, claimed, node.row, bypassed, audit)
+
+
+async def record(
+    conn: AsyncConnection,
+    request: AdmitRequest,
+    placement_id: str,
+    now: float,
+    claimed: ChargedClaim | None,
+    charged_node: Mapping[Any, Any] | None,
+    bypassed: list[Denial],
+    audit: Audit | None,
+    *,
+    inserted: bool = False,
+) -> Admission:
+    """Insert the placement row (unless ``inserted`` already), then the audit; the Admission."""
     x = request.resources
     claim_id = None if claimed is None else claimed.claim_id
-    await conn.execute(
-        prepared.insert(placements),
-        {
-            "id": placement_id,
-            "namespace": request.namespace,
-            "node": request.node,
-            "cpus": x.cpus,
-            "memory_mb": x.memory_mb,
-            "disk_gb": x.disk_gb,
-            "demand": request.demand,
-            "admitted_at": now,
-            "request_id": request.request_id,
-            "claim_id": claim_id,
-        },
-    )
-    node_row: Mapping[Any, Any] | None = node.row
+    if not inserted:
+        await conn.execute(
+            prepared.insert(placements),
+            {
+                "id": placement_id,
+                "namespace": request.namespace,
+                "node": request.node,
+                "cpus": x.cpus,
+                "memory_mb": x.memory_mb,
+                "disk_gb": x.disk_gb,
+                "demand": request.demand,
+                "admitted_at": now,
+                "request_id": request.request_id,
+                "claim_id": claim_id,
+            },
+        )
+    node_row = charged_node
     if node_row is None:
         statement, binds = prepared.locked_row(nodes, {("name", "eq"): request.node})
         node_row = (await conn.execute(statement, binds)).mappings().first()
@@ -260,18 +286,92 @@ async def admit_in(
     return admission
 
 
+class Recheck(Exception):
+    """The function's refused row admits under the lock after all: admit again, in-process."""
+
+
+async def admit_by_function(
+    conn: AsyncConnection,
+    request: AdmitRequest,
+    placement_id: str,
+    now: float,
+    enforcement: ClaimEnforcement,
+    audit: Audit | None = None,
+) -> Admission:
+    """The admission as one call of the PostgreSQL function, finished here where it stops.
+
+    Only for enforced requests (an unenforced write is rare and runs in-process). The domain
+    decides as on the in-process path: which claim rule (``claim_charge``), which node guard
+    (``node_guard``), and the verdict on a refused row the function returns.
+    """
+    rule = claim_charge(enforcement, request.enforce)
+    guard = node_guard(request.target_load)
+    x, params = request.resources, request.guard_params()
+    result = await admit_function.call(
+        conn,
+        {
+            "p_namespace": request.namespace,
+            "p_node": request.node,
+            "p_cpus": x.cpus,
+            "p_memory_mb": x.memory_mb,
+            "p_disk_gb": x.disk_gb,
+            "p_demand": float(request.demand),
+            "p_target_load": float(request.target_load),
+            "p_demand_clause": guard is NODE_GUARD,
+            "p_hard": rule.guard is not None,
+            "p_now": now,
+            "p_id": placement_id,
+            "p_request_id": request.request_id,
+        },
+    )
+    outcome = result.outcome
+    if outcome == admit_function.ADMITTED:
+        claimed = None
+        if result.claim_id is not None:  # charged within its limit: no overage, no overrun
+            claimed = ChargedClaim(result.claim_id, (), Resources(), None)
+        node_row = admit_function.typed(nodes, result.node)
+        return await record(
+            conn, request, placement_id, now, claimed, node_row, [], audit, inserted=True
+        )
+    if outcome == admit_function.CLAIM_OVER:
+        row = admit_function.typed(claims, result.refused)
+        claimed = charged_claim(row, request, rule, None)
+        return await after_claim(conn, request, placement_id, now, claimed, [], audit)
+    if outcome == admit_function.CLAIM_APPEARED:
+        raise ClaimAppeared(request.namespace)
+    if outcome == admit_function.NO_NODE:
+        raise NodeNotFound(request.node)
+    if outcome == admit_function.NO_CLUSTER:
+        raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`")
+    stages = {
+        admit_function.REFUSED["claim"]: (claims, CLAIM_GUARD),
+        admit_function.REFUSED["cluster"]: (cluster, CLUSTER_GUARD),
+        admit_function.REFUSED["node"]: (nodes, guard),
+    }
+    if outcome not in stages:  # pragma: no cover - the function returns only the above
+        raise LedgerError(f"{admit_function.NAME} returned an unknown outcome {outcome!r}")
+    table, refusing = stages[outcome]
+    denial = deny(refusing, guard_row(admit_function.typed(table, result.refused)), params)
+    if denial is None:
+        raise Recheck(outcome)  # the row changed between the UPDATE and its lock
+    raise Refused(denial)
+
+
 async def admit(
     store: Store,
     request: AdmitRequest,
     enforcement: ClaimEnforcement = ClaimEnforcement.ADVISORY,
     audit: Audit | None = None,
     committed: Callable[[Sequence[Event]], None] | None = None,
+    *,
+    one_call: bool = False,
 ) -> Admission:
     """Admit ``request`` (idempotently by request id) or return the refusal.
 
     The audit events of an admission commit with it; a replayed or refused request writes none.
     ``committed`` is told, after the commit, which events were written (those of the attempt
-    that committed: a retried transaction asks ``audit`` again).
+    that committed: a retried transaction asks ``audit`` again). ``one_call``: admit through
+    the PostgreSQL function (``admit_by_function``) where the request allows it.
     """
     # No read for an earlier placement with this request id first: a repeat is rare, and the
     # UNIQUE(namespace, request_id) constraint finds it anyway (its INSERT fails, everything
@@ -286,9 +386,12 @@ async def admit(
         written[:] = audit(admission)
         return written
 
+    by_function = one_call and request.enforce
+
     async def work(conn: AsyncConnection) -> Admission:
         now = store.now_epoch()
-        return await admit_in(
+        how = admit_by_function if by_function else admit_in
+        return await how(
             conn, request, placement_id, now, enforcement, None if audit is None else audited
         )
 
@@ -301,6 +404,8 @@ async def admit(
                 return admission
             except ClaimAppeared:
                 continue  # run again: the claim is visible now, so this time it is charged
+            except Recheck:
+                by_function = False  # rolled back: the in-process path re-reads under lock
         raise LedgerUnavailable(
             f"admit onto {request.node}: claims of {request.namespace} kept changing"
         )

@@ -8,11 +8,21 @@ The claims and reconcile modules plug in the same way (``self.store`` is all the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from fleetgate.adapters.sql import admission, events, migrate, nodes, reads, release, tokens
+from fleetgate.adapters.sql import (
+    admission,
+    admit_function,
+    events,
+    migrate,
+    nodes,
+    reads,
+    release,
+    tokens,
+)
 from fleetgate.adapters.sql import claims as claim_ops
 from fleetgate.adapters.sql import reconcile as reconcile_ops
 from fleetgate.adapters.sql.dialect import DialectSupport
@@ -44,6 +54,8 @@ from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event
 from fleetgate.domain.ports import Audit, Clock, EventSink
 from fleetgate.domain.tokens import ApiToken
+
+_log = logging.getLogger("fleetgate.ledger")
 
 
 def overcommit_from(options: dict[str, Any]) -> Overcommit:
@@ -88,6 +100,8 @@ class SqlLedger:
         self.enforcement = enforcement_from(options)
         self.store = Store(url, options, dialect or DialectSupport(), clock)
         self._sink = events.SqlEventSink(self.store)
+        #: Admit through the PostgreSQL function (decided at start: only if installed, current).
+        self.one_call = False
 
     # lifecycle ----------------------------------------------------------------------------
 
@@ -97,6 +111,22 @@ class SqlLedger:
             await migrate.upgrade(self.store, "head")
         else:
             await reads.cluster_row(self.store)  # connect now: fail fast on a bad URL
+        self.one_call = await self._function_is_current()
+
+    async def _function_is_current(self) -> bool:
+        # ``admission_function: false`` keeps PostgreSQL on the in-process path (to compare).
+        if self.store.dialect.name != "postgres" or not self.options.get(
+            "admission_function", True
+        ):
+            return False
+        current = await self.store.read(admit_function.installed, what="check fleetgate_admit")
+        if not current:
+            _log.warning(
+                "%s is missing or older than this fleetgate's guards: admitting in-process "
+                "(run `fleetgate db upgrade`)",
+                admit_function.NAME,
+            )
+        return current
 
     async def close(self) -> None:
         """Dispose of the engine's connections."""
@@ -141,7 +171,12 @@ class SqlLedger:
     async def admit(self, request: AdmitRequest, *, audit: Audit | None = None) -> Admission:
         """Admit a placement or refuse it; ``audit``'s events commit with the admission."""
         return await admission.admit(
-            self.store, request, self.enforcement, audit, self._sink.committed
+            self.store,
+            request,
+            self.enforcement,
+            audit,
+            self._sink.committed,
+            one_call=self.one_call,
         )
 
     async def release(self, placement_id: str, *, namespace: str | None = None) -> Release:

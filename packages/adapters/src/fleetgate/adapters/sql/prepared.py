@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import Any, Final
 
 import sqlalchemy as sa
 
 from fleetgate.adapters.sql.compile import Value, where
+from fleetgate.adapters.sql.schema import claims
 from fleetgate.adapters.sql.sqltypes import as_double
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.guards import (
@@ -192,6 +193,18 @@ def touch(table: sa.Table, keys: Keys) -> tuple[sa.Update, dict[str, Any]]:
     return _touch(table, tuple(keys)), _key_binds(keys)
 
 
+#: Whether the namespace has an active claim, as a locking (shared) read: binds ``k_namespace``
+#: and ``k_now``.
+CLAIM_NOW: Final = (
+    sa.select(claims.c.id)
+    .where(
+        claims.c.active_namespace == sa.bindparam("k_namespace"),
+        claims.c.expires_at > sa.bindparam("k_now"),
+    )
+    .with_for_update(read=True)
+)
+
+
 @lru_cache(maxsize=8)
 def insert(table: sa.Table) -> sa.Insert:
     """``INSERT INTO table`` taking its values as parameters at execution."""
@@ -199,6 +212,7 @@ def insert(table: sa.Table) -> sa.Insert:
 
 
 __all__ = [
+    "CLAIM_NOW",
     "Assign",
     "Bump",
     "Keys",
