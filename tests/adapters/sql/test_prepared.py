@@ -114,3 +114,16 @@ def test_a_shape_is_built_once() -> None:
     )  # fmt: skip
     assert again is first
     assert binds["g_cpus"] == 9 and binds["s_updated_at"] == 2.0
+
+
+def test_nothing_is_built_again_for_the_next_admission() -> None:
+    """The SET keys and the statement of a second admission are the first one's objects."""
+    first = prepared.charge_sets("used_", Resources(1, 2, 3), 1.0, demand=0.5)
+    second = prepared.charge_sets("used_", Resources(4, 5, 6), 2.0, demand=0.7)
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    params = {"cpus": 1, "memory_mb": 2, "disk_gb": 3, "demand": 0.5, "target_load": 0.75}
+    one, _ = prepared.guarded_update(nodes, {("name", "eq"): "a"}, node_guard(0.75), params, first)
+    two, binds = prepared.guarded_update(
+        nodes, {("name", "eq"): "b"}, node_guard(0.9), {**params, "cpus": 4}, second
+    )
+    assert one is two and binds["k_name"] == "b" and binds["g_cpus"] == 4

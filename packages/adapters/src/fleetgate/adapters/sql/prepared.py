@@ -68,11 +68,19 @@ def charge_sets(
     The one builder of a charge's SET clause: the guarded fast path, the refusal's fallback and
     a move's target node all charge through it (``demand``: added to ``expected_demand``).
     """
-    sets: dict[Set, Any] = {Bump(f"{prefix}{d}"): amount.get(d) for d in ALLOCATION}
+    bumps, demand_bump, stamp = _charge_keys(prefix)
+    sets: dict[Set, Any] = dict(zip(bumps, [getattr(amount, d) for d in ALLOCATION], strict=True))
     if demand is not None:
-        sets[Bump("expected_demand", real=True)] = demand
-    sets[Assign("updated_at")] = now
+        sets[demand_bump] = demand
+    sets[stamp] = now
     return sets
+
+
+@lru_cache(maxsize=8)
+def _charge_keys(prefix: str) -> tuple[tuple[Bump, ...], Bump, Assign]:
+    # The same key objects every time: the statement cache then compares them by identity.
+    bumps = tuple(Bump(f"{prefix}{d}") for d in ALLOCATION)
+    return bumps, Bump("expected_demand", real=True), Assign("updated_at")
 
 
 def _params_of(expr: Expr | Test) -> set[Param]:
@@ -88,12 +96,25 @@ def _params_of(expr: Expr | Test) -> set[Param]:
     return set()
 
 
-@lru_cache(maxsize=64)
+# Caches keyed by the guard's identity: hashing a Guard walks its whole tree (tens of us a
+# time), and the guards an admission uses are a handful of module constants. The guard itself is
+# kept with the entry, so an id is never reused while it is cached.
+_PARAMS_BY_GUARD: dict[int, tuple[Guard, tuple[Param, ...]]] = {}
+_STATEMENTS: dict[tuple[Any, ...], tuple[Guard | None, sa.Update]] = {}
+_CACHE_LIMIT = 256
+
+
 def _guard_params(guard: Guard) -> tuple[Param, ...]:
+    hit = _PARAMS_BY_GUARD.get(id(guard))
+    if hit is not None and hit[0] is guard:
+        return hit[1]
     found: set[Param] = set()
     for _, test in guard.tests():
         found |= _params_of(test)
-    return tuple(sorted(found, key=lambda p: p.name))
+    params = tuple(sorted(found, key=lambda p: p.name))
+    if len(_PARAMS_BY_GUARD) < _CACHE_LIMIT:
+        _PARAMS_BY_GUARD[id(guard)] = (guard, params)
+    return params
 
 
 def _reals(guard: Guard | None, params: Mapping[str, Number]) -> frozenset[str]:
@@ -113,8 +134,25 @@ def _key_binds(keys: Keys) -> dict[str, Any]:
     return {f"k_{col}": value for (col, _), value in keys.items()}
 
 
-@lru_cache(maxsize=256)
 def _update(
+    table: sa.Table,
+    keys: tuple[tuple[str, str], ...],
+    guard: Guard | None,
+    reals: frozenset[str],
+    sets: tuple[Set, ...],
+    returning: bool,
+) -> sa.Update:
+    key = (table, keys, None if guard is None else id(guard), reals, sets, returning)
+    hit = _STATEMENTS.get(key)
+    if hit is not None and hit[0] is guard:
+        return hit[1]
+    statement = _build_update(table, keys, guard, reals, sets, returning)
+    if len(_STATEMENTS) < _CACHE_LIMIT:
+        _STATEMENTS[key] = (guard, statement)
+    return statement
+
+
+def _build_update(
     table: sa.Table,
     keys: tuple[tuple[str, str], ...],
     guard: Guard | None,
