@@ -146,20 +146,6 @@ def _update(
     hit = _STATEMENTS.get(key)
     if hit is not None and hit[0] is guard:
         return hit[1]
-    statement = _build_update(table, keys, guard, reals, sets, returning)
-    if len(_STATEMENTS) < _CACHE_LIMIT:
-        _STATEMENTS[key] = (guard, statement)
-    return statement
-
-
-def _build_update(
-    table: sa.Table,
-    keys: tuple[tuple[str, str], ...],
-    guard: Guard | None,
-    reals: frozenset[str],
-    sets: tuple[Set, ...],
-    returning: bool,
-) -> sa.Update:
     conditions = _conditions(table, keys)
     if guard is not None:
         holders: dict[str, Value] = {
@@ -180,7 +166,11 @@ def _build_update(
         else:
             values[s.column] = sa.bindparam(name, type_=table.c[s.column].type)
     statement = sa.update(table).where(sa.and_(*conditions)).values(**values)
-    return statement.returning(*table.c) if returning else statement
+    if returning:
+        statement = statement.returning(*table.c)
+    if len(_STATEMENTS) < _CACHE_LIMIT:
+        _STATEMENTS[key] = (guard, statement)
+    return statement
 
 
 def guarded_update(
