@@ -76,13 +76,18 @@ def _templated(statement: str, parameters: Any, sentinels: Mapping[Any, str]) ->
     return Statement(statement, tuple(_slot(p, sentinels) for p in params), returns_rows)
 
 
-async def capture_admission(target: Target, url: str, name: str) -> Script:
+async def capture_admission(
+    target: Target, url: str, name: str, *, one_call: bool | None = None
+) -> Script:
     """Run one admission onto node ``name`` through a ledger on ``url``; return what it sent.
 
+    ``one_call`` False captures PostgreSQL's in-process statements instead of its function call.
     The placement it admits stays: the caller resets the database before measuring.
     """
     clock = VirtualClock(AT)
     async with open_ledger(target, url, pool_size=1, clock=clock) as ledger:
+        if one_call is not None:
+            ledger.one_call = one_call
         sentinels: dict[Any, str] = {
             name: "node",
             NAMESPACE: "namespace",

@@ -12,12 +12,14 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 
 from fleetgate.adapters.clock import VirtualClock
+from fleetgate.adapters.sql import admit_function
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail, Stage
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import NodeNotFound
 from fleetgate.domain.capacity.guards import evaluate, node_guard
-from fleetgate.domain.capacity.model import AdmitRequest, NodeMetrics, NodeSpec
+from fleetgate.domain.capacity.model import Admission, AdmitRequest, NodeMetrics, NodeSpec
+from fleetgate.domain.events import Event, Level
 from tests.adapters.sql.seed import (
     claim_used,
     insert_claim,
@@ -26,7 +28,7 @@ from tests.adapters.sql.seed import (
     set_node,
 )
 from tests.conftest import Backend
-from tests.ledgers import open_ledger
+from tests.ledgers import START, open_ledger
 from tests.strategies import admit_params, node_guard_rows
 
 INSTANCE = Resources(4, 4096, 40)
@@ -216,6 +218,12 @@ async def test_every_admission_transaction_opens_with_an_update(
         sa.event.remove(engine, "before_cursor_execute", record)
     for transaction in (claim_branch, refusal):
         body = [s for s in transaction if not s.startswith(("BEGIN", "PRAGMA", "SET "))]
+        if live.one_call:  # PostgreSQL: one call, whose own first statement is the UPDATE
+            assert body[0].startswith("SELECT FG_OUTCOME AS OUTCOME, FG_CLAIM_ID AS CLAIM_ID")
+            assert "FLEETGATE_ADMIT(" in body[0]
+            first = admit_function.definition().split("BEGIN", 1)[1].split(";")[0]
+            assert first.strip().split("\n")[-1].lstrip().startswith("UPDATE claims")
+            continue
         assert body[0].startswith("UPDATE")
         if backend.kind != "sqlite":  # every read inside is a locking read of a locked row
             assert all("FOR UPDATE" in s for s in body if s.startswith("SELECT"))
@@ -294,3 +302,55 @@ async def test_the_database_admits_exactly_when_the_domain_guard_does(
         failed = set(verdict.failed)
         assert admission.denial.exceeded == failed - {"schedulable"}
         assert admission.denial.cordoned == ("schedulable" in failed)
+
+
+# --- the audit commits with the admission (issue 18 item 2) -----------------------------------
+
+
+def placed_event(admission: Admission) -> list[Event]:
+    assert admission.placement is not None
+    return [Event("placed", START, admission.placement.id, "team", Level.INFO, {"n": 1})]
+
+
+async def test_the_audit_events_commit_in_the_admission(live: SqlLedger) -> None:
+    admission = await live.admit(request("node_b"), audit=placed_event)
+    assert admission.placement is not None
+    recorded = await live.events(subject=admission.placement.id)
+    assert [r.event.kind for r in recorded] == ["placed"]
+
+
+async def test_a_failed_audit_write_fails_the_admission_and_changes_nothing(
+    live: SqlLedger,
+) -> None:
+    before = (await live.node("node_b"), await live.cluster(), await placement_count(live))
+
+    def broken(admission: Admission) -> list[Event]:
+        raise RuntimeError("the audit could not be written")
+
+    with pytest.raises(RuntimeError, match="audit"):
+        await live.admit(request("node_b"), audit=broken)
+    assert (await live.node("node_b"), await live.cluster(), await placement_count(live)) == before
+
+
+async def test_a_refused_or_replayed_admission_writes_no_audit(live: SqlLedger) -> None:
+    refused = await live.admit(request("node_a", Resources(99, 0, 0)), audit=placed_event)
+    assert refused.denial is not None
+    first = await live.admit(request("node_b", request_id="job-9"))
+    again = await live.admit(request("node_b", request_id="job-9"), audit=placed_event)
+    assert again.replayed and first.placement == again.placement
+    assert await live.events(kind="placed") == []
+
+
+async def test_the_ledger_sink_skips_the_events_an_admission_committed(live: SqlLedger) -> None:
+    written: list[Event] = []
+
+    def audit(admission: Admission) -> list[Event]:
+        written[:] = placed_event(admission)
+        return written
+
+    await live.admit(request("node_b"), audit=audit)
+    later = Event("later", START, "p-2", "team", Level.INFO, {})
+    await live.event_sink().emit([*written, later])  # as a fan-out sink delivers them again
+    assert [r.event.kind for r in await live.events()] == ["placed", "later"]
+    await live.event_sink().emit(written)  # skipped once only: a second delivery is recorded
+    assert [r.event.kind for r in await live.events()] == ["placed", "later", "placed"]

@@ -22,7 +22,9 @@ from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, NodeSpec
+from fleetgate.domain.events import Event, Level
 from tests.conftest import Backend
+from tests.ledgers import START
 
 IDENTITY = {"mariadb": "SELECT CONNECTION_ID()", "postgres": "SELECT pg_backend_pid()"}
 KILL = {"mariadb": "KILL {id}", "postgres": "SELECT pg_terminate_backend({id})"}
@@ -52,8 +54,8 @@ async def state(ledger: SqlLedger) -> tuple[Any, ...]:
     return (await ledger.nodes(), await ledger.cluster(), await ledger.placements())
 
 
-def after_first(ledger: SqlLedger, prefix: str, action: Any) -> Any:
-    """Run ``action(cursor)`` once, right after the first statement starting with ``prefix``."""
+def after_first(ledger: SqlLedger, prefix: str, action: Any, when: str = "after") -> Any:
+    """Run ``action(cursor)`` once, right after (or before) the first statement ``prefix…``."""
     armed = [True]
 
     def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
@@ -61,19 +63,12 @@ def after_first(ledger: SqlLedger, prefix: str, action: Any) -> Any:
             armed[0] = False
             action(conn, cursor)
 
-    sa.event.listen(ledger.store.engine.sync_engine, "after_cursor_execute", hook)
+    sa.event.listen(ledger.store.engine.sync_engine, f"{when}_cursor_execute", hook)
     return hook
 
 
-@pytest.mark.parametrize(
-    "cut_after", ["SELECT", "UPDATE CLUSTER", "UPDATE NODES", "INSERT INTO PLACEMENTS"]
-)
-async def test_a_connection_killed_mid_admission_leaves_nothing(
-    ledger: SqlLedger, backend: Backend, cut_after: str
-) -> None:
-    await ledger.add_node(NodeSpec("a", Capacity(4, 4096, 40)))
-    await ledger.admit(AdmitRequest("team", "a", Resources(1, 1, 1), demand=0.6))
-    before = await state(ledger)
+def killer_of(backend: Backend) -> tuple[Any, Any]:
+    """An engine of its own and the ``cut(conn, cursor)`` that kills the cursor's connection."""
     killer = create_async_engine(backend.url) if backend.kind != "sqlite" else None
 
     def cut(conn: Any, cursor: Any) -> None:
@@ -84,6 +79,20 @@ async def test_a_connection_killed_mid_admission_leaves_nothing(
         victim = cursor.fetchone()[0]
         await_only(kill_session(killer, backend.kind, victim))
 
+    return killer, cut
+
+
+@pytest.mark.parametrize(
+    "cut_after", ["SELECT", "UPDATE CLUSTER", "UPDATE NODES", "INSERT INTO PLACEMENTS"]
+)
+async def test_a_connection_killed_mid_admission_leaves_nothing(
+    ledger: SqlLedger, backend: Backend, cut_after: str
+) -> None:
+    ledger.one_call = False  # the statements of the in-process path (the function's: below)
+    await ledger.add_node(NodeSpec("a", Capacity(4, 4096, 40)))
+    await ledger.admit(AdmitRequest("team", "a", Resources(1, 1, 1), demand=0.6))
+    before = await state(ledger)
+    killer, cut = killer_of(backend)
     hook = after_first(ledger, cut_after, cut)
     request = AdmitRequest("team", "a", Resources(2, 2, 2), demand=1.2)
     retried: Admission | None = None
@@ -147,6 +156,7 @@ async def test_a_connection_killed_during_commit_is_reported_not_retried(
 
 
 async def test_an_admission_abandoned_midway_is_rolled_back(ledger: SqlLedger) -> None:
+    ledger.one_call = False  # a statement of the in-process path fails
     await ledger.add_node(NodeSpec("a", Capacity(4, 4096, 40)))
     before = await state(ledger)
 
@@ -162,4 +172,89 @@ async def test_an_admission_abandoned_midway_is_rolled_back(ledger: SqlLedger) -
             await ledger.admit(AdmitRequest("team", "a", Resources(2, 2, 2), demand=1.2))
     finally:
         sa.event.remove(ledger.store.engine.sync_engine, "after_cursor_execute", hook)
+    assert await state(ledger) == before
+
+
+# --- the admission as one PostgreSQL function call (issue 18 item 3) ---------------------------
+
+
+def audit_of(admission: Admission) -> list[Event]:
+    assert admission.placement is not None
+    return [Event("placed", START, admission.placement.id, "team", Level.INFO, {})]
+
+
+def function_path(backend: Backend, ledger: SqlLedger) -> None:
+    if backend.kind != "postgres":
+        pytest.skip("the admission function is PostgreSQL's; the other backends admit in-process")
+    assert ledger.one_call  # installed by the migration, and current
+
+
+@pytest.mark.parametrize(
+    ("cut", "when"),
+    [
+        ("SELECT FG_OUTCOME", "before"),
+        ("SELECT FG_OUTCOME", "after"),
+        ("INSERT INTO EVENTS", "after"),
+    ],
+)
+async def test_a_connection_killed_around_the_function_call_leaves_nothing(
+    ledger: SqlLedger, backend: Backend, cut: str, when: str
+) -> None:
+    function_path(backend, ledger)
+    await ledger.add_node(NodeSpec("a", Capacity(4, 4096, 40)))
+    await ledger.admit(AdmitRequest("team", "a", Resources(1, 1, 1), demand=0.6))
+    before = (await state(ledger), await ledger.events())
+    killer, kill = killer_of(backend)
+    hook = after_first(ledger, cut, kill, when)
+    try:
+        with pytest.raises(LedgerUnavailable):
+            await ledger.admit(
+                AdmitRequest("team", "a", Resources(2, 2, 2), demand=1.2), audit=audit_of
+            )
+    finally:
+        sa.event.remove(ledger.store.engine.sync_engine, f"{when}_cursor_execute", hook)
+        await killer.dispose()
+    assert (await state(ledger), await ledger.events()) == before
+    again = await ledger.admit(AdmitRequest("team", "a", Resources(2, 2, 2)), audit=audit_of)
+    assert again.admitted and len(await ledger.events(kind="placed")) == 1
+
+
+async def test_a_connection_killed_inside_the_function_leaves_nothing(
+    ledger: SqlLedger, backend: Backend
+) -> None:
+    """Killed while the function waits for the node row, with the cluster row already charged."""
+    function_path(backend, ledger)
+    await ledger.add_node(NodeSpec("a", Capacity(4, 4096, 40)))
+    before = await state(ledger)
+    other = create_async_engine(backend.url)
+    try:
+        async with other.connect() as blocker:
+            await blocker.execute(
+                sa.text("UPDATE nodes SET updated_at = updated_at WHERE name = 'a'")
+            )
+            admitting = asyncio.ensure_future(
+                ledger.admit(AdmitRequest("team", "a", Resources(2, 2, 2), demand=1.2))
+            )
+            victim = None
+            for _ in range(600):  # up to a minute on a loaded machine
+                async with other.connect() as watcher:
+                    victim = (
+                        await watcher.execute(
+                            sa.text(
+                                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                                " AND query LIKE '%fleetgate_admit%' AND pid <> pg_backend_pid()"
+                            )
+                        )
+                    ).scalar()
+                if victim is not None:
+                    break
+                await asyncio.sleep(0.1)
+            assert victim is not None, "the admission never waited inside the function"
+            async with other.connect() as watcher:
+                await watcher.execute(sa.text(f"SELECT pg_terminate_backend({int(victim)})"))
+            await blocker.rollback()
+        with pytest.raises(LedgerUnavailable):
+            await admitting
+    finally:
+        await other.dispose()
     assert await state(ledger) == before

@@ -15,15 +15,19 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 from sqlalchemy.engine import Dialect
 
 from fleetgate.adapters.sql import prepared
-from fleetgate.adapters.sql.admission import bumps, increments
 from fleetgate.adapters.sql.compile import where
 from fleetgate.adapters.sql.schema import claims, cluster, nodes
-from fleetgate.adapters.sql.sqltypes import real
-from fleetgate.domain.capacity.dimensions import Resources
+from fleetgate.adapters.sql.sqltypes import integer, real
+from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_guard
 
 DIALECTS = [sqlite.dialect(), postgresql.asyncpg.dialect(), mysql.aiomysql.dialect()]
 NOW = 1_767_225_600.25
+
+
+def increments(table: sa.Table, prefix: str, amount: Resources) -> dict[str, Any]:
+    """The dynamic form of a charge: ``{prefix}d = {prefix}d + amount_d`` per dimension."""
+    return {f"{prefix}{d}": table.c[f"{prefix}{d}"] + integer(amount.get(d)) for d in ALLOCATION}
 
 
 def sent(statement: sa.Update, dialect: Dialect, binds: dict[str, Any] | None = None) -> tuple:
@@ -57,8 +61,7 @@ def test_the_node_charge_is_the_dynamic_one(
             updated_at=NOW,
         )
     )
-    sets = bumps("used_", size, NOW)
-    sets[prepared.Bump("expected_demand", real=True)] = demand
+    sets = prepared.charge_sets("used_", size, NOW, demand=demand)
     statement, binds = prepared.guarded_update(nodes, {("name", "eq"): "n-1"}, guard, params, sets)
     assert sent(statement, dialect, binds) == sent(dynamic, dialect)
 
@@ -76,7 +79,7 @@ def test_the_cluster_and_claim_charges_are_the_dynamic_ones(dialect: Dialect) ->
         {("id", "eq"): 1},
         CLUSTER_GUARD,
         size.as_dict(),
-        bumps("unclaimed_used_", size, NOW),
+        prepared.charge_sets("unclaimed_used_", size, NOW),
     )
     assert sent(statement, dialect, binds) == sent(dynamic_cluster, dialect)
     active = sa.and_(claims.c.active_namespace == "team", claims.c.expires_at > NOW)
@@ -91,7 +94,7 @@ def test_the_cluster_and_claim_charges_are_the_dynamic_ones(dialect: Dialect) ->
             .values(**increments(claims, "used_", size), updated_at=NOW)
         )
         statement, binds = prepared.guarded_update(
-            claims, keys, guard, size.as_dict(), bumps("used_", size, NOW)
+            claims, keys, guard, size.as_dict(), prepared.charge_sets("used_", size, NOW)
         )
         assert sent(statement, dialect, binds) == sent(dynamic, dialect)
 
@@ -103,11 +106,24 @@ def test_a_shape_is_built_once() -> None:
         {("id", "eq"): 1},
         CLUSTER_GUARD,
         size.as_dict(),
-        bumps("unclaimed_used_", size, 1.0),
+        prepared.charge_sets("unclaimed_used_", size, 1.0),
     )
     again, binds = prepared.guarded_update(
         cluster, {("id", "eq"): 1}, CLUSTER_GUARD, {"cpus": 9, "memory_mb": 9, "disk_gb": 9},
-        bumps("unclaimed_used_", Resources(9, 9, 9), 2.0),
+        prepared.charge_sets("unclaimed_used_", Resources(9, 9, 9), 2.0),
     )  # fmt: skip
     assert again is first
     assert binds["g_cpus"] == 9 and binds["s_updated_at"] == 2.0
+
+
+def test_nothing_is_built_again_for_the_next_admission() -> None:
+    """The SET keys and the statement of a second admission are the first one's objects."""
+    first = prepared.charge_sets("used_", Resources(1, 2, 3), 1.0, demand=0.5)
+    second = prepared.charge_sets("used_", Resources(4, 5, 6), 2.0, demand=0.7)
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    params = {"cpus": 1, "memory_mb": 2, "disk_gb": 3, "demand": 0.5, "target_load": 0.75}
+    one, _ = prepared.guarded_update(nodes, {("name", "eq"): "a"}, node_guard(0.75), params, first)
+    two, binds = prepared.guarded_update(
+        nodes, {("name", "eq"): "b"}, node_guard(0.9), {**params, "cpus": 4}, second
+    )
+    assert one is two and binds["k_name"] == "b" and binds["g_cpus"] == 4

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import logging
 import os
 import signal
 import socket
@@ -15,7 +17,15 @@ import httpx
 import pytest
 import uvicorn
 
-from fleetgate.apps.api.server import EXIT_FAILED, EXIT_INVALID, run_api, with_admin_token
+from fleetgate.apps.api.server import (
+    EXIT_FAILED,
+    EXIT_INVALID,
+    cheap_access_log,
+    fast_http,
+    fast_loop,
+    run_api,
+    with_admin_token,
+)
 from fleetgate.apps.settings import ApiSettings, Settings
 
 FLEETGATE = Path(sys.executable).with_name("fleetgate")
@@ -192,3 +202,27 @@ def test_the_workers_socket_says_it_is_tcp() -> None:
 
     with _listening_socket("127.0.0.1", 0) as sock:
         assert sock.proto == socket.IPPROTO_TCP and sock.get_inheritable()
+
+
+def test_the_server_serves_on_uvloop_and_httptools() -> None:
+    # Both are declared dependencies of the apps distribution, so both are installed here.
+    assert (fast_loop(), fast_http()) == ("uvloop", "httptools")
+
+
+def test_the_access_log_is_one_plain_line_off_the_structured_chain() -> None:
+    access = logging.getLogger("uvicorn.access")
+    saved = (access.handlers[:], access.propagate)
+    try:
+        cheap_access_log()
+        assert not access.propagate and len(access.handlers) == 1
+        stream = io.StringIO()
+        handler = access.handlers[0]
+        assert isinstance(handler, logging.StreamHandler)
+        handler.setStream(stream)
+        access.setLevel(logging.INFO)
+        access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "POST", "/v1/x", "1.1", 201)
+        line = stream.getvalue()
+        assert line.endswith(' access 127.0.0.1:5 - "POST /v1/x HTTP/1.1" 201\n')
+    finally:
+        access.handlers[:], access.propagate = saved
+        access.setLevel(logging.NOTSET)

@@ -13,6 +13,7 @@ from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.adapters.sql.schema import claims
 from fleetgate.apps.container import build_container
+from fleetgate.apps.eventsink import FanOutEventSink
 from fleetgate.apps.services import placement as svc
 from fleetgate.apps.services.placement import PlacementService
 from fleetgate.apps.services.snapshot import NodeSnapshot
@@ -28,6 +29,7 @@ from fleetgate.domain.capacity.model import (
     PlacementRequest,
 )
 from fleetgate.domain.events import Event, Level
+from fleetgate.domain.ports import Audit
 from tests.ledgers import START
 
 SMALL = Resources(1, 1024, 10)
@@ -276,7 +278,7 @@ class _Unreachable:
     def __getattr__(self, name: str) -> object:
         return getattr(self._real, name)
 
-    async def admit(self, request: AdmitRequest) -> Admission:
+    async def admit(self, request: AdmitRequest, *, audit: Audit | None = None) -> Admission:
         raise LedgerUnavailable("admit: cannot reach the database")
 
 
@@ -309,3 +311,30 @@ def test_the_container_builds_the_service_from_settings(tmp_path: Path) -> None:
     assert isinstance(built, PlacementService)
     assert built.policy == DemandPolicy(0.5, 0.3, 60.0)
     assert built.snapshot is container.node_snapshot() and built.snapshot.max_age == 1.0
+
+
+async def test_the_walk_s_audit_commits_with_the_admission(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "a", threads=1, load=0.0)  # drawn first, too small: refused
+    await node(ledger, "b", load=2.0)
+    sink = _Recorder()  # not the ledger's sink: what reaches the table came with the admission
+    s = PlacementService(ledger, clock, sink, DemandPolicy(), Random(7))
+    out = await s.place(PlacementRequest("team", Resources(4, 1024, 10)))
+    assert out.placement is not None and out.placement.node == "b"
+    committed = [r.event for r in await ledger.events(subject=out.subject)]
+    kinds_ = [e.kind for e in committed]
+    assert kinds_[0] == svc.FINAL_CANDIDATES and kinds_[-1] == svc.PLACED
+    assert out.candidates == ("a", "b") and kinds_.count(svc.REFUSED) == 1
+    assert sink.events == committed  # the other sinks get the very same events
+
+
+async def test_a_fan_out_through_the_ledger_sink_records_each_event_once(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "a", load=0.0)
+    sink = FanOutEventSink(_Recorder(), ledger.event_sink())
+    out = await PlacementService(ledger, clock, sink, DemandPolicy()).place(
+        PlacementRequest("team", SMALL)
+    )
+    assert await kinds(ledger, out.subject) == [svc.FINAL_CANDIDATES, svc.PLACED]

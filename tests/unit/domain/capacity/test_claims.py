@@ -11,6 +11,7 @@ from fleetgate.domain.capacity.accounting import share, transition, unclaimed_sh
 from fleetgate.domain.capacity.claims import (
     MAX_EXPIRES_IN_SECONDS,
     Claim,
+    ClaimEnforcement,
     ClaimRefusal,
     ClaimRequest,
     ClaimState,
@@ -18,7 +19,9 @@ from fleetgate.domain.capacity.claims import (
     Created,
     RefusalReason,
     Updated,
+    claim_charge,
     due_for_expiry,
+    enforcement_of,
     expires_in_seconds,
     plan_create,
     plan_release,
@@ -26,6 +29,7 @@ from fleetgate.domain.capacity.claims import (
 )
 from fleetgate.domain.capacity.denials import Stage
 from fleetgate.domain.capacity.dimensions import Resources
+from fleetgate.domain.capacity.guards import CLAIM_GUARD
 from fleetgate.domain.capacity.model import ClusterState
 from tests.strategies import claim_accounts, small_resources
 
@@ -384,3 +388,33 @@ def test_an_update_never_changes_the_claims_usage(
         expected = share(new_limit, used, active=True)
         assert outcome.cluster.claimed == expected.claimed
         assert outcome.cluster.unclaimed_used == expected.unclaimed_used
+
+
+# --- claim enforcement and the claim-charge decision --------------------------------------------
+
+
+def test_hard_enforcement_charges_under_the_claim_guard() -> None:
+    rule = claim_charge(ClaimEnforcement.HARD, enforce=True)
+    assert rule.guard is CLAIM_GUARD and rule.enforce and not rule.reports_over_limit
+
+
+def test_an_unenforced_write_under_hard_enforcement_charges_past_the_guard() -> None:
+    rule = claim_charge(ClaimEnforcement.HARD, enforce=False)
+    assert rule.guard is CLAIM_GUARD and not rule.enforce
+
+
+@pytest.mark.parametrize("enforce", [True, False])
+def test_advisory_enforcement_always_charges_and_reports_the_overrun(enforce: bool) -> None:
+    rule = claim_charge(ClaimEnforcement.ADVISORY, enforce=enforce)
+    assert rule.guard is None and rule.enforce and rule.reports_over_limit
+
+
+@pytest.mark.parametrize("value", ["hard", ClaimEnforcement.HARD])
+def test_enforcement_is_read_from_its_setting(value: object) -> None:
+    assert enforcement_of(value) is ClaimEnforcement.HARD
+
+
+@pytest.mark.parametrize("value", ["Hard", "soft", None, 1])
+def test_an_unknown_enforcement_is_refused_naming_the_setting(value: object) -> None:
+    with pytest.raises(ValueError, match=r"claims\.enforcement: must be 'advisory' or 'hard'"):
+        enforcement_of(value)

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from fleetgate.domain.capacity.claims import ClaimEnforcement
 from fleetgate.domain.capacity.demand import DemandPolicy, demand_per_vcpu_problem
 from fleetgate.domain.capacity.dimensions import Overcommit
 
@@ -54,7 +55,7 @@ class CapacitySettings(_Section):
 class ClaimSettings(_Section):
     """How a namespace's active claim binds its own placements."""
 
-    enforcement: Literal["advisory", "hard"] = "advisory"
+    enforcement: ClaimEnforcement = ClaimEnforcement.ADVISORY
 
 
 class ReconcilerSettings(_Section):

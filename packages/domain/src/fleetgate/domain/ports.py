@@ -58,6 +58,10 @@ class EventSink(Protocol):
 
 # --- capacity ledger (issue: capacity admission) ---------------------------------------------
 
+#: The audit events that report an admission, given the admission as committed: the ledger
+#: writes them in the admission's own transaction (``CapacityLedger.admit``).
+Audit = Callable[[Admission], Sequence[Event]]
+
 
 @runtime_checkable
 class CapacityLedger(Protocol):
@@ -115,11 +119,15 @@ class CapacityLedger(Protocol):
 
     # placements ------------------------------------------------------------------------------
 
-    async def admit(self, request: AdmitRequest) -> Admission:
+    async def admit(self, request: AdmitRequest, *, audit: Audit | None = None) -> Admission:
         """Charge the namespace side then the node, and record the placement; or refuse.
 
         Idempotent by ``(namespace, request_id)``: a repeat returns the first placement with
         ``replayed`` set and charges nothing. Raises NodeNotFound for an unknown node.
+        ``audit``'s events are written to the audit trail in the admission's transaction, after
+        its guarded UPDATEs: they commit with it (a failed write fails it); a refused or replayed
+        request writes none. The ledger's ``event_sink()`` then skips those very event objects
+        when they are emitted to it, so a sink that fans out to it records each event once.
         """
         ...
 

@@ -16,31 +16,31 @@ The first statement is always an UPDATE. A refusal rolls everything back.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import sqlalchemy as sa
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fleetgate.adapters.sql import prepared, reads
+from fleetgate.adapters.sql import admit_function, prepared, reads
 from fleetgate.adapters.sql.dialect import error_code
 from fleetgate.adapters.sql.engine import Store
-from fleetgate.adapters.sql.guarded import RowMissing, charge, read_locked
+from fleetgate.adapters.sql.events import insert_events
+from fleetgate.adapters.sql.guarded import Charge, RowMissing, charge
 from fleetgate.adapters.sql.retry import ATTEMPTS
 from fleetgate.adapters.sql.rows import guard_row, node_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
-from fleetgate.adapters.sql.sqltypes import instant, integer, real
-from fleetgate.domain.capacity.denials import Denial, DimensionDetail, over_limit
+from fleetgate.adapters.sql.sqltypes import instant
+from fleetgate.domain.capacity.claims import ClaimCharge, ClaimEnforcement, claim_charge
+from fleetgate.domain.capacity.denials import Denial, DimensionDetail, deny, over_limit
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.errors import LedgerError, LedgerUnavailable, NodeNotFound
-from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_guard
-from fleetgate.domain.capacity.model import Admission, AdmitRequest, Placement
+from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, NODE_GUARD, node_guard
+from fleetgate.domain.capacity.model import Admission, AdmitRequest, MoveRequest, Placement
 from fleetgate.domain.capacity.overage import overage_increase
-
-ADVISORY = "advisory"
-HARD = "hard"
+from fleetgate.domain.events import Event
+from fleetgate.domain.ports import Audit
 
 
 class ClaimAppeared(Exception):
@@ -62,9 +62,9 @@ async def claim_committed_meanwhile(conn: AsyncConnection, namespace: str, now: 
     in the canonical order, claim first.
     """
     try:
-        found = await conn.execute(_CLAIM_NOW, {"k_namespace": namespace, "k_now": now})
+        found = await conn.execute(prepared.CLAIM_NOW, {"k_namespace": namespace, "k_now": now})
     except DBAPIError as exc:
-        if error_code(exc) in _LOCK_HELD:
+        if lock_held(exc):
             return True
         raise
     return found.first() is not None
@@ -74,14 +74,9 @@ async def claim_committed_meanwhile(conn: AsyncConnection, namespace: str, now: 
 _LOCK_HELD = frozenset({"55P03", 1205})
 
 
-_CLAIM_NOW = (
-    sa.select(claims.c.id)
-    .where(
-        claims.c.active_namespace == sa.bindparam("k_namespace"),
-        claims.c.expires_at > sa.bindparam("k_now"),
-    )
-    .with_for_update(read=True, nowait=True)
-)
+def lock_held(error: DBAPIError) -> bool:
+    """Whether ``error`` is the NOWAIT claim check meeting a claim row another write holds."""
+    return error_code(error) in _LOCK_HELD
 
 
 class Refused(Exception):
@@ -93,7 +88,7 @@ class Refused(Exception):
 
 
 @dataclass(frozen=True)
-class ClaimCharge:
+class ChargedClaim:
     """What charging the namespace's claim did."""
 
     claim_id: str
@@ -102,87 +97,77 @@ class ClaimCharge:
     bypassed: Denial | None
 
 
-def increments(table: sa.Table, prefix: str, amount: Resources) -> dict[str, Any]:
-    """``{prefix}d = {prefix}d + amount_d`` for each dimension."""
-    return {f"{prefix}{d}": table.c[f"{prefix}{d}"] + integer(amount.get(d)) for d in ALLOCATION}
-
-
-def bumps(prefix: str, amount: Resources, now: float) -> dict[prepared.Set, Any]:
-    """``increments`` and ``updated_at = now`` as the SET clauses of a prepared statement."""
-    sets: dict[prepared.Set, Any] = {
-        prepared.Bump(f"{prefix}{d}"): amount.get(d) for d in ALLOCATION
-    }
-    sets[prepared.Assign("updated_at")] = now
-    return sets
+def _active_claim(namespace: str, now: float) -> prepared.Keys:
+    return {("active_namespace", "eq"): namespace, ("expires_at", "gt"): now}
 
 
 async def charge_claim(
-    conn: AsyncConnection, request: AdmitRequest, now: float, enforcement: str
-) -> ClaimCharge | None:
-    """Charge the namespace's active claim; None when it has none (expired claims don't count)."""
-    x = request.resources
-    params = request.guard_params()
-    hard = enforcement == HARD
-    bypassed = None
-    active = sa.and_(claims.c.active_namespace == request.namespace, claims.c.expires_at > now)
-    if hard and not request.enforce:
-        values = {**increments(claims, "used_", x), "updated_at": now}
-        try:
-            made = await charge(conn, claims, active, CLAIM_GUARD, params, values, enforce=False)
-        except RowMissing:
-            return None
-        bypassed = made.bypassed
-    else:
-        # The common case runs prepared (advisory: unguarded; hard: under the claim guard).
-        keys = {("active_namespace", "eq"): request.namespace, ("expires_at", "gt"): now}
-        statement, binds = prepared.guarded_update(
-            claims, keys, CLAIM_GUARD if hard else None, params, bumps("used_", x, now)
+    conn: AsyncConnection, request: AdmitRequest, now: float, enforcement: ClaimEnforcement
+) -> ChargedClaim | None:
+    """Charge the namespace's active claim; None when it has none (expired claims don't count).
+
+    How (under which guard, enforced or not, reporting what) is the domain's ``claim_charge``;
+    this only carries it out, and reads the claim row only when there is one.
+    """
+    x, params = request.resources, request.guard_params()
+    rule = claim_charge(enforcement, request.enforce)
+    keys = _active_claim(request.namespace, now)
+    returning = conn.dialect.update_returning
+    try:
+        made = await charge(
+            conn,
+            claims,
+            keys,
+            rule.guard,
+            params,
+            prepared.charge_sets("used_", x, now),
+            enforce=rule.enforce,
+            returning=returning,
         )
-        if int((await conn.execute(statement, binds)).rowcount) == 0:
-            if not hard:
-                return None  # no active claim
-            values = {**increments(claims, "used_", x), "updated_at": now}
-            try:
-                made = await charge(conn, claims, active, CLAIM_GUARD, params, values, tried=True)
-            except RowMissing:
-                return None
-            if made.denial is not None:
-                raise Refused(made.denial)
-    row = await read_locked(conn, claims, active)
-    if row is None:  # pragma: no cover - we hold the claim's lock
-        raise LedgerError("the charged claim vanished inside its own transaction")
+    except RowMissing:
+        return None  # no active claim
+    if made.denial is not None:
+        raise Refused(made.denial)
+    row: Mapping[Any, Any] | None = made.row
+    if row is None:
+        statement, binds = prepared.locked_row(claims, keys)
+        row = (await conn.execute(statement, binds)).mappings().first()
+        if row is None:  # pragma: no cover - we hold the claim's lock
+            raise LedgerError("the charged claim vanished inside its own transaction")
+    return charged_claim(row, request, rule, made.bypassed)
+
+
+def charged_claim(
+    row: Mapping[Any, Any], request: AdmitRequest, rule: ClaimCharge, bypassed: Denial | None
+) -> ChargedClaim:
+    """What charging the claim did, from its row after the charge (the overrun, the overage)."""
+    x, params = request.resources, request.guard_params()
     limit = resources(row, "limit_")
     used_before = resources(row, "used_").minus_floored(x)
-    before = dict(guard_row(row))
-    before.update({f"used_{d}": used_before.get(d) for d in ALLOCATION})
-    return ClaimCharge(
+    over: tuple[DimensionDetail, ...] = ()
+    if rule.reports_over_limit:
+        before = dict(guard_row(row))
+        before.update({f"used_{d}": used_before.get(d) for d in ALLOCATION})
+        over = over_limit(CLAIM_GUARD, before, params)
+    return ChargedClaim(
         claim_id=str(row["id"]),
-        over_limit=() if hard else over_limit(CLAIM_GUARD, before, params),
+        over_limit=over,
         overage=overage_increase(limit, used_before, x),
         bypassed=bypassed,
     )
+
+
+_CLUSTER_KEY: prepared.Keys = {("id", "eq"): CLUSTER_ID}
 
 
 async def charge_cluster(
     conn: AsyncConnection, amount: Resources, now: float, enforce: bool
 ) -> Denial | None:
     """Charge ``amount`` to the unclaimed sums under the cluster guard; returns any bypass."""
-    params = amount.as_dict()
-    if enforce:
-        statement, binds = prepared.guarded_update(
-            cluster,
-            {("id", "eq"): CLUSTER_ID},
-            CLUSTER_GUARD,
-            params,
-            bumps("unclaimed_used_", amount, now),
-        )
-        if int((await conn.execute(statement, binds)).rowcount) == 1:
-            return None
-    key = cluster.c.id == CLUSTER_ID
-    values = {**increments(cluster, "unclaimed_used_", amount), "updated_at": now}
+    sets = prepared.charge_sets("unclaimed_used_", amount, now)
     try:
         made = await charge(
-            conn, cluster, key, CLUSTER_GUARD, params, values, enforce=enforce, tried=enforce
+            conn, cluster, _CLUSTER_KEY, CLUSTER_GUARD, amount.as_dict(), sets, enforce=enforce
         )
     except RowMissing as exc:
         raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`") from exc
@@ -191,99 +176,116 @@ async def charge_cluster(
     return made.bypassed
 
 
-@dataclass(frozen=True)
-class NodeCharge:
-    """What charging the node did: any bypassed guard, and the charged row when it came back."""
-
-    bypassed: Denial | None
-    row: RowMapping | None = None
-
-
-async def charge_node(conn: AsyncConnection, request: AdmitRequest, now: float) -> NodeCharge:
-    """Charge the node under the node guard, adding the demand charge.
+async def charge_node(
+    conn: AsyncConnection,
+    node: str,
+    request: AdmitRequest | MoveRequest,
+    resources: Resources,
+    now: float,
+) -> Charge:
+    """Charge ``node`` under the node guard, adding the demand charge (an admit's or a move's).
 
     Where the dialect has ``UPDATE … RETURNING`` (PostgreSQL, SQLite) the guarded UPDATE returns
     the charged row, so the admission needs no read of it afterwards: one round trip fewer.
     """
-    guard, params = node_guard(request.target_load), request.guard_params()
-    if request.enforce:
-        sets = bumps("used_", request.resources, now)
-        sets[prepared.Bump("expected_demand", real=True)] = request.demand
-        key = {("name", "eq"): request.node}
-        returning = conn.dialect.update_returning
-        statement, binds = prepared.guarded_update(
-            nodes, key, guard, params, sets, returning=returning
-        )
-        result = await conn.execute(statement, binds)
-        if returning:
-            row = result.mappings().first()
-            if row is not None:
-                return NodeCharge(None, row)
-        elif int(result.rowcount) == 1:
-            return NodeCharge(None)
-    values = {
-        **increments(nodes, "used_", request.resources),
-        "expected_demand": nodes.c.expected_demand + real(request.demand),
-        "updated_at": now,
-    }
+    params = {**resources.as_dict(), "demand": request.demand, "target_load": request.target_load}
     try:
         made = await charge(
             conn,
             nodes,
-            nodes.c.name == request.node,
-            guard,
+            {("name", "eq"): node},
+            node_guard(request.target_load),
             params,
-            values,
+            prepared.charge_sets("used_", resources, now, demand=request.demand),
             enforce=request.enforce,
-            tried=request.enforce,
+            returning=conn.dialect.update_returning,
         )
     except RowMissing as exc:
-        raise NodeNotFound(request.node) from exc
+        raise NodeNotFound(node) from exc
     if made.denial is not None:
         raise Refused(made.denial)
-    return NodeCharge(made.bypassed)
+    return made
 
 
 async def admit_in(
-    conn: AsyncConnection, request: AdmitRequest, placement_id: str, now: float, enforcement: str
+    conn: AsyncConnection,
+    request: AdmitRequest,
+    placement_id: str,
+    now: float,
+    enforcement: ClaimEnforcement,
+    audit: Audit | None = None,
 ) -> Admission:
-    """The whole admission inside one transaction (raises Refused to roll back)."""
+    """The whole admission inside one transaction (raises Refused to roll back).
+
+    ``audit`` gives the events that report the admission; they are inserted last, after the
+    guarded UPDATEs, so they commit with it or not at all.
+    """
     claimed = await charge_claim(conn, request, now, enforcement)
-    bypassed: list[Denial] = []
     if claimed is None:
         by = await charge_cluster(conn, request.resources, now, request.enforce)
         if await claim_committed_meanwhile(conn, request.namespace, now):
             raise ClaimAppeared(request.namespace)
-    else:
+        return await after_claim(conn, request, placement_id, now, None, [by] if by else [], audit)
+    return await after_claim(conn, request, placement_id, now, claimed, [], audit)
+
+
+async def after_claim(
+    conn: AsyncConnection,
+    request: AdmitRequest,
+    placement_id: str,
+    now: float,
+    claimed: ChargedClaim | None,
+    bypassed: list[Denial],
+    audit: Audit | None,
+) -> Admission:
+    """The admission from the charged claim on: its overage, the node, the row, the audit."""
+    if claimed is not None:
         bypassed += [claimed.bypassed] if claimed.bypassed else []
-        by = None
         if not claimed.overage.is_zero():
             by = await charge_cluster(conn, claimed.overage, now, request.enforce)
-    bypassed += [by] if by else []
-    node = await charge_node(conn, request, now)
+            bypassed += [by] if by else []
+    node = await charge_node(conn, request.node, request, request.resources, now)
     bypassed += [node.bypassed] if node.bypassed else []
+    return await record(conn, request, placement_id, now, claimed, node.row, bypassed, audit)
+
+
+async def record(
+    conn: AsyncConnection,
+    request: AdmitRequest,
+    placement_id: str,
+    now: float,
+    claimed: ChargedClaim | None,
+    charged_node: Mapping[Any, Any] | None,
+    bypassed: list[Denial],
+    audit: Audit | None,
+    *,
+    inserted: bool = False,
+) -> Admission:
+    """Insert the placement row (unless ``inserted`` already), then the audit; the Admission."""
     x = request.resources
-    await conn.execute(
-        prepared.insert(placements),
-        {
-            "id": placement_id,
-            "namespace": request.namespace,
-            "node": request.node,
-            "cpus": x.cpus,
-            "memory_mb": x.memory_mb,
-            "disk_gb": x.disk_gb,
-            "demand": request.demand,
-            "admitted_at": now,
-            "request_id": request.request_id,
-            "claim_id": None if claimed is None else claimed.claim_id,
-        },
-    )
-    node_row = node.row
+    claim_id = None if claimed is None else claimed.claim_id
+    if not inserted:
+        await conn.execute(
+            prepared.insert(placements),
+            {
+                "id": placement_id,
+                "namespace": request.namespace,
+                "node": request.node,
+                "cpus": x.cpus,
+                "memory_mb": x.memory_mb,
+                "disk_gb": x.disk_gb,
+                "demand": request.demand,
+                "admitted_at": now,
+                "request_id": request.request_id,
+                "claim_id": claim_id,
+            },
+        )
+    node_row = charged_node
     if node_row is None:
-        locked = prepared.locked_row(nodes, "name")
-        node_row = (await conn.execute(locked, {"k_name": request.node})).mappings().first()
+        statement, binds = prepared.locked_row(nodes, {("name", "eq"): request.node})
+        node_row = (await conn.execute(statement, binds)).mappings().first()
         assert node_row is not None  # we hold its lock
-    return Admission(
+    admission = Admission(
         placement=Placement(
             id=placement_id,
             namespace=request.namespace,
@@ -292,52 +294,154 @@ async def admit_in(
             demand=request.demand,
             admitted_at=instant(now),
             request_id=request.request_id,
-            claim_id=None if claimed is None else claimed.claim_id,
+            claim_id=claim_id,
         ),
         node=node_state(node_row),
-        claim_id=None if claimed is None else claimed.claim_id,
+        claim_id=claim_id,
         claim_over_limit=() if claimed is None else claimed.over_limit,
         bypassed=tuple(bypassed),
     )
+    if audit is not None:
+        await insert_events(conn, audit(admission))
+    return admission
 
 
-async def admit(store: Store, request: AdmitRequest, enforcement: str = ADVISORY) -> Admission:
-    """Admit ``request`` (idempotently by request id) or return the refusal."""
-    if enforcement not in (ADVISORY, HARD):
-        raise ValueError(f"claims.enforcement: must be 'advisory' or 'hard', got {enforcement!r}")
+class Recheck(Exception):
+    """The function's refused row admits under the lock after all: admit again, in-process."""
+
+
+async def admit_by_function(
+    conn: AsyncConnection,
+    request: AdmitRequest,
+    placement_id: str,
+    now: float,
+    enforcement: ClaimEnforcement,
+    audit: Audit | None = None,
+) -> Admission:
+    """The admission as one call of the PostgreSQL function, finished here where it stops.
+
+    Only for enforced requests (an unenforced write is rare and runs in-process). The domain
+    decides as on the in-process path: which claim rule (``claim_charge``), which node guard
+    (``node_guard``), and the verdict on a refused row the function returns.
+    """
+    rule = claim_charge(enforcement, request.enforce)
+    guard = node_guard(request.target_load)
+    x, params = request.resources, request.guard_params()
+    arguments = {
+        "p_namespace": request.namespace,
+        "p_node": request.node,
+        "p_cpus": x.cpus,
+        "p_memory_mb": x.memory_mb,
+        "p_disk_gb": x.disk_gb,
+        "p_demand": float(request.demand),
+        "p_target_load": float(request.target_load),
+        "p_demand_clause": guard is NODE_GUARD,
+        "p_hard": rule.guard is not None,
+        "p_now": now,
+        "p_id": placement_id,
+        "p_request_id": request.request_id,
+    }
+    try:
+        result = await admit_function.call(conn, arguments)
+    except DBAPIError as exc:
+        if lock_held(exc):  # the function's claim check (NOWAIT) met a claim being written
+            raise ClaimAppeared(request.namespace) from exc
+        raise
+    outcome = result.outcome
+    if outcome == admit_function.ADMITTED:
+        claimed = None
+        if result.claim_id is not None:  # charged within its limit: no overage, no overrun
+            claimed = ChargedClaim(result.claim_id, (), Resources(), None)
+        node_row = admit_function.typed(nodes, result.node)
+        return await record(
+            conn, request, placement_id, now, claimed, node_row, [], audit, inserted=True
+        )
+    if outcome == admit_function.CLAIM_OVER:
+        row = admit_function.typed(claims, result.refused)
+        claimed = charged_claim(row, request, rule, None)
+        return await after_claim(conn, request, placement_id, now, claimed, [], audit)
+    if outcome == admit_function.CLAIM_APPEARED:
+        raise ClaimAppeared(request.namespace)
+    if outcome == admit_function.NO_NODE:
+        raise NodeNotFound(request.node)
+    if outcome == admit_function.NO_CLUSTER:
+        raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`")
+    stages = {
+        admit_function.REFUSED["claim"]: (claims, CLAIM_GUARD),
+        admit_function.REFUSED["cluster"]: (cluster, CLUSTER_GUARD),
+        admit_function.REFUSED["node"]: (nodes, guard),
+    }
+    if outcome not in stages:  # pragma: no cover - the function returns only the above
+        raise LedgerError(f"{admit_function.NAME} returned an unknown outcome {outcome!r}")
+    table, refusing = stages[outcome]
+    denial = deny(refusing, guard_row(admit_function.typed(table, result.refused)), params)
+    if denial is None:
+        raise Recheck(outcome)  # the row changed between the UPDATE and its lock
+    raise Refused(denial)
+
+
+async def admit(
+    store: Store,
+    request: AdmitRequest,
+    enforcement: ClaimEnforcement = ClaimEnforcement.ADVISORY,
+    audit: Audit | None = None,
+    committed: Callable[[Sequence[Event]], None] | None = None,
+    *,
+    one_call: bool = False,
+) -> Admission:
+    """Admit ``request`` (idempotently by request id) or return the refusal.
+
+    The audit events of an admission commit with it; a replayed or refused request writes none.
+    ``committed`` is told, after the commit, which events were written (those of the attempt
+    that committed: a retried transaction asks ``audit`` again). ``one_call``: admit through
+    the PostgreSQL function (``admit_by_function``) where the request allows it.
+    """
     # No read for an earlier placement with this request id first: a repeat is rare, and the
     # UNIQUE(namespace, request_id) constraint finds it anyway (its INSERT fails, everything
     # rolls back, and the earlier placement is the answer), so a first request pays nothing
     # for idempotency.
     placement_id = request.placement_id or str(uuid.uuid4())
 
+    written: list[Event] = []
+
+    def audited(admission: Admission) -> Sequence[Event]:
+        assert audit is not None
+        written[:] = audit(admission)
+        return written
+
+    by_function = one_call and request.enforce
+
     async def work(conn: AsyncConnection) -> Admission:
-        return await admit_in(conn, request, placement_id, store.now_epoch(), enforcement)
+        now = store.now_epoch()
+        how = admit_by_function if by_function else admit_in
+        return await how(
+            conn, request, placement_id, now, enforcement, None if audit is None else audited
+        )
 
     try:
         for _ in range(ATTEMPTS):
             try:
-                return await store.write(work, what=f"admit onto {request.node}")
+                admission = await store.write(work, what=f"admit onto {request.node}")
+                if committed is not None and written:
+                    committed(tuple(written))
+                return admission
             except ClaimAppeared:
                 continue  # run again: the claim is visible now, so this time it is charged
+            except Recheck:
+                by_function = False  # rolled back: the in-process path re-reads under lock
         raise LedgerUnavailable(
             f"admit onto {request.node}: claims of {request.namespace} kept changing"
         )
-    except Refused as refused:
+    except (Refused, NodeNotFound, IntegrityError) as exc:
+        # One answer for all three: a repeat of an earlier request answers with its placement
+        # (a racing twin committed first, its node has left since, or it no longer fits);
+        # otherwise a refusal is the result and anything else is raised as it was.
         replay = await _replay(store, request)
-        return replay or Admission(denial=refused.denial)
-    except NodeNotFound:
-        # A repeat whose node has left since answers with its placement, as any repeat does.
-        replay = await _replay(store, request)
-        if replay is None:
-            raise
-        return replay
-    except IntegrityError:
-        # A racing request with the same id committed first: answer with its placement.
-        replay = await _replay(store, request)
-        if replay is None:
-            raise
-        return replay
+        if replay is not None:
+            return replay
+        if isinstance(exc, Refused):
+            return Admission(denial=exc.denial)
+        raise
 
 
 async def _replay(store: Store, request: AdmitRequest) -> Admission | None:
@@ -347,4 +451,4 @@ async def _replay(store: Store, request: AdmitRequest) -> Admission | None:
     return None if existing is None else Admission(placement=existing, replayed=True)
 
 
-__all__ = ["ADVISORY", "HARD", "Refused", "admit", "admit_in", "increments"]
+__all__ = ["Audit", "Refused", "admit", "admit_in", "charge_node"]

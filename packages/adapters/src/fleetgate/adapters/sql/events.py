@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from fleetgate.adapters.sql import prepared
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.schema import events as events_table
 from fleetgate.adapters.sql.sqltypes import epoch, instant
@@ -45,7 +47,7 @@ def _row(event: Event) -> dict[str, Any]:
 async def insert_events(conn: AsyncConnection, batch: Sequence[Event]) -> None:
     """Append ``batch`` inside the caller's transaction."""
     if batch:
-        await conn.execute(sa.insert(events_table), [_row(e) for e in batch])
+        await conn.execute(prepared.insert(events_table), [_row(e) for e in batch])
 
 
 async def record(store: Store, batch: Sequence[Event]) -> None:
@@ -101,14 +103,26 @@ async def read(
 
 
 class SqlEventSink:
-    """An EventSink that appends to the ledger's events table; a failure is logged, not raised."""
+    """An EventSink that appends to the ledger's events table; a failure is logged, not raised.
+
+    Events an admission already committed in its own transaction are skipped once: the service
+    still emits them (to its logs and any other sink it fans out to), and this sink is usually
+    one of those. They are known by identity, held weakly so an event never emitted is not kept.
+    """
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        self._committed: weakref.WeakValueDictionary[int, Event] = weakref.WeakValueDictionary()
+
+    def committed(self, batch: Sequence[Event]) -> None:
+        """Note that ``batch`` is in the table already (written by the admission that made it)."""
+        for event in batch:
+            self._committed[id(event)] = event
 
     async def emit(self, events: Sequence[Event]) -> None:
-        """Append the events; never raises (an audit failure must not fail the operation)."""
+        """Append the events not yet recorded; never raises (an audit failure is logged)."""
+        fresh = [e for e in events if self._committed.pop(id(e), None) is not e]
         try:
-            await record(self._store, events)
+            await record(self._store, fresh)
         except Exception:
-            _log.exception("could not record %d event(s) in the audit table", len(events))
+            _log.exception("could not record %d event(s) in the audit table", len(fresh))

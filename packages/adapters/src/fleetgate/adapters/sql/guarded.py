@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
-from fleetgate.adapters.sql.compile import where
+from fleetgate.adapters.sql import prepared
 from fleetgate.adapters.sql.rows import guard_row
 from fleetgate.domain.capacity.denials import Denial, deny
 from fleetgate.domain.capacity.errors import GuardMismatch
@@ -39,11 +40,13 @@ class RowMissing(LookupError):
 class Charge:
     """The outcome of one guarded charge: refused (``denial``) or made.
 
-    ``bypassed`` is the refusal an unenforced charge overrode (``enforce=False``).
+    ``bypassed`` is the refusal an unenforced charge overrode (``enforce=False``); ``row`` the
+    charged row when the guarded UPDATE returned it.
     """
 
     denial: Denial | None = None
     bypassed: Denial | None = None
+    row: RowMapping | None = None
 
     @property
     def made(self) -> bool:
@@ -88,38 +91,71 @@ async def lock_and_read(
     return row
 
 
+async def lock_and_read_keyed(
+    conn: AsyncConnection, table: sa.Table, keys: prepared.Keys
+) -> dict[str, Any]:
+    """``lock_and_read`` from prepared statements (the admission's path); RowMissing if none."""
+    touch, binds = prepared.touch(table, keys)
+    if int((await conn.execute(touch, binds)).rowcount) == 0:
+        raise RowMissing(_describe(table, keys))
+    select, binds = prepared.locked_row(table, keys)
+    row = (await conn.execute(select, binds)).mappings().first()
+    if row is None:  # pragma: no cover - we hold the row's lock
+        raise RowMissing(_describe(table, keys))
+    return dict(row)
+
+
+def _describe(table: sa.Table, keys: prepared.Keys) -> str:
+    return f"{table.name} where {dict(keys)}"
+
+
 async def charge(
     conn: AsyncConnection,
     table: sa.Table,
-    key: ColumnElement[bool],
-    guard: Guard,
+    keys: prepared.Keys,
+    guard: Guard | None,
     params: Mapping[str, Number],
-    values: Mapping[str, Any],
+    sets: Mapping[prepared.Set, Any],
     *,
     enforce: bool = True,
-    tried: bool = False,
+    returning: bool = False,
 ) -> Charge:
-    """Apply ``values`` to the keyed row if ``guard`` admits ``params`` (or regardless, unenforced).
+    """Apply ``sets`` to the keyed row if ``guard`` admits ``params`` (or regardless, unenforced).
 
-    ``tried``: the caller already ran this very guarded UPDATE (``prepared``, the fast path of an
-    admission that fits) and it matched no row, so the refusal is read straight away.
+    The one code path of every charge: the guarded UPDATE (prepared: built once per shape), and
+    only when it matches no row the lock, the read and the domain's verdict on the row. No guard
+    (an advisory claim) is a plain charge. ``returning``: the guarded UPDATE returns the charged
+    row (``Charge.row``) where the dialect can, sparing a read afterwards.
     Raises RowMissing when the key matches nothing, GuardMismatch if the database and the domain
     disagree about the guard on a locked row (a bug: never retried, never hidden).
     """
-    guarded = sa.and_(key, where(guard, table, params))
-    if enforce and not tried and await update(conn, table, guarded, values) == 1:
-        return Charge()
-    row = await lock_and_read(conn, table, key)
+    if enforce or guard is None:
+        statement, binds = prepared.guarded_update(
+            table, keys, guard, params, sets, returning=returning
+        )
+        result = await conn.execute(statement, binds)
+        if returning:
+            charged = result.mappings().first()
+            if charged is not None:
+                return Charge(row=charged)
+        elif int(result.rowcount) == 1:
+            return Charge()
+        if guard is None:  # nothing but the key can have failed: no such row
+            raise RowMissing(_describe(table, keys))
+    assert guard is not None  # the unguarded charge returned or raised above
+    row = await lock_and_read_keyed(conn, table, keys)
     denial = deny(guard, guard_row(row), params)
     if enforce:
         if denial is not None:
             return Charge(denial=denial)
         # The refusing UPDATE saw an older version of the row; under our lock the guard holds.
-        if await update(conn, table, guarded, values) != 1:
+        statement, binds = prepared.guarded_update(table, keys, guard, params, sets)
+        if int((await conn.execute(statement, binds)).rowcount) != 1:
             raise GuardMismatch(
                 f"{guard.stage} guard: the database refused a row the domain admits: {row}"
             )
         return Charge()
-    if await update(conn, table, key, values) != 1:  # pragma: no cover - we hold the row's lock
-        raise RowMissing(str(key))
+    statement, binds = prepared.guarded_update(table, keys, None, params, sets)
+    if int((await conn.execute(statement, binds)).rowcount) != 1:  # pragma: no cover - locked
+        raise RowMissing(_describe(table, keys))
     return Charge(bypassed=denial)

@@ -8,11 +8,21 @@ The claims and reconcile modules plug in the same way (``self.store`` is all the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from fleetgate.adapters.sql import admission, events, migrate, nodes, reads, release, tokens
+from fleetgate.adapters.sql import (
+    admission,
+    admit_function,
+    events,
+    migrate,
+    nodes,
+    reads,
+    release,
+    tokens,
+)
 from fleetgate.adapters.sql import claims as claim_ops
 from fleetgate.adapters.sql import reconcile as reconcile_ops
 from fleetgate.adapters.sql.dialect import DialectSupport
@@ -20,9 +30,11 @@ from fleetgate.adapters.sql.engine import Store
 from fleetgate.domain.capacity.claims import (
     Claim,
     ClaimDeletion,
+    ClaimEnforcement,
     ClaimOutcome,
     ClaimRequest,
     ClaimUpdate,
+    enforcement_of,
 )
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Overcommit
@@ -40,8 +52,10 @@ from fleetgate.domain.capacity.model import (
 )
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event
-from fleetgate.domain.ports import Clock, EventSink
+from fleetgate.domain.ports import Audit, Clock, EventSink
 from fleetgate.domain.tokens import ApiToken
+
+_log = logging.getLogger("fleetgate.ledger")
 
 
 def overcommit_from(options: dict[str, Any]) -> Overcommit:
@@ -55,12 +69,9 @@ def overcommit_from(options: dict[str, Any]) -> Overcommit:
     )
 
 
-def enforcement_from(options: dict[str, Any]) -> str:
-    """``advisory`` (default) or ``hard``: how an active claim binds its own namespace."""
-    value = (options.get("claims") or {}).get("enforcement", admission.ADVISORY)
-    if value not in (admission.ADVISORY, admission.HARD):
-        raise ValueError(f"claims.enforcement: must be 'advisory' or 'hard', got {value!r}")
-    return str(value)
+def enforcement_from(options: dict[str, Any]) -> ClaimEnforcement:
+    """How an active claim binds its own namespace (``advisory`` by default), the domain's enum."""
+    return enforcement_of((options.get("claims") or {}).get("enforcement", "advisory"))
 
 
 class SqlLedger:
@@ -83,6 +94,8 @@ class SqlLedger:
         self.enforcement = enforcement_from(options)
         self.store = Store(url, options, dialect or DialectSupport(), clock)
         self._sink = events.SqlEventSink(self.store)
+        #: Admit through the PostgreSQL function (decided at start: only if installed, current).
+        self.one_call = False
 
     # lifecycle ----------------------------------------------------------------------------
 
@@ -92,6 +105,22 @@ class SqlLedger:
             await migrate.upgrade(self.store, "head")
         else:
             await reads.cluster_row(self.store)  # connect now: fail fast on a bad URL
+        self.one_call = await self._function_is_current()
+
+    async def _function_is_current(self) -> bool:
+        # ``admission_function: false`` keeps PostgreSQL on the in-process path (to compare).
+        if self.store.dialect.name != "postgres" or not self.options.get(
+            "admission_function", True
+        ):
+            return False
+        current = await self.store.read(admit_function.installed, what="check fleetgate_admit")
+        if not current:
+            _log.warning(
+                "%s is missing or older than this fleetgate's guards: admitting in-process "
+                "(run `fleetgate db upgrade`)",
+                admit_function.NAME,
+            )
+        return current
 
     async def close(self) -> None:
         """Dispose of the engine's connections."""
@@ -133,9 +162,16 @@ class SqlLedger:
 
     # placements ---------------------------------------------------------------------------
 
-    async def admit(self, request: AdmitRequest) -> Admission:
-        """Admit a placement or refuse it."""
-        return await admission.admit(self.store, request, self.enforcement)
+    async def admit(self, request: AdmitRequest, *, audit: Audit | None = None) -> Admission:
+        """Admit a placement or refuse it; ``audit``'s events commit with the admission."""
+        return await admission.admit(
+            self.store,
+            request,
+            self.enforcement,
+            audit,
+            self._sink.committed,
+            one_call=self.one_call,
+        )
 
     async def release(self, placement_id: str, *, namespace: str | None = None) -> Release:
         """Release a placement (idempotent)."""

@@ -14,17 +14,16 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fleetgate.adapters.sql.admission import Refused, increments
+from fleetgate.adapters.sql.admission import Refused, charge_node
 from fleetgate.adapters.sql.engine import Store
-from fleetgate.adapters.sql.guarded import RowMissing, charge, lock, lock_and_read, read_locked
+from fleetgate.adapters.sql.guarded import RowMissing, lock, lock_and_read, read_locked
 from fleetgate.adapters.sql.rows import node_state, placement, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
-from fleetgate.adapters.sql.sqltypes import epoch, real
+from fleetgate.adapters.sql.sqltypes import epoch
 from fleetgate.domain.capacity.demand import remaining
 from fleetgate.domain.capacity.denials import Denial
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
-from fleetgate.domain.capacity.errors import NodeNotFound, PlacementNotFound
-from fleetgate.domain.capacity.guards import node_guard
+from fleetgate.domain.capacity.errors import PlacementNotFound
 from fleetgate.domain.capacity.model import Admission, MoveRequest, Placement, Release
 from fleetgate.domain.capacity.overage import overage_decrease
 
@@ -135,36 +134,13 @@ async def move(store: Store, request: MoveRequest, decay_seconds: float) -> Admi
             return Admission(
                 placement=p, node=None if row is None else node_state(row), claim_id=p.claim_id
             )
-        params = {
-            **p.resources.as_dict(),
-            "demand": request.demand,
-            "target_load": request.target_load,
-        }
         bypassed: tuple[Denial, ...] = ()
         # Two node rows, in name order, so crossing moves cannot deadlock.
         for name in sorted((p.node, request.node)):
             if name == p.node:
                 await _credit_node(conn, p.node, p, now, decay_seconds)
                 continue
-            values = {
-                **increments(nodes, "used_", p.resources),
-                "expected_demand": nodes.c.expected_demand + real(request.demand),
-                "updated_at": now,
-            }
-            try:
-                made = await charge(
-                    conn,
-                    nodes,
-                    nodes.c.name == name,
-                    node_guard(request.target_load),
-                    params,
-                    values,
-                    enforce=request.enforce,
-                )
-            except RowMissing as exc:
-                raise NodeNotFound(name) from exc
-            if made.denial is not None:
-                raise Refused(made.denial)
+            made = await charge_node(conn, name, request, p.resources, now)
             bypassed = () if made.bypassed is None else (made.bypassed,)
         await conn.execute(
             sa.update(placements)

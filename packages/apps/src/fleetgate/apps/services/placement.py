@@ -12,7 +12,7 @@ names exact), delivered in one batch when the walk is over.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any
@@ -75,6 +75,24 @@ class PlaceOutcome:
         return self.placement is not None
 
 
+class _WalkAudit:
+    """The audit of one admission attempt: built by the ledger inside its transaction."""
+
+    def __init__(self, build: Callable[[Admission], list[Event]]) -> None:
+        self._build = build
+        self._written: list[Event] | None = None
+
+    def events_of(self, admission: Admission) -> list[Event]:
+        """The events for ``admission`` (the ledger's ``audit``), kept as the ones written."""
+        self._written = self._build(admission)
+        return self._written
+
+    def delivered(self, admission: Admission) -> list[Event]:
+        """The events to emit once ``admission`` committed: those it wrote, or built now."""
+        # A ledger that does not write an audit in its transaction leaves it to the sink.
+        return self._written if self._written is not None else self._build(admission)
+
+
 def _dims(dimensions: Sequence[DimensionDetail]) -> list[dict[str, Any]]:
     return [d.as_dict() for d in dimensions]
 
@@ -132,11 +150,14 @@ class PlacementService:
         demand = charge(request.resources.cpus, self.policy.demand_per_vcpu)
         attempts = 0
 
+        audit: _WalkAudit | None = None
+
         async def attempt(step: Attempt) -> Admission | None:
-            nonlocal attempts
+            nonlocal attempts, audit
             if step.opens_waiver:
                 events.append(self._event.walked(WAIVING, subject, ns, walk))
             attempts += 1
+            audit = self._audit(subject, ns, candidates, order, events, request, attempts, step)
             try:
                 admission = await self._ledger.admit(
                     AdmitRequest(
@@ -148,7 +169,8 @@ class PlacementService:
                         enforce=request.enforce,
                         request_id=request.request_id,
                         placement_id=subject,
-                    )
+                    ),
+                    audit=audit.events_of,
                 )
             except NodeNotFound:
                 if request.node is not None:
@@ -159,10 +181,6 @@ class PlacementService:
                 return None
             if admission.denial is not None:
                 events.append(self._event.refused(REFUSED, subject, ns, step, admission.denial))
-            elif not admission.replayed:
-                events.extend(
-                    self._admitted_events(admission, request, attempts, step.enforce_demand)
-                )
             return admission
 
         try:
@@ -179,8 +197,10 @@ class PlacementService:
             events.append(self._event.walked(FAILED, subject, ns, walk))
             await emit()
             return PlaceOutcome(subject, None, dict(walk.denials), tried, walk.waived)
-        assert admission is not None  # the walk ended on the candidate that admitted
-        await emit()
+        assert admission is not None and audit is not None  # the walk ended on an admission
+        # The ledger wrote these in the admission's transaction; emitted only to the other
+        # sinks now (the ledger's own sink knows them and skips them).
+        await self._events.emit(audit.delivered(admission))
         return PlaceOutcome(
             subject,
             admission.placement,
@@ -188,6 +208,26 @@ class PlacementService:
             tried,
             walk.waived,
             claim_over_limit=admission.claim_over_limit,
+        )
+
+    def _audit(
+        self,
+        subject: str,
+        ns: str,
+        candidates: Candidates,
+        order: CandidateOrder,
+        events: list[Event],
+        request: PlacementRequest,
+        attempts: int,
+        attempt: Attempt,
+    ) -> _WalkAudit:
+        """The events an admission on this attempt commits with it (spec 4.5's order)."""
+        return _WalkAudit(
+            lambda admission: [
+                self._final_candidates(subject, ns, candidates, order),
+                *events,
+                *self._admitted_events(admission, request, attempts, attempt.enforce_demand),
+            ]
         )
 
     def _final_candidates(

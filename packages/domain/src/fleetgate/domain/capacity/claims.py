@@ -31,6 +31,7 @@ from fleetgate.domain.capacity.accounting import (
 )
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail, Stage
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
+from fleetgate.domain.capacity.guards import CLAIM_GUARD, Guard
 from fleetgate.domain.capacity.model import ClusterState, check_namespace
 from fleetgate.domain.capacity.overage import overage
 
@@ -49,6 +50,49 @@ class ClaimState(StrEnum):
 
     ACTIVE = "active"
     EXPIRED = "expired"
+
+
+class ClaimEnforcement(StrEnum):
+    """How an active claim binds its own namespace (capacity spec 6.7).
+
+    ``advisory`` (the default): the claim is always charged and a placement past its limit is
+    admitted, with the dimensions it went over reported. ``hard``: the claim guard refuses it.
+    """
+
+    ADVISORY = "advisory"
+    HARD = "hard"
+
+
+def enforcement_of(value: object) -> ClaimEnforcement:
+    """``value`` as a ClaimEnforcement; ValueError naming ``claims.enforcement`` otherwise."""
+    for enforcement in ClaimEnforcement:
+        if value == enforcement.value:
+            return enforcement
+    allowed = " or ".join(repr(e.value) for e in ClaimEnforcement)
+    raise ValueError(f"claims.enforcement: must be {allowed}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ClaimCharge:
+    """How the ledger charges a namespace's active claim for one admission.
+
+    ``guard``: the guard the charge is made under (None: charged regardless of the limit);
+    ``enforce``: whether that guard's refusal refuses the admission (False: the charge is made
+    anyway and the overridden refusal reported as bypassed); ``reports_over_limit``: whether the
+    admission reports the dimensions the charge took past the limit.
+    """
+
+    guard: Guard | None
+    enforce: bool
+    reports_over_limit: bool
+
+
+def claim_charge(enforcement: ClaimEnforcement, enforce: bool) -> ClaimCharge:
+    """The claim-charge decision for ``enforcement`` and the request's own ``enforce`` flag."""
+    if enforcement is ClaimEnforcement.HARD:
+        # An unenforced (ground-truth) write still charges the claim, reporting the bypass.
+        return ClaimCharge(guard=CLAIM_GUARD, enforce=enforce, reports_over_limit=False)
+    return ClaimCharge(guard=None, enforce=True, reports_over_limit=True)
 
 
 class RefusalReason(StrEnum):
@@ -363,7 +407,9 @@ __all__ = [
     "MAX_EXPIRES_IN_SECONDS",
     "UPDATE_FIELDS",
     "Claim",
+    "ClaimCharge",
     "ClaimDeletion",
+    "ClaimEnforcement",
     "ClaimOutcome",
     "ClaimRefusal",
     "ClaimRequest",
@@ -373,7 +419,9 @@ __all__ = [
     "RefusalReason",
     "Updated",
     "check_expires_in",
+    "claim_charge",
     "due_for_expiry",
+    "enforcement_of",
     "expires_in_seconds",
     "plan_create",
     "plan_release",

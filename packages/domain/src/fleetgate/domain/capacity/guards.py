@@ -273,16 +273,20 @@ def _allocation(used: str, limit: str) -> tuple[Measure, ...]:
     )
 
 
+_NODE_FLAGS: Final = (Flag(SCHEDULABLE, Column("schedulable")),)
+#: The node guard with the demand clause, and without it (both built once: an admission asks
+#: for one of the two, and the SQL ledger caches statements by guard).
+NODE_GUARD: Final = Guard("node", _NODE_FLAGS, (*_allocation("used_", "limit_"), DEMAND_CLAUSE))
+NODE_GUARD_WAIVED: Final = Guard("node", _NODE_FLAGS, _allocation("used_", "limit_"))
+
+
 def node_guard(target_load: float) -> Guard:
     """The node row's guard: schedulable, the three allocations, and the demand clause.
 
     The demand clause is dropped entirely when ``target_load <= 0``: that is both how an operator
     turns the spreader off and how the waiver pass asks for an admission without it.
     """
-    measures = _allocation("used_", "limit_")
-    if target_load > 0:
-        measures += (DEMAND_CLAUSE,)
-    return Guard("node", (Flag(SCHEDULABLE, Column("schedulable")),), measures)
+    return NODE_GUARD if target_load > 0 else NODE_GUARD_WAIVED
 
 
 #: The unclaimed side of the cluster: ``unclaimed_used + x <= total − claimed`` per dimension.

@@ -31,6 +31,7 @@ from fleetgate.apps.api.schemas import (
     link_next_page,
 )
 from fleetgate.apps.services.placement import OVER_CLAIM, PLACED, PlaceOutcome
+from fleetgate.domain.capacity.claims import ClaimEnforcement
 from fleetgate.domain.capacity.denials import DimensionDetail, Stage
 from fleetgate.domain.capacity.model import Placement, PlacementRequest
 
@@ -136,7 +137,7 @@ async def create_placement(
         )
     )
     if outcome.placement is None:
-        raise _refusal(outcome, container.settings().claims.enforcement == "hard")
+        raise _refusal(outcome, container.settings().claims.enforcement is ClaimEnforcement.HARD)
     response.headers["Location"] = f"/v1/namespaces/{ns}/placements/{outcome.placement.id}"
     if outcome.replayed:
         response.headers["Idempotent-Replayed"] = "true"
