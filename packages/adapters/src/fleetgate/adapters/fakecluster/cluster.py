@@ -41,6 +41,7 @@ from fleetgate.adapters.fakecluster.model import (
     Revisions,
     is_placeholder,
 )
+from fleetgate.adapters.fakecluster.scheduler import PodTable
 from fleetgate.domain.rotation.cluster import (
     ClusterConflict,
     ObjectNotFound,
@@ -89,7 +90,7 @@ class FakeCluster(KarpenterLifecycle):
         self.pools: dict[str, Pool] = {}
         self.claims: dict[str, Claim] = {}
         self.archive: dict[str, Claim] = {}  # every claim ever created, removed ones included
-        self.pods: dict[tuple[str, str], Pod] = {}
+        self.pods = PodTable()
         self.faults = Faults()
         self.history: list[ClusterRecord] = []
         self.breaches: list[ClusterRecord] = []
@@ -105,6 +106,7 @@ class FakeCluster(KarpenterLifecycle):
         self._scheduling = False  # the scheduler folds re-entrant calls into the running one
         self._rerun = False
         self._revisions = Revisions()
+        self._revisions.on_move = self.pods.moved
         # Per pool: the observation last handed out, reused while nothing at all has changed,
         # and its members (claims, nodes, pods, placeholders), reused while none joined or left.
         self._observed: dict[str, tuple[int, PoolObservation]] = {}

@@ -38,7 +38,7 @@ class KarpenterLifecycle:
     pools: dict[str, Pool]
     claims: dict[str, Claim]
     archive: dict[str, Claim]
-    pods: dict[tuple[str, str], Pod]
+    pods: scheduler.PodTable
     faults: Faults
     history: list[ClusterRecord]
     breaches: list[ClusterRecord]
@@ -153,7 +153,8 @@ class KarpenterLifecycle:
         if bound:
             self._at(at + min(bound), "drained", claim.name)
         if claim.node is not None:
-            for pod in sorted(self.pods.values(), key=lambda p: p.seq):
+            on_node = self.pods.bound.get(claim.node.name, {}).values()
+            for pod in sorted(on_node, key=lambda p: p.seq):
                 if pod.node_name == claim.node.name and pod.owner_kind != "DaemonSet":
                     if pod.owner_kind is None:
                         self._delete_pod(
@@ -176,7 +177,7 @@ class KarpenterLifecycle:
         del self.claims[claim.name]
         self._revisions.left("claims")
         if claim.node is not None:
-            for pod in list(self.pods.values()):
+            for pod in list(self.pods.bound.get(claim.node.name, {}).values()):
                 if pod.node_name == claim.node.name:
                     if pod.owner_kind in (None, "DaemonSet"):
                         del self.pods[pod.key]
@@ -214,7 +215,7 @@ class KarpenterLifecycle:
     def _still_due(self, item: tuple[datetime, int, str, str]) -> bool:
         _, _, kind, name = item
         if kind == "batch":
-            return any(p.node_name is None and p.pool == name for p in self.pods.values())
+            return any(p.pool == name for p in self.pods.pending.values())
         claim = self.claims.get(name)
         if claim is None:
             return False

@@ -41,13 +41,16 @@ class Revisions:
     ``pods`` (workload Pods) and ``placeholders`` when one joins, leaves or (for the first two)
     moves: a pool's member lists are rebuilt only when their own counter moved."""
 
-    __slots__ = ("any", "claims", "placeholders", "pods")
+    __slots__ = ("any", "claims", "on_move", "placeholders", "pods")
 
     def __init__(self) -> None:
         self.any = 0
         self.claims = 0
         self.pods = 0
         self.placeholders = 0
+        self.on_move: Any = None
+        """Called as ``on_move(pod, old_node, new_node)`` when a Pod's ``node_name`` changes
+        (the scheduler's capacity index keeps itself current this way)."""
 
     def left(self, kind: str) -> None:
         """A record of ``kind`` (``claims``, ``pods``, ``placeholders``) joined or left."""
@@ -221,6 +224,16 @@ class Pod(_Cached):
 
     # A placeholder is listed by its pool whether bound or not: binding it moves nothing.
     _membership = frozenset({"node_name"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        revisions = self._revisions
+        if name == "node_name" and revisions is not None and revisions.on_move is not None:
+            old = self.node_name
+            super().__setattr__(name, value)
+            if old != value:
+                revisions.on_move(self, old, value)
+            return
+        super().__setattr__(name, value)
 
     def _kind(self) -> str:
         return "placeholders" if is_placeholder(self) else "pods"

@@ -1,0 +1,305 @@
+"""The census kept across passes: each claim classified once per change, not once per pass.
+
+A controller that looks at a 1,000-claim pool every few seconds would otherwise classify every
+claim on every pass, though almost none changed. ``CensusCache`` remembers, per claim, the
+observed value it classified (an observation value is rebuilt only when its object changed, so
+identity is its version), the bucket it fell in, and the next instant at which time alone can
+move it (its age threshold, its backoff end); a queue of those instants brings a claim back for
+reclassification exactly then. Everything it answers is what a from-scratch pass computes from
+the same observation (``Pass`` without a cache); it holds nothing the cluster does not show, so
+a restarted controller simply starts with an empty one and rebuilds it from its first
+observation.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from itertools import compress
+from operator import is_not
+from typing import Any
+
+from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PoolObservation
+from fleetgate.domain.rotation.selection import (
+    Bucket,
+    Census,
+    ClaimView,
+    SelectionRules,
+    classify,
+    is_opted_out,
+    is_short_lead,
+    lead_time_for,
+    order_key,
+    retry_backoff,
+)
+
+_TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
+
+
+def eligibility_instant(claim: ClaimView, rules: SelectionRules) -> datetime | None:
+    """The instant from which ``claim`` is eligible by time alone (age threshold passed and any
+    retry backoff over), ignoring readiness, state and opt-out; None when age never triggers."""
+    if rules.override is not None:
+        trigger = claim.created_at + rules.override + _TICK
+    elif claim.expire_after is None:
+        return None
+    else:
+        lead = lead_time_for(rules.lead_time_base, claim.tgp)
+        trigger = claim.created_at + claim.expire_after - lead + _TICK
+    if claim.state == ann.ClaimState.FAILED:
+        failed_at = ann.read_timestamp(claim.annotations, ann.FAILED_AT)
+        count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT))
+        if failed_at is not None:
+            trigger = max(trigger, failed_at + retry_backoff(rules.retry_backoff, count))
+    return trigger
+
+
+def may_become_eligible(claim: ClaimView, opted: bool) -> bool:
+    """Whether only time stands between ``claim`` and eligibility (its state lets it rotate)."""
+    if claim.deleting or not claim.ready or opted:
+        return False
+    return claim.state in ("", ann.ClaimState.FAILED)
+
+
+def _reclassify_at(claim: ClaimView, bucket: Bucket, rules: SelectionRules) -> datetime | None:
+    """When time alone can next move ``claim`` out of ``bucket`` (None: only a change can)."""
+    if bucket is Bucket.NOT_TRIGGERED or bucket is Bucket.IN_BACKOFF:
+        return eligibility_instant(claim, rules)
+    return None
+
+
+def _rebuilt(previous: Sequence[Any] | None, current: Sequence[Any]) -> list[int] | None:
+    """Where ``current`` holds a rebuilt value of the same object as ``previous`` (compared by
+    identity, in C); None when objects joined, left or moved (then every place is compared)."""
+    if previous is None or len(previous) != len(current):
+        return None
+    places = list(compress(range(len(current)), map(is_not, previous, current)))
+    for i in places:
+        if previous[i].name != current[i].name:
+            return None
+    return places
+
+
+@dataclass
+class _Entry:
+    view: NodeClaimView
+    claim: ClaimView
+    bucket: Bucket
+    opted: bool
+    short: bool
+    retry: int
+    eligible_at: datetime | None
+    """``eligibility_instant`` when ``may_become_eligible``, else None."""
+    token: int
+    """Bumped per reclassification: queue items carrying an older token are stale."""
+
+
+class CensusCache:
+    """One pool's census across passes (see the module docstring). Not thread-safe."""
+
+    def __init__(self) -> None:
+        self._rules: tuple[SelectionRules, timedelta] | None = None
+        self._now: datetime | None = None
+        self._claims: tuple[NodeClaimView, ...] | None = None
+        self._nodes: tuple[NodeView, ...] | None = None
+        self._entries: dict[str, _Entry] = {}
+        self._position: dict[str, int] = {}
+        self._node_marks: dict[str, bool] = {}
+        self._on_node: dict[str, str] = {}  # node name -> the claim bound to it
+        self._counts: Counter[Bucket] = Counter()
+        self._retries: Counter[int] = Counter()
+        self._short: set[str] = set()
+        self._tokens = 0
+        # Heaps with lazy deletion: (instant, name, token) and (order key, name, token).
+        self._changes: list[tuple[datetime, str, int]] = []
+        self._eligible: list[tuple[tuple[int, datetime, datetime, str], str, int]] = []
+        self._arrivals: list[tuple[datetime, str, int]] = []
+        self.reclassified = 0
+        """How many claim classifications the cache has made (for tests and benchmarks)."""
+
+    # --- keeping up with the pool ------------------------------------------------------------
+
+    def refresh(
+        self, obs: PoolObservation, rules: SelectionRules, lead_time_base: timedelta, now: datetime
+    ) -> None:
+        """Bring the census to ``obs`` at ``now``: reclassify what changed or fell due."""
+        key = (rules, lead_time_base)
+        if key != self._rules or (self._now is not None and now < self._now):
+            self._reset(key)
+        self._now = now
+        marks_changed: set[str] = set()
+        if obs.nodes is not self._nodes:
+            marks_changed = self._refresh_nodes(obs.nodes)
+        if obs.claims is not self._claims:
+            self._refresh_claims(obs.claims, rules, lead_time_base, now, marks_changed)
+        else:
+            for node in marks_changed:
+                self._remark(node, rules, lead_time_base, now)
+        changes = self._changes
+        while changes and changes[0][0] <= now:
+            _, name, token = heapq.heappop(changes)
+            entry = self._entries.get(name)
+            if entry is not None and entry.token == token:
+                self._classify(entry.view, entry.opted, rules, lead_time_base, now)
+
+    def _reset(self, key: tuple[SelectionRules, timedelta]) -> None:
+        self.__init__()  # type: ignore[misc]
+        self._rules = key
+
+    def _refresh_nodes(self, nodes: tuple[NodeView, ...]) -> set[str]:
+        """Track each node's opt-out mark; return the nodes whose mark changed."""
+        previous, self._nodes = self._nodes, nodes
+        marks = self._node_marks
+        changed: set[str] = set()
+        places = _rebuilt(previous, nodes)
+        if places is not None:
+            for i in places:
+                node = nodes[i]
+                mark = is_opted_out(node.annotations)
+                if marks.get(node.name, False) != mark:
+                    marks[node.name] = mark
+                    changed.add(node.name)
+            return changed
+        fresh = {n.name: is_opted_out(n.annotations) for n in nodes}
+        for name in fresh.keys() | marks.keys():
+            if fresh.get(name, False) != marks.get(name, False):
+                changed.add(name)
+        self._node_marks = fresh
+        return changed
+
+    def _remark(self, node: str, rules: SelectionRules, lead: timedelta, now: datetime) -> None:
+        """Reclassify the claim on ``node``, whose opt-out mark changed."""
+        name = self._on_node.get(node)
+        entry = self._entries.get(name) if name is not None else None
+        if entry is not None and entry.view.node_name == node:
+            self._classify(entry.view, self._opted(entry.view), rules, lead, now)
+
+    def _opted(self, view: NodeClaimView) -> bool:
+        return view.node_name is not None and self._node_marks.get(view.node_name, False)
+
+    def _refresh_claims(
+        self,
+        claims: tuple[NodeClaimView, ...],
+        rules: SelectionRules,
+        lead: timedelta,
+        now: datetime,
+        marks_changed: set[str],
+    ) -> None:
+        entries = self._entries
+        previous, self._claims = self._claims, claims
+        places = _rebuilt(previous, claims)
+        if places is not None:
+            # The same claims in the same places (the usual pass): only rebuilt values changed.
+            for i in places:
+                self._classify(claims[i], self._opted(claims[i]), rules, lead, now)
+            for node in marks_changed:
+                self._remark(node, rules, lead, now)
+            return
+        self._position = {c.name: i for i, c in enumerate(claims)}
+        if len(self._position) != len(claims):
+            raise ValueError("claims: two observed NodeClaims share a name")
+        for gone in entries.keys() - self._position.keys() if len(entries) else ():
+            self._drop(entries.pop(gone))
+        for view in claims:
+            entry = entries.get(view.name)
+            if (
+                entry is None
+                or entry.view is not view
+                or (view.node_name is not None and view.node_name in marks_changed)
+            ):
+                self._classify(view, self._opted(view), rules, lead, now)
+
+    def _drop(self, entry: _Entry) -> None:
+        node = entry.view.node_name
+        if node is not None and self._on_node.get(node) == entry.view.name:
+            del self._on_node[node]
+        self._counts[entry.bucket] -= 1
+        self._retries[entry.retry] -= 1
+        self._short.discard(entry.view.name)
+
+    def _classify(
+        self,
+        view: NodeClaimView,
+        opted: bool,
+        rules: SelectionRules,
+        lead: timedelta,
+        now: datetime,
+    ) -> None:
+        old = self._entries.get(view.name)
+        if old is not None:
+            self._drop(old)
+        claim = view.selection_view
+        bucket = classify(claim, now, rules, frozenset((claim.name,)) if opted else frozenset())
+        self._tokens += 1
+        token = self._tokens
+        retry = (
+            ann.parse_retry_count(view.annotations[ann.RETRY_COUNT])
+            if ann.RETRY_COUNT in view.annotations
+            else 0
+        )
+        eligible_at = (
+            eligibility_instant(claim, rules) if may_become_eligible(claim, opted) else None
+        )
+        entry = _Entry(
+            view, claim, bucket, opted, is_short_lead(claim, lead), retry, eligible_at, token
+        )
+        self._entries[view.name] = entry
+        if view.node_name is not None:
+            self._on_node[view.node_name] = view.name
+        self.reclassified += 1
+        self._counts[bucket] += 1
+        self._retries[retry] += 1
+        if entry.short:
+            self._short.add(view.name)
+        at = _reclassify_at(claim, bucket, rules)
+        if at is not None:
+            heapq.heappush(self._changes, (at, view.name, token))
+        if bucket is Bucket.ELIGIBLE:
+            heapq.heappush(self._eligible, (order_key(claim, rules), view.name, token))
+        if eligible_at is not None and eligible_at > now:
+            heapq.heappush(self._arrivals, (eligible_at, view.name, token))
+
+    def _live(self, item: tuple[object, str, int]) -> bool:
+        entry = self._entries.get(item[1])
+        return entry is not None and entry.token == item[2]
+
+    # --- what a pass asks --------------------------------------------------------------------
+
+    @property
+    def census(self) -> Census:
+        """How many claims fall in each bucket now (as ``take_census``)."""
+        return Census(+self._counts)
+
+    @property
+    def buckets(self) -> Mapping[str, Bucket]:
+        """Each claim's bucket now, by name."""
+        return {name: e.bucket for name, e in self._entries.items()}
+
+    def candidate(self) -> ClaimView | None:
+        """The claim ``pick`` would choose now: the first eligible one in selection order."""
+        heap = self._eligible
+        while heap and not (self._live(heap[0]) and self._entry(heap[0]).bucket is Bucket.ELIGIBLE):
+            heapq.heappop(heap)
+        return self._entry(heap[0]).claim if heap else None
+
+    def _entry(self, item: tuple[object, str, int]) -> _Entry:
+        return self._entries[item[1]]
+
+    def short_lead(self) -> tuple[str, ...]:
+        """The claims whose whole life is within their lead time, in observation order."""
+        return tuple(sorted(self._short, key=self._position.__getitem__))
+
+    def retry_count(self) -> int:
+        """The highest retry count of any claim (0 when none has one)."""
+        return max((n for n, k in self._retries.items() if k > 0), default=0)
+
+    def next_eligibility(self, now: datetime) -> datetime | None:
+        """The first instant after ``now`` at which some claim could become eligible by time."""
+        heap = self._arrivals
+        while heap and (heap[0][0] <= now or not self._live(heap[0])):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
