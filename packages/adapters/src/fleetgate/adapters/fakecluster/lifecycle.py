@@ -175,13 +175,13 @@ class KarpenterLifecycle:
 
     def _remove_claim(self, claim: Claim, at: datetime) -> None:
         del self.claims[claim.name]
-        self._revisions.left("claims")
+        self._revisions.left("claims", claim)
         if claim.node is not None:
             for pod in list(self.pods.bound.get(claim.node.name, {}).values()):
                 if pod.node_name == claim.node.name:
                     if pod.owner_kind in (None, "DaemonSet"):
                         del self.pods[pod.key]
-                        self._revisions.left(pod._kind())
+                        self._revisions.left(pod._kind(), pod)
                     else:
                         pod.node_name = None
                         pod.pending_since = at
@@ -199,7 +199,7 @@ class KarpenterLifecycle:
 
     def _delete_pod(self, pod: Pod, at: datetime, kind: str) -> None:
         del self.pods[pod.key]
-        self._revisions.left(pod._kind())
+        self._revisions.left(pod._kind(), pod)
         if is_placeholder(pod):
             self._record(at, kind, pod.name, pod.pool or "")
             self._schedule(at)

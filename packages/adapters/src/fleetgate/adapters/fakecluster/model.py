@@ -41,21 +41,26 @@ class Revisions:
     ``pods`` (workload Pods) and ``placeholders`` when one joins, leaves or (for the first two)
     moves: a pool's member lists are rebuilt only when their own counter moved."""
 
-    __slots__ = ("any", "claims", "on_move", "placeholders", "pods")
+    __slots__ = ("any", "claims", "dirty", "on_move", "placeholders", "pods")
 
     def __init__(self) -> None:
         self.any = 0
         self.claims = 0
         self.pods = 0
         self.placeholders = 0
+        self.dirty: dict[int, Any] = {}
+        """The records changed since the cluster last collected them (by ``id``): an
+        observation rebuilds only their values."""
         self.on_move: Any = None
         """Called as ``on_move(pod, old_node, new_node)`` when a Pod's ``node_name`` changes
         (the scheduler's capacity index keeps itself current this way)."""
 
-    def left(self, kind: str) -> None:
+    def left(self, kind: str, record: Any = None) -> None:
         """A record of ``kind`` (``claims``, ``pods``, ``placeholders``) joined or left."""
         self.any += 1
         setattr(self, kind, getattr(self, kind) + 1)
+        if record is not None:
+            self.dirty[id(record)] = record
 
 
 class _Cached:
@@ -73,6 +78,7 @@ class _Cached:
             revisions = self._revisions
             if revisions is not None:
                 revisions.any += 1
+                revisions.dirty[id(self)] = self
                 if name in self._membership:
                     kind = self._kind()
                     if kind == "claims":
@@ -88,6 +94,7 @@ class _Cached:
         """Report this record's changes to ``revisions`` (the owning cluster's)."""
         object.__setattr__(self, "_revisions", revisions)
         kind = self._kind()
+        revisions.dirty[id(self)] = self
         if kind is None:
             revisions.any += 1
         else:
@@ -98,6 +105,7 @@ class _Cached:
         self._view = None
         if self._revisions is not None:
             self._revisions.any += 1
+            self._revisions.dirty[id(self)] = self
 
 
 @dataclass
