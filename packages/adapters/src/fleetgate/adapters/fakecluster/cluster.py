@@ -365,6 +365,10 @@ class FakeCluster(KarpenterLifecycle):
         self._observed[pool] = (revisions.any, obs)
         return obs
 
+    def pool_resources(self, pool: str) -> dict[str, int]:
+        """``status.resources``: the summed allocatable of the pool's claims (kept by change)."""
+        return dict(self._members_of(pool).resources)
+
     def _members_of(self, pool: str) -> PoolMembers:
         """The pool's members, brought up to date with the records changed since last time."""
         dirty = self._revisions.dirty

@@ -18,8 +18,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from itertools import compress
-from operator import is_not
+from operator import attrgetter
 from typing import Any
 
 from fleetgate.domain.rotation import annotations as ann
@@ -40,16 +39,22 @@ from fleetgate.domain.rotation.selection import (
 _TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
 
 
+def trigger_instant(claim: ClaimView, rules: SelectionRules) -> datetime | None:
+    """The first instant at which ``is_triggered`` holds for ``claim`` (None: never)."""
+    if rules.override is not None:
+        return claim.created_at + rules.override + _TICK
+    if claim.expire_after is None:
+        return None
+    lead = lead_time_for(rules.lead_time_base, claim.tgp)
+    return claim.created_at + claim.expire_after - lead + _TICK
+
+
 def eligibility_instant(claim: ClaimView, rules: SelectionRules) -> datetime | None:
     """The instant from which ``claim`` is eligible by time alone (age threshold passed and any
     retry backoff over), ignoring readiness, state and opt-out; None when age never triggers."""
-    if rules.override is not None:
-        trigger = claim.created_at + rules.override + _TICK
-    elif claim.expire_after is None:
+    trigger = trigger_instant(claim, rules)
+    if trigger is None:
         return None
-    else:
-        lead = lead_time_for(rules.lead_time_base, claim.tgp)
-        trigger = claim.created_at + claim.expire_after - lead + _TICK
     if claim.state == ann.ClaimState.FAILED:
         failed_at = ann.read_timestamp(claim.annotations, ann.FAILED_AT)
         count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT))
@@ -72,16 +77,18 @@ def _reclassify_at(claim: ClaimView, bucket: Bucket, rules: SelectionRules) -> d
     return None
 
 
-def _rebuilt(previous: Sequence[Any] | None, current: Sequence[Any]) -> list[int] | None:
-    """Where ``current`` holds a rebuilt value of the same object as ``previous`` (compared by
-    identity, in C); None when objects joined, left or moved (then every place is compared)."""
-    if previous is None or len(previous) != len(current):
-        return None
-    places = list(compress(range(len(current)), map(is_not, previous, current)))
-    for i in places:
-        if previous[i].name != current[i].name:
-            return None
-    return places
+def _diff(
+    previous: dict[int, Any], current: Sequence[Any]
+) -> tuple[dict[int, Any], list[Any], list[Any]]:
+    """``current`` by identity, and the values that joined and left since ``previous`` (the
+    dicts hold the values, so an id is never reused while it is compared)."""
+    now = dict(zip(map(id, current), current, strict=True))
+    added = [now[i] for i in now.keys() - previous.keys()]
+    gone = [previous[i] for i in previous.keys() - now.keys()]
+    return now, added, gone
+
+
+_name = attrgetter("name")
 
 
 @dataclass
@@ -108,6 +115,8 @@ class CensusCache:
         self._nodes: tuple[NodeView, ...] | None = None
         self._entries: dict[str, _Entry] = {}
         self._position: dict[str, int] = {}
+        self._claim_ids: dict[int, NodeClaimView] = {}
+        self._node_ids: dict[int, NodeView] = {}
         self._node_marks: dict[str, bool] = {}
         self._on_node: dict[str, str] = {}  # node name -> the claim bound to it
         self._counts: Counter[Bucket] = Counter()
@@ -118,6 +127,8 @@ class CensusCache:
         self._changes: list[tuple[datetime, str, int]] = []
         self._eligible: list[tuple[tuple[int, datetime, datetime, str], str, int]] = []
         self._arrivals: list[tuple[datetime, str, int]] = []
+        self._triggers: list[tuple[datetime, str, int]] = []
+        self._triggered: set[str] = set()
         self.reclassified = 0
         """How many claim classifications the cache has made (for tests and benchmarks)."""
 
@@ -139,6 +150,11 @@ class CensusCache:
         else:
             for node in marks_changed:
                 self._remark(node, rules, lead_time_base, now)
+        triggers = self._triggers
+        while triggers and triggers[0][0] <= now:
+            item = heapq.heappop(triggers)
+            if self._live(item):
+                self._triggered.add(item[1])
         changes = self._changes
         while changes and changes[0][0] <= now:
             _, name, token = heapq.heappop(changes)
@@ -152,23 +168,19 @@ class CensusCache:
 
     def _refresh_nodes(self, nodes: tuple[NodeView, ...]) -> set[str]:
         """Track each node's opt-out mark; return the nodes whose mark changed."""
-        previous, self._nodes = self._nodes, nodes
+        self._nodes = nodes
+        self._node_ids, added, gone = _diff(self._node_ids, nodes)
         marks = self._node_marks
         changed: set[str] = set()
-        places = _rebuilt(previous, nodes)
-        if places is not None:
-            for i in places:
-                node = nodes[i]
-                mark = is_opted_out(node.annotations)
-                if marks.get(node.name, False) != mark:
-                    marks[node.name] = mark
-                    changed.add(node.name)
-            return changed
-        fresh = {n.name: is_opted_out(n.annotations) for n in nodes}
-        for name in fresh.keys() | marks.keys():
-            if fresh.get(name, False) != marks.get(name, False):
-                changed.add(name)
-        self._node_marks = fresh
+        present = {n.name for n in added}
+        for node in gone:
+            if node.name not in present and marks.pop(node.name, False):
+                changed.add(node.name)
+        for node in added:
+            mark = is_opted_out(node.annotations)
+            if marks.get(node.name, False) != mark:
+                changed.add(node.name)
+            marks[node.name] = mark
         return changed
 
     def _remark(self, node: str, rules: SelectionRules, lead: timedelta, now: datetime) -> None:
@@ -190,28 +202,22 @@ class CensusCache:
         marks_changed: set[str],
     ) -> None:
         entries = self._entries
-        previous, self._claims = self._claims, claims
-        places = _rebuilt(previous, claims)
-        if places is not None:
-            # The same claims in the same places (the usual pass): only rebuilt values changed.
-            for i in places:
-                self._classify(claims[i], self._opted(claims[i]), rules, lead, now)
-            for node in marks_changed:
-                self._remark(node, rules, lead, now)
-            return
-        self._position = {c.name: i for i, c in enumerate(claims)}
-        if len(self._position) != len(claims):
-            raise ValueError("claims: two observed NodeClaims share a name")
-        for gone in entries.keys() - self._position.keys() if len(entries) else ():
-            self._drop(entries.pop(gone))
-        for view in claims:
+        self._claims = claims
+        # Values are rebuilt only for claims that changed: compare by identity, in C.
+        self._claim_ids, added, gone = _diff(self._claim_ids, claims)
+        if added or gone:
+            names = list(map(_name, claims))
+            self._position = dict(zip(names, range(len(names)), strict=True))
+            if len(self._position) != len(claims):
+                raise ValueError("claims: two observed NodeClaims share a name")
+        for view in gone:
             entry = entries.get(view.name)
-            if (
-                entry is None
-                or entry.view is not view
-                or (view.node_name is not None and view.node_name in marks_changed)
-            ):
-                self._classify(view, self._opted(view), rules, lead, now)
+            if entry is not None and entry.view is view:
+                self._drop(entries.pop(view.name))
+        for view in added:
+            self._classify(view, self._opted(view), rules, lead, now)
+        for node in marks_changed:
+            self._remark(node, rules, lead, now)
 
     def _drop(self, entry: _Entry) -> None:
         node = entry.view.node_name
@@ -220,6 +226,7 @@ class CensusCache:
         self._counts[entry.bucket] -= 1
         self._retries[entry.retry] -= 1
         self._short.discard(entry.view.name)
+        self._triggered.discard(entry.view.name)
 
     def _classify(
         self,
@@ -262,6 +269,12 @@ class CensusCache:
             heapq.heappush(self._eligible, (order_key(claim, rules), view.name, token))
         if eligible_at is not None and eligible_at > now:
             heapq.heappush(self._arrivals, (eligible_at, view.name, token))
+        triggered_at = trigger_instant(claim, rules)
+        if triggered_at is not None:
+            if triggered_at <= now:
+                self._triggered.add(view.name)
+            else:
+                heapq.heappush(self._triggers, (triggered_at, view.name, token))
 
     def _live(self, item: tuple[object, str, int]) -> bool:
         entry = self._entries.get(item[1])
@@ -292,6 +305,12 @@ class CensusCache:
     def short_lead(self) -> tuple[str, ...]:
         """The claims whose whole life is within their lead time, in observation order."""
         return tuple(sorted(self._short, key=self._position.__getitem__))
+
+    def due_hosts(self) -> list[str]:
+        """The nodes of the claims old enough to rotate (``is_triggered``), in observation order."""
+        names = sorted(self._triggered, key=self._position.__getitem__)
+        hosts = (self._entries[name].view.node_name for name in names)
+        return [host for host in hosts if host]
 
     def retry_count(self) -> int:
         """The highest retry count of any claim (0 when none has one)."""

@@ -20,6 +20,7 @@ from fleetgate.domain.rotation.selection import (
     ClaimView,
     classify,
     is_short_lead,
+    is_triggered,
     opted_out_claims,
     order,
 )
@@ -96,6 +97,18 @@ class Pass:
             return self.cache.short_lead()
         base = self.policy.lead_time_base
         return tuple(v.name for v in self.views if is_short_lead(v, base))
+
+    @property
+    def due_hosts(self) -> list[str]:
+        """The nodes of the claims old enough to rotate, in observation order."""
+        if self.cache is not None:
+            return self.cache.due_hosts()
+        rules = self.policy.selection
+        return [
+            c.node_name
+            for c in self.obs.claims
+            if c.node_name and is_triggered(c.selection_view, self.now, rules)
+        ]
 
     @property
     def retry_count(self) -> int:

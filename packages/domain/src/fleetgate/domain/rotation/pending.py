@@ -28,7 +28,7 @@ from fleetgate.domain.rotation.context import CLEAR_ANCHOR, Pass
 from fleetgate.domain.rotation.estimates import OBSERVED_PROVISIONING, append_sample
 from fleetgate.domain.rotation.markers import freeze
 from fleetgate.domain.rotation.placeholder import Clamp, build_placeholder
-from fleetgate.domain.rotation.selection import is_triggered, retry_backoff
+from fleetgate.domain.rotation.selection import retry_backoff
 
 Outcome = tuple[list[Action], "datetime | None"]
 
@@ -63,12 +63,7 @@ def _placeholder(p: Pass, name: str) -> PodView | None:
 
 def build(p: Pass, claim: NodeClaimView) -> tuple[CreatePlaceholder, Clamp]:
     """The placeholder for ``claim``, avoiding every host whose claim is also due."""
-    rules = p.policy.selection
-    due_hosts = [
-        c.node_name
-        for c in p.obs.claims
-        if c.node_name and is_triggered(c.selection_view, p.now, rules)
-    ]
+    due_hosts = p.due_hosts
     avoid = [claim.node_name, *due_hosts] if claim.node_name else due_hosts
     spec, sized = build_placeholder(
         p.obs,
