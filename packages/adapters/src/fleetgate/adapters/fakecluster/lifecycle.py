@@ -109,6 +109,7 @@ class KarpenterLifecycle:
         )
         node.attach(self._revisions)
         claim.node = node
+        self.pods.add_node(node)
         if ready:
             self._become_ready(claim, at)
 
@@ -175,6 +176,8 @@ class KarpenterLifecycle:
 
     def _remove_claim(self, claim: Claim, at: datetime) -> None:
         del self.claims[claim.name]
+        if claim.node is not None:
+            self.pods.drop_node(claim.node.name)
         self._revisions.left("claims", claim)
         if claim.node is not None:
             for pod in list(self.pods.bound.get(claim.node.name, {}).values()):

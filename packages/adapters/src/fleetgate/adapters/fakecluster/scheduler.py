@@ -9,7 +9,7 @@ capacity or over its limits, in which case the Pod is marked Unschedulable.
 The cluster's Pods live in a ``PodTable``: besides the Pods by key it keeps which Pods are bound
 to which node, each node's free capacity (sorted per resource), the Pending Pods, and the nodes
 hosting Pods of each priority. It is told of every change (a Pod joining or leaving the table,
-a Pod's ``node_name`` moving; nodes are re-listed when a claim joins, leaves or launches), so a
+a Pod's ``node_name`` moving, a node launched or removed), so a
 search for a node with room looks only at nodes with room, not at the whole fleet.
 """
 
@@ -39,7 +39,6 @@ class PodTable(dict[tuple[str, str], Pod]):
         self._used: dict[str, dict[str, int]] = {}
         self._hosts: dict[int, dict[str, int]] = {}  # priority -> node -> how many such Pods
         self._nodes: dict[str, Node] = {}
-        self._nodes_at: int | None = None
         self._free: dict[str, list[tuple[int, str]]] = {}  # resource -> sorted (free, node)
 
     # --- keeping current ---------------------------------------------------------------------
@@ -112,22 +111,18 @@ class PodTable(dict[tuple[str, str], Pod]):
     def _free_of(self, node: Node, resource: str) -> int:
         return node.allocatable.get(resource, 0) - self._used.get(node.name, {}).get(resource, 0)
 
-    def sync_nodes(self, cluster: FakeCluster) -> None:
-        """Re-list the launched nodes after a claim joined, left or launched."""
-        revision = cluster._revisions.claims
-        if revision == self._nodes_at:
-            return
-        self._nodes_at = revision
-        nodes = {c.name: c.node for c in cluster.claims.values() if c.node is not None}
-        fresh = {n.name: n for n in nodes.values() if n is not None}
-        for name in self._nodes.keys() - fresh.keys():
+    def add_node(self, node: Node) -> None:
+        """A claim launched ``node``."""
+        self._nodes[node.name] = node
+        for resource in self._free:
+            self._file(resource, node)
+
+    def drop_node(self, name: str) -> None:
+        """The claim of node ``name`` was removed."""
+        node = self._nodes.pop(name, None)
+        if node is not None:
             for resource in self._free:
-                self._unfile(resource, self._nodes[name])
-            del self._nodes[name]
-        for name in fresh.keys() - self._nodes.keys():
-            self._nodes[name] = fresh[name]
-            for resource in self._free:
-                self._file(resource, fresh[name])
+                self._unfile(resource, node)
 
     # --- what the scheduler asks -------------------------------------------------------------
 
@@ -137,7 +132,6 @@ class PodTable(dict[tuple[str, str], Pod]):
 
     def roomy(self, cluster: FakeCluster, requests: dict[str, int]) -> Iterable[Node]:
         """Launched nodes with room for ``requests`` (a superset when nothing is requested)."""
-        self.sync_nodes(cluster)
         wanted = [(name, want) for name, want in requests.items() if want > 0]
         if not wanted:
             return list(self._nodes.values())
@@ -157,7 +151,6 @@ class PodTable(dict[tuple[str, str], Pod]):
 
     def hosts_below(self, cluster: FakeCluster, priority: int) -> Iterable[Node]:
         """Launched nodes hosting at least one Pod of a priority below ``priority``."""
-        self.sync_nodes(cluster)
         names: set[str] = set()
         for level, hosts in self._hosts.items():
             if level < priority:

@@ -18,7 +18,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Any
 
 from fleetgate.domain.rotation import annotations as ann
@@ -78,14 +79,20 @@ def _reclassify_at(claim: ClaimView, bucket: Bucket, rules: SelectionRules) -> d
 
 
 def _diff(
-    previous: dict[int, Any], current: Sequence[Any]
-) -> tuple[dict[int, Any], list[Any], list[Any]]:
-    """``current`` by identity, and the values that joined and left since ``previous`` (the
-    dicts hold the values, so an id is never reused while it is compared)."""
-    now = dict(zip(map(id, current), current, strict=True))
-    added = [now[i] for i in now.keys() - previous.keys()]
-    gone = [previous[i] for i in previous.keys() - now.keys()]
-    return now, added, gone
+    previous: Sequence[Any] | None, current: Sequence[Any]
+) -> tuple[list[Any], list[Any], bool]:
+    """The values of ``current`` that are new since ``previous`` and those that left, compared
+    by identity in C, and whether any object joined, left or moved (not only rebuilt)."""
+    if previous is not None and len(previous) == len(current):
+        # The usual pass: the same objects in the same places, a few of them rebuilt.
+        changed = list(compress(range(len(current)), map(is_not, previous, current)))
+        if all(previous[i].name == current[i].name for i in changed):
+            return [current[i] for i in changed], [previous[i] for i in changed], False
+    before = dict(zip(map(id, previous or ()), previous or (), strict=True))
+    after = dict(zip(map(id, current), current, strict=True))
+    added = [after[i] for i in after.keys() - before.keys()]
+    gone = [before[i] for i in before.keys() - after.keys()]
+    return added, gone, True
 
 
 _name = attrgetter("name")
@@ -115,8 +122,6 @@ class CensusCache:
         self._nodes: tuple[NodeView, ...] | None = None
         self._entries: dict[str, _Entry] = {}
         self._position: dict[str, int] = {}
-        self._claim_ids: dict[int, NodeClaimView] = {}
-        self._node_ids: dict[int, NodeView] = {}
         self._node_marks: dict[str, bool] = {}
         self._on_node: dict[str, str] = {}  # node name -> the claim bound to it
         self._counts: Counter[Bucket] = Counter()
@@ -168,8 +173,8 @@ class CensusCache:
 
     def _refresh_nodes(self, nodes: tuple[NodeView, ...]) -> set[str]:
         """Track each node's opt-out mark; return the nodes whose mark changed."""
-        self._nodes = nodes
-        self._node_ids, added, gone = _diff(self._node_ids, nodes)
+        previous, self._nodes = self._nodes, nodes
+        added, gone, _ = _diff(previous, nodes)
         marks = self._node_marks
         changed: set[str] = set()
         present = {n.name for n in added}
@@ -202,10 +207,10 @@ class CensusCache:
         marks_changed: set[str],
     ) -> None:
         entries = self._entries
-        self._claims = claims
+        previous, self._claims = self._claims, claims
         # Values are rebuilt only for claims that changed: compare by identity, in C.
-        self._claim_ids, added, gone = _diff(self._claim_ids, claims)
-        if added or gone:
+        added, gone, moved = _diff(previous, claims)
+        if moved:
             names = list(map(_name, claims))
             self._position = dict(zip(names, range(len(names)), strict=True))
             if len(self._position) != len(claims):
