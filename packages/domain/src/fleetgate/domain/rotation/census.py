@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import compress
-from operator import attrgetter, is_not
+from operator import attrgetter, is_not, not_
 from typing import Any
 
 from fleetgate.domain.rotation import annotations as ann
@@ -88,10 +88,11 @@ def _diff(
         changed = list(compress(range(len(current)), map(is_not, previous, current)))
         if all(previous[i].name == current[i].name for i in changed):
             return [current[i] for i in changed], [previous[i] for i in changed], False
-    before = dict(zip(map(id, previous or ()), previous or (), strict=True))
-    after = dict(zip(map(id, current), current, strict=True))
-    added = [after[i] for i in after.keys() - before.keys()]
-    gone = [before[i] for i in before.keys() - after.keys()]
+    previous = previous or ()
+    before, after = set(map(id, previous)), set(map(id, current))
+    # Both sequences hold their values, so an id is not reused while it is compared.
+    added = list(compress(current, map(not_, map(before.__contains__, map(id, current)))))
+    gone = list(compress(previous, map(not_, map(after.__contains__, map(id, previous)))))
     return added, gone, True
 
 
