@@ -41,7 +41,7 @@ def surge_claim(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> s
         return persisted
     placeholder = _placeholder(p, claim.name)
     if placeholder is not None and placeholder.node_name:
-        owner = next((c for c in p.obs.claims if c.node_name == placeholder.node_name), None)
+        owner = p.obs.claim_on(placeholder.node_name)
         if owner is not None and owner.name != claim.name:
             return owner.name
     if started_at is None:
