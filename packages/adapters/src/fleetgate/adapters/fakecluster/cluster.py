@@ -373,8 +373,8 @@ class FakeCluster(KarpenterLifecycle):
         """The pool's members, brought up to date with the records changed since last time."""
         dirty = self._revisions.dirty
         if dirty:
-            for members in self._members.values():
-                members.pending.update(dirty)
+            for kept in self._members.values():
+                kept.pending.update(dirty)
             dirty.clear()
         members = self._members.get(pool)
         if members is None:

@@ -135,12 +135,12 @@ def step(
     # ``pick`` over the buckets the census already computed for this pass.
     chosen = p.candidate
     if chosen is None:
-        census = report.census.as_dict()
+        counts = report.census.as_dict()
         actions.append(
             Log(
                 "no rotation candidate",
-                {"reason": NO_ELIGIBLE_CLAIM, **census},
-                dedup=f"{NO_ELIGIBLE_CLAIM}:{sorted(census.items())}",
+                {"reason": NO_ELIGIBLE_CLAIM, **counts},
+                dedup=f"{NO_ELIGIBLE_CLAIM}:{sorted(counts.items())}",
             )
         )
         return Step(
