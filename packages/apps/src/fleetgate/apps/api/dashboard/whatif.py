@@ -59,6 +59,7 @@ _PAGE = Template("""<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>fleetgate · what if</title>
 <link rel="stylesheet" href="/dashboard/static/dashboard.css">
+<link rel="stylesheet" href="/dashboard/static/whatif.css">
 <script src="/dashboard/static/whatif.js" defer></script>
 </head>
 <body>
@@ -219,7 +220,8 @@ def _timeline(doc: dict[str, Any], span: timedelta) -> str:
         a = x(r["start"])
         b = x(r["done"]) if r.get("done") else a
         parts.append(
-            f"<rect class='tl-rotation' data-outcome='{e(r.get('outcome'))}' x='{a}' y='8' "
+            f"<rect class='tl-rotation {e(r.get('outcome'))}' data-outcome='{e(r.get('outcome'))}' "
+            f"x='{a}' y='8' "
             f"width='{max(b - a, 1.0)}' height='12'><title>{e(r['node'])}</title></rect>"
         )
     for ev in doc["events"]:
