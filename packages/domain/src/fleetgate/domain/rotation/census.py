@@ -86,7 +86,8 @@ def _diff(
     if previous is not None and len(previous) == len(current):
         # The usual pass: the same objects in the same places, a few of them rebuilt.
         changed = list(compress(range(len(current)), map(is_not, previous, current)))
-        if all(previous[i].name == current[i].name for i in changed):
+        # Many changed places mean a claim joined and another left (everything after shifted).
+        if len(changed) <= _FEW and all(previous[i].name == current[i].name for i in changed):
             return [current[i] for i in changed], [previous[i] for i in changed], False
     previous = previous or ()
     before, after = set(map(id, previous)), set(map(id, current))
@@ -97,6 +98,7 @@ def _diff(
 
 
 _name = attrgetter("name")
+_FEW = 16
 
 
 @dataclass

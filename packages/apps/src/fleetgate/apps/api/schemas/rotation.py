@@ -60,8 +60,9 @@ MAX_SIMULATE_NODES = 2_000
 MAX_SIMULATE_DAYS = 120
 #: Wall-clock seconds one simulation may take before it is refused (the API stays responsive).
 SIMULATE_SECONDS = 30.0
-#: The largest YAML fleet text accepted.
-MAX_FLEET_TEXT = 256 * 1024
+#: The largest YAML fleet text accepted (with the policy text, it fits the body limit even
+#: when every character is sent as a \u escape).
+MAX_FLEET_TEXT = 64 * 1024
 
 
 class RotationSimulateRequest(RequestBody):
