@@ -20,6 +20,21 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 __all__ = ["browser", "up"]  # the fixtures, imported so that pytest finds them here
 
 
+def run(browser: Any, nodes: str, outcome: str) -> None:
+    """Set the node count, press the button, and wait for the page to say ``outcome``."""
+    from selenium.webdriver.common.by import By
+
+    count = browser.find_element(By.ID, "count")
+    count.clear()
+    count.send_keys(nodes)
+    browser.find_element(By.ID, "run").click()
+    wait_for(
+        browser,
+        f"the page to say {outcome}",
+        lambda d: d.find_element(By.ID, "status").get_attribute("data-state") == outcome,
+    )
+
+
 def test_two_policies_are_compared_in_the_browser(up: Up, browser: Any, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
@@ -28,15 +43,7 @@ def test_two_policies_are_compared_in_the_browser(up: Up, browser: Any, tmp_path
     assert get(f"{base}/whatif")[0] == 401  # the page is the dashboard's: admin token only
     browser.get(link)  # sets the dashboard cookie
     browser.get(f"{base}/whatif")
-    count = browser.find_element(By.ID, "count")
-    count.clear()
-    count.send_keys("20")
-    browser.find_element(By.ID, "run").click()
-    wait_for(
-        browser,
-        "the simulations to finish",
-        lambda d: d.find_element(By.ID, "status").get_attribute("data-state") == "done",
-    )
+    run(browser, "20", "done")
     a = browser.find_element(By.CSS_SELECTOR, "article.whatif[data-side='A']")
     b = browser.find_element(By.CSS_SELECTOR, "article.whatif[data-side='B']")
     assert "twice-weekly" in a.text and "weekly" in b.text
@@ -48,13 +55,6 @@ def test_two_policies_are_compared_in_the_browser(up: Up, browser: Any, tmp_path
     assert b.find_elements(By.CSS_SELECTOR, ".timeline svg .tl-breach")
     browser.save_screenshot(str(tmp_path / "whatif.png"))
     # A bad input is answered on the page, naming the field.
-    count.clear()
-    count.send_keys("0")
-    browser.find_element(By.ID, "run").click()
-    wait_for(
-        browser,
-        "the error",
-        lambda d: d.find_element(By.ID, "status").get_attribute("data-state") == "error",
-    )
+    run(browser, "0", "error")
     assert browser.find_element(By.ID, "status").text.startswith("count:")
     assert up.interrupt() == 0

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
-from fastapi import FastAPI
 
-from fleetgate.apps.api.dashboard import install_dashboard
 from fleetgate.apps.api.dashboard.whatif import POLICY_A, POLICY_B
-from tests.apps.api.dashboard.sample import snapshot
+from tests.apps.api.dashboard.test_dashboard import TOKEN, client
 
-TOKEN = "dashboard-admin-token-0123"
+__all__ = ["client"]  # the dashboard's fixture, imported so that pytest finds it here
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 BODY = {
     "policies": [POLICY_A, POLICY_B],
@@ -23,18 +20,6 @@ BODY = {
     "terminationGracePeriod": "1h",
     "span": "21d",
 }
-
-
-@pytest.fixture
-async def client() -> AsyncIterator[httpx.AsyncClient]:
-    async def source() -> dict[str, Any]:
-        return snapshot()
-
-    app = FastAPI()
-    install_dashboard(app, source, TOKEN)
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
-        yield c
 
 
 async def test_the_page_and_its_answers_need_the_admin_token(client: httpx.AsyncClient) -> None:
@@ -68,7 +53,8 @@ async def test_two_policies_are_checked_and_simulated_side_by_side(
         ({"count": 0}, "count"),
         ({"count": 50_000}, "count"),
         ({"span": "400d"}, "span"),
-        ({"expireAfter": "soon"}, "expireAfter"),
+        ({"expireAfter": "soon"}, "fleet.expireAfter"),
+        ({"spread": 5}, "fleet.generate.spread"),
         ({"policies": ["kind: nothing"]}, "policy A"),
         ({"policies": []}, "policies"),
     ],

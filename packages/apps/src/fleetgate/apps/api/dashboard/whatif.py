@@ -24,7 +24,7 @@ from fleetgate.apps.api.dashboard.render import e
 from fleetgate.apps.api.schemas.rotation import MAX_SIMULATE_NODES, SIMULATE_SECONDS
 from fleetgate.apps.check import check_report
 from fleetgate.apps.policyfile import PolicyFileError, policies_from_text
-from fleetgate.apps.simulate.fleet import FleetError, load_fleet
+from fleetgate.apps.simulate.fleet import Fleet, FleetError, load_fleet
 from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
 from fleetgate.domain.durations import format_duration, parse_duration
 from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
@@ -97,16 +97,32 @@ def page() -> str:
     return _PAGE.substitute(a=e(POLICY_A), b=e(POLICY_B))
 
 
-def _duration(value: Any, field: str) -> timedelta:
-    if not isinstance(value, str):
-        raise WhatIfError(f"{field}: must be a duration such as 14d")
+def span_of(body: Any) -> timedelta:
+    """The span to simulate, more than 0 and at most ``MAX_DAYS`` days."""
+    value = body.get("span") if isinstance(body, dict) else None
     try:
-        parsed = parse_duration(value)
+        span = parse_duration(value) if isinstance(value, str) else None
     except ValueError as exc:
-        raise WhatIfError(f"{field}: {exc}") from exc
-    if parsed <= timedelta(0):
-        raise WhatIfError(f"{field}: must be more than 0")
-    return parsed
+        raise WhatIfError(f"span: {exc}") from exc
+    if span is None or not timedelta(0) < span <= timedelta(days=MAX_DAYS):
+        raise WhatIfError(f"span: a duration of more than 0 and at most {MAX_DAYS}d")
+    return span
+
+
+def _fleet(body: dict[str, Any], count: int, labels: dict[str, str]) -> Fleet:
+    """The generated fleet; the fleet file's own checks name the field (``fleet.expireAfter``)."""
+    document = {
+        "fleet": {
+            "labels": labels,
+            "expireAfter": body.get("expireAfter"),
+            "terminationGracePeriod": body.get("terminationGracePeriod"),
+            "generate": {"count": count, "spread": body.get("spread")},
+        }
+    }
+    try:
+        return load_fleet(document, START)
+    except FleetError as exc:
+        raise WhatIfError(str(exc)) from exc
 
 
 def _policy(text: Any, field: str) -> RotationPolicy:
@@ -135,13 +151,8 @@ def compare(body: Any) -> list[dict[str, Any]]:
         or not 1 <= count <= MAX_SIMULATE_NODES
     ):
         raise WhatIfError(f"count: a whole number of nodes from 1 to {MAX_SIMULATE_NODES}")
-    expire = _duration(body.get("expireAfter"), "expireAfter")
-    tgp = _duration(body.get("terminationGracePeriod"), "terminationGracePeriod")
-    span = _duration(body.get("span"), "span")
-    if span > timedelta(days=MAX_DAYS):
-        raise WhatIfError(f"span: at most {MAX_DAYS}d")
-    spread = body.get("spread")
-    _duration(spread, "spread")
+    span = span_of(body)
+    _fleet(body, count, {})  # every fleet input checked before any policy is simulated
     began = time.monotonic()
 
     def progress(_: datetime) -> None:
@@ -156,20 +167,11 @@ def compare(body: Any) -> list[dict[str, Any]]:
         field = f"policy {'AB'[index]}"
         policy = _policy(text, field)
         selector = policy.node_pool_selector
-        labels = dict(selector.match_labels) if selector is not None else {}
-        document = {
-            "fleet": {
-                "labels": labels,
-                "expireAfter": body["expireAfter"],
-                "terminationGracePeriod": body["terminationGracePeriod"],
-                "generate": {"count": count, "spread": spread},
-            }
-        }
+        fleet = _fleet(body, count, dict(selector.match_labels) if selector is not None else {})
         try:
-            fleet = load_fleet(document, START)
-            forecast = check_report(policy, expire, tgp, count)
+            forecast = check_report(policy, fleet.expire_after, fleet.tgp, count)
             doc = simulate(Inputs(policy, fleet, START, START + span), progress)
-        except (FleetError, SimulationError, PolicyError, ValueError) as exc:
+        except (SimulationError, PolicyError, ValueError) as exc:
             raise WhatIfError(f"{field}: {exc}") from exc
         out.append({"name": policy.name, "check": forecast, "simulation": doc})
     return out
@@ -268,8 +270,8 @@ def install(app: FastAPI, authorized: Any, headers: dict[str, str]) -> None:
                 status_code=422,
                 headers=headers,
             )
-        span = _duration(body["span"], "span")
-        return JSONResponse({"sides": sides, "html": results_html(sides, span)}, headers=headers)
+        html = results_html(sides, span_of(body))
+        return JSONResponse({"sides": sides, "html": html}, headers=headers)
 
     app.add_api_route("/whatif", whatif_page, methods=["GET"], include_in_schema=False)
     app.add_api_route("/dashboard/whatif", whatif_run, methods=["POST"], include_in_schema=False)
