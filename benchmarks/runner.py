@@ -128,8 +128,8 @@ async def _reconcile(targets: Sequence[Target], sizes: Sizes, console: Console) 
 
 async def _simulator(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
     with console.status("simulating"):
-        table, verdict = await rotation.simulator(sizes)
-    return Section("simulator", "Simulator", tables=[table], verdicts=[verdict])
+        tables, verdicts = await rotation.simulator(sizes)
+    return Section("simulator", "Simulator", tables=tables, verdicts=verdicts)
 
 
 async def _tick(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:

@@ -44,6 +44,12 @@ class Sizes:
     #: Soak the backends side by side, each in its own process (one client process is bound by
     #: its one core and by the database's commit latency; several overlap both).
     soak_parallel: bool = True
+    #: The large simulator run (reported, no target): nodes and simulated days.
+    simulator_large_nodes: int = 10_000
+    simulator_large_days: int = 30
+    #: The simulator's cost against fleet size: the fleets, and the days each one simulates.
+    simulator_scaling: tuple[int, ...] = (100, 1_000, 10_000)
+    simulator_scaling_days: int = 3
 
 
 FULL = Sizes(
@@ -87,6 +93,10 @@ QUICK = Sizes(
     soak_workers=8,
     soak_check_every=1.0,
     name="quick",
+    simulator_large_nodes=1_000,
+    simulator_large_days=7,
+    simulator_scaling=(100, 1_000),
+    simulator_scaling_days=1,
 )
 
 #: For the smoke test: everything tiny.
@@ -108,6 +118,10 @@ TINY = replace(
     soak_check_every=0.2,
     name="tiny",
     soak_parallel=False,
+    simulator_large_nodes=20,
+    simulator_large_days=2,
+    simulator_scaling=(10, 20),
+    simulator_scaling_days=1,
 )
 
 PROFILES = {"full": FULL, "quick": QUICK, "tiny": TINY}

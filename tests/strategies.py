@@ -13,7 +13,7 @@ from fleetgate.domain.capacity.demand import MIN_DEMAND_PER_VCPU
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import ClusterState
 from fleetgate.domain.rotation.derive import DeriveInputs
-from fleetgate.domain.rotation.policy import RotationPolicy, Surge
+from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
 from fleetgate.domain.rotation.windows import DAY_NAMES, MaintenanceWindow
 
 # --- rotation ---------------------------------------------------------------------------------
@@ -262,3 +262,61 @@ def demand_charges(draw: st.DrawFn) -> dict[str, object]:
         # What the ledger stores: the admission instant as epoch seconds.
         "charges": [(node, d, now - a) for node, d, a in charges],
     }
+
+
+FAULT_KINDS = (
+    "fail-provisioning",
+    "provisioning-heals",
+    "capacity-shortage",
+    "capacity-returns",
+    "stick-drain",
+    "preempt-placeholders",
+    "not-ready",
+    "ready-again",
+    "opt-out",
+    "opt-in",
+    "karpenter-disrupts",
+    "drifts",
+    "drift-resolved",
+    "pod-opt-out",
+    "crash",
+)
+"""What ``sim_faults`` may do to a simulated cluster (the incremental-census property test)."""
+
+
+@st.composite
+def sim_varied_policies(draw: st.DrawFn) -> RotationPolicy:
+    """``sim_policies`` plus the knobs that move a claim's census bucket by time: an explicit
+    ageThreshold, retry backoff, failure pause, and the surge-less forceful fallback."""
+
+    base = draw(sim_policies())
+    age = draw(st.none() | st.sampled_from([timedelta(days=2), timedelta(days=5)]))
+    surge = Surge(
+        cooldown_after=base.surge.cooldown_after,
+        ready_timeout=draw(st.sampled_from([5, 15])) * timedelta(minutes=1),
+        retry_backoff=draw(st.sampled_from([10, 30, 120])) * timedelta(minutes=1),
+        failure_pause=draw(st.none() | st.just(timedelta(minutes=20))),
+        forceful_fallback=ForcefulFallback(enabled=draw(st.booleans())),
+    )
+    return RotationPolicy(
+        name=base.name,
+        age_threshold=age,
+        maintenance_windows=base.maintenance_windows,
+        min_rotation_chances=base.min_rotation_chances,
+        surge=surge,
+    )
+
+
+@st.composite
+def sim_faults(draw: st.DrawFn) -> list[tuple[timedelta, str, int]]:
+    """Faults at instants of a simulation: (offset from the start, kind, which node)."""
+    return draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, 20 * 24).map(lambda h: timedelta(hours=h, minutes=7)),
+                st.sampled_from(FAULT_KINDS),
+                st.integers(0, 15),
+            ),
+            max_size=8,
+        ).map(sorted)
+    )

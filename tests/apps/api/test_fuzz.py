@@ -33,6 +33,7 @@ EXAMPLES = 25
 # schema-valid request is accepted" is not asked of them (everything else is).
 SEMANTIC = {
     "POST /v1/rotation/check": [positive_data_acceptance],
+    "POST /v1/rotation/simulate": [positive_data_acceptance],
     "POST /v1/namespaces/{ns}/claims": [positive_data_acceptance],
     "PATCH /v1/namespaces/{ns}/claims/{claim_id}": [positive_data_acceptance],
 }

@@ -32,6 +32,11 @@ CHECK = {
     },
     "expire_after": "30d",
 }
+SIMULATE = {
+    "policy": CHECK["policy"],
+    "fleet": {"fleet": {"labels": {"pool": "a"}, "expireAfter": "7d", "generate": {"count": 2}}},
+    "span": "1d",
+}
 
 A = "/v1/namespaces/team-a"
 T = "/v1/admin/namespaces/team-a/tokens"
@@ -69,6 +74,7 @@ MATRIX: list[tuple[str, str, Any, tuple[int, int, int, int]]] = [
     ("GET", T, None, (401, 404, 403, 200)),
     ("DELETE", f"{T}/{{T}}", None, (401, 404, 403, 204)),
     ("POST", "/v1/rotation/check", CHECK, (401, 200, 200, 200)),
+    ("POST", "/v1/rotation/simulate", SIMULATE, (401, 200, 200, 200)),
 ]
 
 

@@ -76,3 +76,62 @@ async def test_an_invalid_manifest_names_the_manifest_field(api: Api) -> None:
     r = await api.client.post(URL, json={"policy": manifest, "expire_after": "14d"}, headers=ADMIN)
     assert r.status_code == 422
     assert "policy.spec.minRotationChances" in [f["field"] for f in r.json()["fields"]]
+
+
+# --- POST /v1/rotation/simulate ---------------------------------------------------------------
+
+SIMULATE = "/v1/rotation/simulate"
+FLEET = EXAMPLES / "fleet-generated.yaml"
+POLICY = EXAMPLES / "policy-simulate.yaml"
+
+
+async def test_a_simulation_answers_what_the_cli_prints(api: Api) -> None:
+    from fleetgate.apps.simulate.command import build_inputs
+    from fleetgate.apps.simulate.run import simulate_async
+
+    start, end = "2024-01-01T00:00:00Z", "2024-01-15T00:00:00Z"
+    expected = await simulate_async(build_inputs(POLICY, FLEET, start, end, None, None))
+    body = {"policy": POLICY.read_text(), "fleet": FLEET.read_text(), "start": start, "span": "14d"}
+    r = await api.client.post(SIMULATE, json=body, headers=await api.token("team-a"))
+    assert r.status_code == 200, r.text
+    assert r.json() == expected
+    assert expected["summary"]["rotations"] > 0 and expected["summary"]["breaches"] == 0
+    as_objects = {
+        **body,
+        "policy": yaml.safe_load(POLICY.read_text()),
+        "fleet": yaml.safe_load(FLEET.read_text()),
+    }
+    again = await api.client.post(SIMULATE, json=as_objects, headers=ADMIN)
+    assert again.json() == expected
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"span": "0s"}, "span"),
+        ({"span": "200d"}, "span"),
+        ({"span": "soon"}, "span"),
+        ({"start": "yesterday"}, "start"),
+        ({"env_drain": "-5m"}, "env_drain"),
+        ({"fleet": {"fleet": {"generate": {"count": 5}}}}, "fleet"),
+        (
+            {"fleet": {"fleet": {"expireAfter": "14d", "generate": {"count": 50_000}}}},
+            "fleet.fleet.generate.count",
+        ),
+        ({"fleet": "fleet: [unclosed"}, "fleet"),
+        ({"policy": {"kind": "RotationPolicy"}}, "policy"),
+    ],
+)
+async def test_bad_simulation_input_is_a_422_naming_the_field(
+    api: Api, change: dict[str, Any], field: str
+) -> None:
+    body = {"policy": POLICY.read_text(), "fleet": FLEET.read_text(), "span": "7d", **change}
+    r = await api.client.post(SIMULATE, json=body, headers=ADMIN)
+    assert r.status_code == 422, r.text
+    fields = [f["field"] for f in r.json()["fields"]]
+    assert any(f == field or f.startswith(field + ".") for f in fields), fields
+
+
+async def test_simulating_needs_a_token(api: Api) -> None:
+    body = {"policy": POLICY.read_text(), "fleet": FLEET.read_text()}
+    assert (await api.client.post(SIMULATE, json=body)).status_code == 401

@@ -28,7 +28,7 @@ from fleetgate.domain.rotation.cluster import (
 )
 from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.labelselector import LabelSelector
-from fleetgate.domain.rotation.machine import MachineConfig, step, surgeless_fallback
+from fleetgate.domain.rotation.machine import CensusCache, MachineConfig, step, surgeless_fallback
 from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
 from fleetgate.domain.rotation.quiet import next_eligibility
 from fleetgate.domain.rotation.windows import DAY_NAMES, MaintenanceWindow
@@ -337,3 +337,36 @@ def test_a_pool_at_its_node_limit_can_never_surge() -> None:
     assert result.report.reason == "headroom" and writes(result.actions) == []
     room = pool(claim("a", DUE), limits={"nodes": 3000}, resources={"nodes": 2000})
     assert step(room, [policy()], NOW).started == "a"
+
+
+def test_the_census_cache_follows_karpenters_taint_and_pod_opt_outs_as_a_fresh_pass_does() -> None:
+    # The cache is keyed by each claim's own value; the taint (on the Node) and a Pod's opt-out
+    # are not part of it, so a pass where only they change must still reclassify the claim.
+    cache = CensusCache()
+    base = pool(claim("old", DUE + timedelta(minutes=5)), claim("next", DUE))
+    tainted = NodeView(
+        "old", labels=POOL_LABEL, ready=True, taints=(Taint("karpenter.sh/disrupted"),)
+    )
+    guarded = PodView(
+        "app",
+        "guarded",
+        node_name="next",
+        phase="Running",
+        annotations={ann.KARPENTER_DO_NOT_DISRUPT: "2h"},
+        started_at=NOW - timedelta(hours=1),
+    )
+    passes = [
+        (base, NOW),
+        (replace(base, nodes=(tainted, *base.nodes[1:])), NOW),
+        (replace(base, nodes=(tainted, *base.nodes[1:]), pods=(*base.pods, guarded)), NOW),
+        (replace(base, pods=(*base.pods, guarded)), NOW),
+        # the same observation value once the 2h opt-out ran out: time alone ends it
+        (replace(base, pods=(*base.pods, guarded)), NOW + timedelta(hours=1, seconds=1)),
+        (base, NOW + timedelta(hours=1, seconds=2)),
+    ]
+    seen = set()
+    for obs, at in passes:
+        fast, fresh = step(obs, [policy()], at, census=cache), step(obs, [policy()], at)
+        assert fast == fresh
+        seen.add(fresh.started)
+    assert seen == {"old", "next", None}  # each mark moved the pick, so each was exercised

@@ -24,23 +24,23 @@ import itertools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from operator import attrgetter
-from typing import Any, NamedTuple
+from typing import Any
 
 from fleetgate.adapters.fakecluster.faults import Faults
 from fleetgate.adapters.fakecluster.lifecycle import KarpenterLifecycle
+from fleetgate.adapters.fakecluster.members import PoolMembers
 from fleetgate.adapters.fakecluster.model import (
     ARCH_LABEL,
     CAPACITY_TYPE_LABEL,
     ZONE_LABEL,
     Claim,
     ClusterRecord,
-    Node,
     NodeChange,
     Pod,
     Pool,
     Revisions,
-    is_placeholder,
 )
+from fleetgate.adapters.fakecluster.scheduler import PodTable
 from fleetgate.domain.rotation.cluster import (
     ClusterConflict,
     ObjectNotFound,
@@ -90,7 +90,7 @@ class FakeCluster(KarpenterLifecycle):
         self.pools: dict[str, Pool] = {}
         self.claims: dict[str, Claim] = {}
         self.archive: dict[str, Claim] = {}  # every claim ever created, removed ones included
-        self.pods: dict[tuple[str, str], Pod] = {}
+        self.pods = PodTable()
         self.faults = Faults()
         self.history: list[ClusterRecord] = []
         self.breaches: list[ClusterRecord] = []
@@ -106,10 +106,11 @@ class FakeCluster(KarpenterLifecycle):
         self._scheduling = False  # the scheduler folds re-entrant calls into the running one
         self._rerun = False
         self._revisions = Revisions()
+        self._revisions.on_move = self.pods.moved
         # Per pool: the observation last handed out, reused while nothing at all has changed,
         # and its members (claims, nodes, pods, placeholders), reused while none joined or left.
         self._observed: dict[str, tuple[int, PoolObservation]] = {}
-        self._members: dict[str, _Members] = {}
+        self._members: dict[str, PoolMembers] = {}
 
     # --- seeding -----------------------------------------------------------------------------
 
@@ -378,7 +379,8 @@ class FakeCluster(KarpenterLifecycle):
         observed = self._observed.get(pool)
         if observed is not None and observed[0] == revisions.any:
             return observed[1]
-        members = self._gather(pool)
+        members = self._members_of(pool)
+        claims, nodes, pods, placeholders = members.shown()
         obs = PoolObservation(
             name=p.name,
             version=str(p.version),
@@ -390,52 +392,33 @@ class FakeCluster(KarpenterLifecycle):
             taints=p.taints,
             limits=dict(p.limits),
             # status.resources also counts the pool's nodes, as Karpenter's counter does.
-            resources={**members.resources, NODES: 1000 * len(members.claims)},
-            claims=tuple([c.view() for c in members.claims]),
-            nodes=tuple([n.view() for n in members.nodes]),
-            pods=tuple([pod.view() for pod in members.pods]),
-            placeholders=tuple([pod.view() for pod in members.placeholders]),
+            resources={**members.resources, NODES: 1000 * len(claims)},
+            claims=claims,
+            nodes=nodes,
+            pods=pods,
+            placeholders=placeholders,
             replicas=p.replicas,
             ready=p.ready,
         )
         self._observed[pool] = (revisions.any, obs)
         return obs
 
-    def _gather(self, pool: str) -> _Members:
-        # Each list is rebuilt only when its own kind of member joined, left or moved.
-        r = self._revisions
-        cached = self._members.get(pool)
-        if cached is not None and cached.key == (r.claims, r.pods, r.placeholders):
-            return cached
-        if cached is not None and cached.key[0] == r.claims:
-            claims, nodes, resources = cached.claims, cached.nodes, cached.resources
+    def pool_resources(self, pool: str) -> dict[str, int]:
+        """``status.resources``: the summed allocatable of the pool's claims (kept by change)."""
+        return dict(self._members_of(pool).resources)
+
+    def _members_of(self, pool: str) -> PoolMembers:
+        """The pool's members, brought up to date with the records changed since last time."""
+        dirty = self._revisions.dirty
+        if dirty:
+            for kept in self._members.values():
+                kept.pending.update(dirty)
+            dirty.clear()
+        members = self._members.get(pool)
+        if members is None:
+            members = self._members[pool] = PoolMembers(self, pool)
         else:
-            claims = sorted((c for c in self.claims.values() if c.pool == pool), key=_by_name)
-            nodes = [c.node for c in claims if c.node is not None]
-            resources = {}
-            for claim in claims:
-                for name, value in claim.allocatable.items():
-                    resources[name] = resources.get(name, 0) + value
-        if cached is not None and cached.key[:2] == (r.claims, r.pods):
-            pods = cached.pods
-        else:
-            node_names = {n.name for n in nodes}
-            pods = sorted(
-                (
-                    pod
-                    for pod in self.pods.values()
-                    if pod.node_name in node_names and not is_placeholder(pod)
-                ),
-                key=_by_key,
-            )
-        if cached is not None and cached.key[2] == r.placeholders:
-            placeholders = cached.placeholders
-        else:
-            placeholders = sorted(self._placeholders(pool), key=_by_key)
-        members = _Members(
-            (r.claims, r.pods, r.placeholders), claims, nodes, pods, placeholders, resources
-        )
-        self._members[pool] = members
+            members.apply(self)
         return members
 
     async def list_policies(self) -> Sequence[Mapping[str, Any]] | None:
@@ -553,17 +536,6 @@ class FakeCluster(KarpenterLifecycle):
         self._wrote()
 
     # --- inspection --------------------------------------------------------------------------
-
-
-class _Members(NamedTuple):
-    """A pool's objects in observation order, and its ``status.resources``."""
-
-    key: tuple[int, int, int]  # the (claims, pods, placeholders) revisions they were built at
-    claims: list[Claim]
-    nodes: list[Node]
-    pods: list[Pod]
-    placeholders: list[Pod]
-    resources: dict[str, int]
 
 
 _by_name = attrgetter("name")

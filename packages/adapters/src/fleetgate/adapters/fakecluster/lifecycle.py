@@ -38,7 +38,7 @@ class KarpenterLifecycle:
     pools: dict[str, Pool]
     claims: dict[str, Claim]
     archive: dict[str, Claim]
-    pods: dict[tuple[str, str], Pod]
+    pods: scheduler.PodTable
     faults: Faults
     history: list[ClusterRecord]
     breaches: list[ClusterRecord]
@@ -109,6 +109,7 @@ class KarpenterLifecycle:
         )
         node.attach(self._revisions)
         claim.node = node
+        self.pods.add_node(node)
         if ready:
             self._become_ready(claim, at)
 
@@ -153,7 +154,8 @@ class KarpenterLifecycle:
         if bound:
             self._at(at + min(bound), "drained", claim.name)
         if claim.node is not None:
-            for pod in sorted(self.pods.values(), key=lambda p: p.seq):
+            on_node = self.pods.bound.get(claim.node.name, {}).values()
+            for pod in sorted(on_node, key=lambda p: p.seq):
                 if pod.node_name == claim.node.name and pod.owner_kind != "DaemonSet":
                     if pod.owner_kind is None:
                         self._delete_pod(
@@ -174,13 +176,15 @@ class KarpenterLifecycle:
 
     def _remove_claim(self, claim: Claim, at: datetime) -> None:
         del self.claims[claim.name]
-        self._revisions.left("claims")
         if claim.node is not None:
-            for pod in list(self.pods.values()):
+            self.pods.drop_node(claim.node.name)
+        self._revisions.left("claims", claim)
+        if claim.node is not None:
+            for pod in list(self.pods.bound.get(claim.node.name, {}).values()):
                 if pod.node_name == claim.node.name:
                     if pod.owner_kind in (None, "DaemonSet"):
                         del self.pods[pod.key]
-                        self._revisions.left(pod._kind())
+                        self._revisions.left(pod._kind(), pod)
                     else:
                         pod.node_name = None
                         pod.pending_since = at
@@ -198,7 +202,7 @@ class KarpenterLifecycle:
 
     def _delete_pod(self, pod: Pod, at: datetime, kind: str) -> None:
         del self.pods[pod.key]
-        self._revisions.left(pod._kind())
+        self._revisions.left(pod._kind(), pod)
         if is_placeholder(pod):
             self._record(at, kind, pod.name, pod.pool or "")
             self._schedule(at)
@@ -214,7 +218,7 @@ class KarpenterLifecycle:
     def _still_due(self, item: tuple[datetime, int, str, str]) -> bool:
         _, _, kind, name = item
         if kind == "batch":
-            return any(p.node_name is None and p.pool == name for p in self.pods.values())
+            return any(p.pool == name for p in self.pods.pending.values())
         claim = self.claims.get(name)
         if claim is None:
             return False

@@ -41,18 +41,26 @@ class Revisions:
     ``pods`` (workload Pods) and ``placeholders`` when one joins, leaves or (for the first two)
     moves: a pool's member lists are rebuilt only when their own counter moved."""
 
-    __slots__ = ("any", "claims", "placeholders", "pods")
+    __slots__ = ("any", "claims", "dirty", "on_move", "placeholders", "pods")
 
     def __init__(self) -> None:
         self.any = 0
         self.claims = 0
         self.pods = 0
         self.placeholders = 0
+        self.dirty: dict[int, Any] = {}
+        """The records changed since the cluster last collected them (by ``id``): an
+        observation rebuilds only their values."""
+        self.on_move: Any = None
+        """Called as ``on_move(pod, old_node, new_node)`` when a Pod's ``node_name`` changes
+        (the scheduler's capacity index keeps itself current this way)."""
 
-    def left(self, kind: str) -> None:
+    def left(self, kind: str, record: Any = None) -> None:
         """A record of ``kind`` (``claims``, ``pods``, ``placeholders``) joined or left."""
         self.any += 1
         setattr(self, kind, getattr(self, kind) + 1)
+        if record is not None:
+            self.dirty[id(record)] = record
 
 
 class _Cached:
@@ -70,6 +78,7 @@ class _Cached:
             revisions = self._revisions
             if revisions is not None:
                 revisions.any += 1
+                revisions.dirty[id(self)] = self
                 if name in self._membership:
                     kind = self._kind()
                     if kind == "claims":
@@ -85,6 +94,7 @@ class _Cached:
         """Report this record's changes to ``revisions`` (the owning cluster's)."""
         object.__setattr__(self, "_revisions", revisions)
         kind = self._kind()
+        revisions.dirty[id(self)] = self
         if kind is None:
             revisions.any += 1
         else:
@@ -95,6 +105,7 @@ class _Cached:
         self._view = None
         if self._revisions is not None:
             self._revisions.any += 1
+            self._revisions.dirty[id(self)] = self
 
 
 @dataclass
@@ -230,6 +241,16 @@ class Pod(_Cached):
 
     # A placeholder is listed by its pool whether bound or not: binding it moves nothing.
     _membership = frozenset({"node_name"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        revisions = self._revisions
+        if name == "node_name" and revisions is not None and revisions.on_move is not None:
+            old = self.node_name
+            super().__setattr__(name, value)
+            if old != value:
+                revisions.on_move(self, old, value)
+            return
+        super().__setattr__(name, value)
 
     def _kind(self) -> str:
         return "placeholders" if is_placeholder(self) else "pods"

@@ -5,20 +5,157 @@ schedulable node of its pool with room (nodes the Pod would rather avoid come la
 a workload Pod preempts lower-priority Pods (placeholders); failing that the Pod is nominated to
 an in-flight claim with room, or Karpenter launches a new claim for it, unless the pool is out of
 capacity or over its limits, in which case the Pod is marked Unschedulable.
+
+The cluster's Pods live in a ``PodTable``: besides the Pods by key it keeps which Pods are bound
+to which node, each node's free capacity (sorted per resource), the Pending Pods, and the nodes
+hosting Pods of each priority. It is told of every change (a Pod joining or leaving the table,
+a Pod's ``node_name`` moving, a node launched or removed), so a
+search for a node with room looks only at nodes with room, not at the whole fleet.
 """
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from fleetgate.adapters.fakecluster.model import Node, Pod, fits, fits_after, subtract
+from fleetgate.adapters.fakecluster.model import Node, Pod, fits, subtract
 
 if TYPE_CHECKING:
     from fleetgate.adapters.fakecluster.lifecycle import KarpenterLifecycle as FakeCluster
 
 BATCH = timedelta(seconds=1)
 """Karpenter's batch idle duration: how long Pods stay Pending before a launch decision."""
+
+
+class PodTable(dict[tuple[str, str], Pod]):
+    """The cluster's Pods by (namespace, name), indexed by placement (see the module)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.bound: dict[str, dict[tuple[str, str], Pod]] = {}
+        self.pending: dict[tuple[str, str], Pod] = {}
+        self._used: dict[str, dict[str, int]] = {}
+        self._hosts: dict[int, dict[str, int]] = {}  # priority -> node -> how many such Pods
+        self._nodes: dict[str, Node] = {}
+        self._free: dict[str, list[tuple[int, str]]] = {}  # resource -> sorted (free, node)
+
+    # --- keeping current ---------------------------------------------------------------------
+
+    def __setitem__(self, key: tuple[str, str], pod: Pod) -> None:
+        old = self.get(key)
+        if old is not None:
+            self._leave(old, old.node_name)
+        super().__setitem__(key, pod)
+        self._join(pod, pod.node_name)
+
+    def __delitem__(self, key: tuple[str, str]) -> None:
+        pod = self[key]
+        super().__delitem__(key)
+        self._leave(pod, pod.node_name)
+
+    def moved(self, pod: Pod, old: str | None, new: str | None) -> None:
+        """``Revisions.on_move``: a Pod's ``node_name`` changed."""
+        if self.get(pod.key) is not pod:
+            return  # not (or no longer) one of the cluster's Pods
+        self._leave(pod, old)
+        self._join(pod, new)
+
+    def _join(self, pod: Pod, node: str | None) -> None:
+        if node is None:
+            self.pending[pod.key] = pod
+            return
+        self.bound.setdefault(node, {})[pod.key] = pod
+        hosts = self._hosts.setdefault(pod.priority, {})
+        hosts[node] = hosts.get(node, 0) + 1
+        self._charge(node, pod.requests, 1)
+
+    def _leave(self, pod: Pod, node: str | None) -> None:
+        if node is None:
+            self.pending.pop(pod.key, None)
+            return
+        on = self.bound.get(node)
+        if on is None or on.pop(pod.key, None) is None:
+            return
+        if not on:
+            del self.bound[node]
+        hosts = self._hosts[pod.priority]
+        hosts[node] -= 1
+        if not hosts[node]:
+            del hosts[node]
+        self._charge(node, pod.requests, -1)
+
+    def _charge(self, node: str, requests: dict[str, int], sign: int) -> None:
+        tracked = self._nodes.get(node)
+        if tracked is not None:
+            for resource in self._free:
+                self._unfile(resource, tracked)
+        used = self._used.setdefault(node, {})
+        for name, value in requests.items():
+            used[name] = used.get(name, 0) + sign * value
+        if tracked is not None:
+            for resource in self._free:
+                self._file(resource, tracked)
+
+    def _file(self, resource: str, node: Node) -> None:
+        bisect.insort(self._free[resource], (self._free_of(node, resource), node.name))
+
+    def _unfile(self, resource: str, node: Node) -> None:
+        entries = self._free[resource]
+        item = (self._free_of(node, resource), node.name)
+        i = bisect.bisect_left(entries, item)
+        if i < len(entries) and entries[i] == item:
+            del entries[i]
+
+    def _free_of(self, node: Node, resource: str) -> int:
+        return node.allocatable.get(resource, 0) - self._used.get(node.name, {}).get(resource, 0)
+
+    def add_node(self, node: Node) -> None:
+        """A claim launched ``node``."""
+        self._nodes[node.name] = node
+        for resource in self._free:
+            self._file(resource, node)
+
+    def drop_node(self, name: str) -> None:
+        """The claim of node ``name`` was removed."""
+        node = self._nodes.pop(name, None)
+        if node is not None:
+            for resource in self._free:
+                self._unfile(resource, node)
+
+    # --- what the scheduler asks -------------------------------------------------------------
+
+    def used_on(self, node: str) -> dict[str, int]:
+        """The summed requests of the Pods bound to ``node``."""
+        return self._used.get(node, {})
+
+    def roomy(self, cluster: FakeCluster, requests: dict[str, int]) -> Iterable[Node]:
+        """Launched nodes with room for ``requests`` (a superset when nothing is requested)."""
+        wanted = [(name, want) for name, want in requests.items() if want > 0]
+        if not wanted:
+            return list(self._nodes.values())
+        resource, want = max(wanted)
+        if resource not in self._free:
+            self._free[resource] = sorted(
+                (self._free_of(n, resource), n.name) for n in self._nodes.values()
+            )
+        entries = self._free[resource]
+        start = bisect.bisect_left(entries, (want, ""))
+        nodes = self._nodes
+        return [
+            nodes[name]
+            for _, name in entries[start:]
+            if all(w <= self._free_of(nodes[name], r) for r, w in wanted)
+        ]
+
+    def hosts_below(self, cluster: FakeCluster, priority: int) -> Iterable[Node]:
+        """Launched nodes hosting at least one Pod of a priority below ``priority``."""
+        names: set[str] = set()
+        for level, hosts in self._hosts.items():
+            if level < priority:
+                names.update(hosts)
+        return [self._nodes[n] for n in names if n in self._nodes]
 
 
 def schedule(cluster: FakeCluster, at: datetime) -> None:
@@ -32,10 +169,7 @@ def schedule(cluster: FakeCluster, at: datetime) -> None:
         while again:
             cluster._rerun = False
             again = False
-            pending = sorted(
-                (p for p in cluster.pods.values() if p.node_name is None),
-                key=lambda p: (-p.priority, p.seq),
-            )
+            pending = sorted(cluster.pods.pending.values(), key=lambda p: (-p.priority, p.seq))
             for pod in pending:
                 if cluster.pods.get(pod.key) is not pod:
                     continue
@@ -52,11 +186,16 @@ def schedule(cluster: FakeCluster, at: datetime) -> None:
         cluster._scheduling = False
 
 
-def _eligible_nodes(cluster: FakeCluster, pod: Pod) -> list[Node]:
-    nodes = []
-    for claim in cluster.claims_by_name():
-        node = claim.node
-        if node is None or not node.ready or node.unschedulable or claim.deleting_at is not None:
+def _eligible_nodes(cluster: FakeCluster, pod: Pod, nodes: Iterable[Node]) -> list[Node]:
+    """Those of ``nodes`` the Pod may be bound to, in the order they are tried: by name, with
+    the claim Karpenter launched for it first and the hosts it would rather avoid last."""
+    out = []
+    claims = cluster.claims
+    for node in nodes:
+        claim = claims.get(node.name)
+        if claim is None or claim.node is not node:
+            continue
+        if not node.ready or node.unschedulable or claim.deleting_at is not None:
             continue
         if pod.pool is not None and claim.pool != pod.pool:
             continue
@@ -64,29 +203,17 @@ def _eligible_nodes(cluster: FakeCluster, pod: Pod) -> list[Node]:
             req.operator != "In" or node.labels.get(req.key) in req.values for req in pod.required
         ):
             continue
-        nodes.append(node)
+        out.append(node)
     # Soft anti-affinity: hosts the Pod would rather avoid are tried last, never excluded.
-    return sorted(nodes, key=lambda n: (n.name in pod.avoid_hosts, n.name != pod.nominated_claim))
-
-
-def _bound_requests(cluster: FakeCluster) -> dict[str, list[dict[str, int]]]:
-    """The requests of the bound Pods, by node: one pass instead of one per candidate node."""
-    by_node: dict[str, list[dict[str, int]]] = {}
-    for p in cluster.pods.values():
-        if p.node_name is not None:
-            by_node.setdefault(p.node_name, []).append(p.requests)
-    return by_node
+    return sorted(
+        out, key=lambda n: (n.name in pod.avoid_hosts, n.name != pod.nominated_claim, n.name)
+    )
 
 
 def _best_node(cluster: FakeCluster, pod: Pod) -> Node | None:
-    # free_on per candidate would scan every Pod once per node: quadratic in a 10,000-node pool.
-    bound: dict[str, list[dict[str, int]]] | None = None
-    for node in _eligible_nodes(cluster, pod):
-        if bound is None:
-            bound = _bound_requests(cluster)
-        if fits_after(node.allocatable, bound.get(node.name, ()), pod.requests):
-            return node
-    return None
+    # Only nodes with room are looked at: the index keeps each node's free capacity sorted.
+    candidates = _eligible_nodes(cluster, pod, cluster.pods.roomy(cluster, pod.requests))
+    return candidates[0] if candidates else None
 
 
 def _bind(cluster: FakeCluster, pod: Pod, node: Node, at: datetime) -> None:
@@ -99,16 +226,10 @@ def _bind(cluster: FakeCluster, pod: Pod, node: Node, at: datetime) -> None:
 
 
 def _preempt(cluster: FakeCluster, pod: Pod, at: datetime) -> bool:
-    # The bound Pods by node, gathered once: a scan of every Pod per candidate node is
-    # quadratic in a 10,000-node pool (an evicted workload Pod tries every node).
-    bound: dict[str, list[Pod]] | None = None
-    for node in _eligible_nodes(cluster, pod):
-        if bound is None:
-            bound = {}
-            for p in cluster.pods.values():
-                if p.node_name is not None:
-                    bound.setdefault(p.node_name, []).append(p)
-        on_node = bound.get(node.name, [])
+    # Only a node hosting a Pod of lower priority has anything to preempt.
+    table = cluster.pods
+    for node in _eligible_nodes(cluster, pod, table.hosts_below(cluster, pod.priority)):
+        on_node = list(table.bound.get(node.name, {}).values())
         victims = sorted(
             (p for p in on_node if p.priority < pod.priority),
             key=lambda p: (p.priority, -p.seq),

@@ -70,6 +70,9 @@ class RotationMetrics:
             "estimate",
         )
         self._series: dict[str, set[tuple[object, tuple[str, ...]]]] = {}
+        # Per pool, the gauge values last set: a pass that changes none of them sets nothing
+        # (most passes of a long simulation; each set is a label look-up and a lock).
+        self._gauges: dict[str, list[tuple[Gauge, float, tuple[str, ...]]]] = {}
 
     def _set(self, metric: Gauge, pool: str, value: float, *labels: str) -> None:
         metric.labels(pool, *labels).set(value)
@@ -92,6 +95,7 @@ class RotationMetrics:
 
     def forget(self, pool: str) -> None:
         """Drop every series of ``pool``."""
+        self._gauges.pop(pool, None)
         for metric, labels in self._series.pop(pool, set()):
             with contextlib.suppress(KeyError):
                 metric.remove(pool, *labels)  # type: ignore[attr-defined]
@@ -105,24 +109,33 @@ class RotationMetrics:
                 self._set(self.policy_conflict, pool, 1)
             return
         d = report.derivation
-        self._set(self.policy_conflict, pool, 0)
-        self._set(self.in_progress, pool, 1 if report.anchor else 0)
-        self._set(self.window_active, pool, 1 if report.window_active else 0)
-        self._set(
-            self.freeze_until, pool, report.freeze_until.timestamp() if report.freeze_until else 0
-        )
-        self._set(self.candidates, pool, report.census.eligible if report.census else 0)
-        self._set(self.short_lead, pool, len(report.short_lead))
-        self._set(self.drain_stuck, pool, 1 if report.drain_stuck else 0)
-        self._set(self.retry_count, pool, report.retry_count)
+        values: list[tuple[Gauge, float, tuple[str, ...]]] = [
+            (self.policy_conflict, 0, ()),
+            (self.in_progress, 1 if report.anchor else 0, ()),
+            (self.window_active, 1 if report.window_active else 0, ()),
+            (self.freeze_until, report.freeze_until.timestamp() if report.freeze_until else 0, ()),
+            (self.candidates, report.census.eligible if report.census else 0, ()),
+            (self.short_lead, len(report.short_lead), ()),
+            (self.drain_stuck, 1 if report.drain_stuck else 0, ()),
+            (self.retry_count, report.retry_count, ()),
+        ]
         if d is not None:
-            self._set(self.age_threshold, pool, d.age_threshold.total_seconds())
-            self._set(self.chances, pool, d.guaranteed_chances)
-            self._set(self.capacity, pool, d.capacity)
-            self._set(self.t_rot_est, pool, d.t_rot_est.total_seconds())
-            self._set(self.t_rot, pool, d.t_rot.total_seconds())
-            self._set(self.period, pool, d.inputs.period.total_seconds())
+            values += [
+                (self.age_threshold, d.age_threshold.total_seconds(), ()),
+                (self.chances, d.guaranteed_chances, ()),
+                (self.capacity, d.capacity, ()),
+                (self.t_rot_est, d.t_rot_est.total_seconds(), ()),
+                (self.t_rot, d.t_rot.total_seconds(), ()),
+                (self.period, d.inputs.period.total_seconds(), ()),
+            ]
         for check in report.estimates:
-            self._set(self.observed, pool, check.observed.total_seconds(), check.kind)
-            self._set(self.configured, pool, check.configured.total_seconds(), check.kind)
-            self._set(self.disagreement, pool, 1 if check.disagrees else 0, check.kind)
+            values += [
+                (self.observed, check.observed.total_seconds(), (check.kind,)),
+                (self.configured, check.configured.total_seconds(), (check.kind,)),
+                (self.disagreement, 1 if check.disagrees else 0, (check.kind,)),
+            ]
+        if self._gauges.get(pool) == values:
+            return
+        self._gauges[pool] = values
+        for metric, value, labels in values:
+            self._set(metric, pool, value, *labels)

@@ -24,7 +24,8 @@ from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import Clock, ClusterGateway, EventSink
 from fleetgate.domain.rotation import actions as act
 from fleetgate.domain.rotation.annotations import ACTIVE_ROTATION
-from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound
+from fleetgate.domain.rotation.census import CensusCache
+from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound, PoolObservation
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
 from fleetgate.domain.rotation.machine import MachineConfig, Step, step
 from fleetgate.domain.rotation.policy import RotationPolicy
@@ -91,6 +92,9 @@ class RotationController:
         self._governance: dict[str, PoolGovernance] = {}
         self._statuses: dict[str, PolicyStatus] = {}
         self._status_inputs: tuple[object, ...] | None = None
+        # Per pool, the census carried from pass to pass (a cache: a new controller starts
+        # without one and rebuilds it from its first observation).
+        self._census: dict[str, CensusCache] = {}
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -142,6 +146,7 @@ class RotationController:
         self._announced.pop(pool, None)
         self._logged.pop(pool, None)
         self._governance.pop(pool, None)
+        self._census.pop(pool, None)
         self.metrics.forget(pool)
 
     # --- one pass ----------------------------------------------------------------------------
@@ -154,7 +159,7 @@ class RotationController:
             self.forget(pool)
             return PassResult(pool, None)
         policies = await self.policies()
-        result = step(obs, policies, now, self.config)
+        result = self.step(pool, obs, policies, now)
         outcome = PassResult(pool, result, requeue_at=result.requeue_at)
         memo = _Memo()
         try:
@@ -192,6 +197,15 @@ class RotationController:
         if self.on_pass is not None:
             self.on_pass(outcome)
         return outcome
+
+    def step(
+        self, pool: str, obs: PoolObservation, policies: Sequence[RotationPolicy], now: datetime
+    ) -> Step:
+        """The machine's step over ``obs``, with the pool's census carried across passes."""
+        census = self._census.get(pool)
+        if census is None:
+            census = self._census[pool] = CensusCache()
+        return step(obs, policies, now, self.config, census)
 
     # --- policy status (spec §8.3) ------------------------------------------------------------
 

@@ -37,15 +37,17 @@ def _ts(value: datetime | None) -> str | None:
 
 def chains(cluster: Any, fleet: Fleet) -> list[list[str]]:
     """For each slot, the claims its workload ran on, in order."""
+    # The bindings by Pod, gathered in one walk over the history (not one walk per slot).
+    hosts: dict[str, list[str]] = {}
+    for record in cluster.history:
+        if record.kind == "pod-bound":
+            hosts.setdefault(record.name, []).append(dict(record.data)["node"])
     out = []
     for node in fleet.nodes:
-        pod = f"{node.name}-app"
         chain = [node.name]
-        for record in cluster.history:
-            if record.kind == "pod-bound" and record.name == pod:
-                host = dict(record.data)["node"]
-                if host != chain[-1]:
-                    chain.append(host)
+        for host in hosts.get(f"{node.name}-app", ()):
+            if host != chain[-1]:
+                chain.append(host)
         out.append(chain)
     return out
 

@@ -14,8 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
+from operator import attrgetter
 
 from fleetgate.domain.rotation.selection import ClaimView
+
+_name = attrgetter("name")
+_node_name = attrgetter("node_name")
 
 Resources = Mapping[str, int]
 """Resource name -> quantity in milli-units (see the module docstring)."""
@@ -182,13 +186,33 @@ class PoolObservation:
 
     def claim(self, name: str) -> NodeClaimView | None:
         """The pool claim called ``name``, if it exists."""
-        return next((c for c in self.claims if c.name == name), None)
+        return self._claims_by_name.get(name)
 
     def node(self, name: str | None) -> NodeView | None:
         """The pool node called ``name``, if it exists."""
         if name is None:
             return None
-        return next((n for n in self.nodes if n.name == name), None)
+        return self._nodes_by_name.get(name)
+
+    def claim_on(self, node: str) -> NodeClaimView | None:
+        """The first pool claim (in observation order) bound to ``node``, if any."""
+        return self._claims_by_node.get(node)
+
+    # Indexes built once per observation value (in C): a pass looks claims up several times,
+    # and a walk of a 10,000-claim tuple per look-up is most of a pass.
+    @cached_property
+    def _claims_by_name(self) -> dict[str, NodeClaimView]:
+        # Reversed, so that of two claims with one name the first wins, as a walk would find.
+        return dict(zip(map(_name, reversed(self.claims)), reversed(self.claims), strict=True))
+
+    @cached_property
+    def _nodes_by_name(self) -> dict[str, NodeView]:
+        return dict(zip(map(_name, reversed(self.nodes)), reversed(self.nodes), strict=True))
+
+    @cached_property
+    def _claims_by_node(self) -> dict[str, NodeClaimView]:
+        bound = [c for c in reversed(self.claims) if c.node_name is not None]
+        return dict(zip(map(_node_name, bound), bound, strict=True))
 
     def pods_on(self, node: str) -> tuple[PodView, ...]:
         """The non-placeholder Pods bound to ``node``."""

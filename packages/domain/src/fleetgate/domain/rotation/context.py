@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import Action, DeletePlaceholder
+from fleetgate.domain.rotation.census import CensusCache
 from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
 from fleetgate.domain.rotation.disruption import node_disrupted, pod_opted_out_claims
 from fleetgate.domain.rotation.markers import unfreeze
@@ -19,7 +20,10 @@ from fleetgate.domain.rotation.selection import (
     Census,
     ClaimView,
     classify,
+    is_short_lead,
+    is_triggered,
     opted_out_claims,
+    order,
 )
 
 CLEAR_ANCHOR: dict[str, str | None] = {
@@ -49,6 +53,9 @@ class Pass:
     policy: ResolvedPolicy
     now: datetime
     config: MachineConfig
+    cache: CensusCache | None = field(default=None, compare=False)
+    """The census kept across passes, already refreshed to ``obs`` at ``now`` (None: compute
+    everything from the observation, as a restarted controller's first pass does)."""
 
     # Each is computed once per pass and shared by the report, the pick and the quiet instant:
     # over a 10,000-claim pool, a second walk over the claims is a large part of a pass.
@@ -79,7 +86,55 @@ class Pass:
     @property
     def census(self) -> Census:
         """How many claims fell in each bucket (``take_census`` over ``views``)."""
+        if self.cache is not None:
+            return self.cache.census
         return Census(Counter(self.buckets))
+
+    @cached_property
+    def candidate(self) -> ClaimView | None:
+        """The eligible claim selection puts first (``pick``), or None."""
+        if self.cache is not None:
+            return self.cache.candidate()
+        eligible = [
+            v for v, b in zip(self.views, self.buckets, strict=True) if b is Bucket.ELIGIBLE
+        ]
+        ordered = order(eligible, self.policy.selection)
+        return ordered[0] if ordered else None
+
+    @cached_property
+    def short_lead(self) -> tuple[str, ...]:
+        """The claims whose whole life is within their lead time, in observation order."""
+        if self.cache is not None:
+            return self.cache.short_lead()
+        base = self.policy.lead_time_base
+        return tuple(v.name for v in self.views if is_short_lead(v, base))
+
+    @property
+    def due_hosts(self) -> list[str]:
+        """The nodes of the claims old enough to rotate, in observation order."""
+        if self.cache is not None:
+            return self.cache.due_hosts()
+        rules = self.policy.selection
+        return [
+            c.node_name
+            for c in self.obs.claims
+            if c.node_name and is_triggered(c.selection_view, self.now, rules)
+        ]
+
+    @property
+    def retry_count(self) -> int:
+        """The highest retry count of any claim (an absent one counts as 0)."""
+        if self.cache is not None:
+            return self.cache.retry_count()
+        claims = self.obs.claims
+        counts = [
+            ann.parse_retry_count(c.annotations[ann.RETRY_COUNT])
+            for c in claims
+            if ann.RETRY_COUNT in c.annotations
+        ]
+        if len(counts) < len(claims):
+            counts.append(0)
+        return max(counts, default=0)
 
     @property
     def stamp(self) -> str:

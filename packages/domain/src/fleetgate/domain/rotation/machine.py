@@ -27,6 +27,7 @@ from fleetgate.domain.rotation.actions import (
     Log,
     ObserveDuration,
 )
+from fleetgate.domain.rotation.census import CensusCache
 from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
 from fleetgate.domain.rotation.context import (
@@ -50,13 +51,9 @@ from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.quiet import earliest, gate_change, next_eligibility, quiet_anchored
 from fleetgate.domain.rotation.reference import reference_gate, release_reference_markers
 from fleetgate.domain.rotation.report import PoolReport, observe
-from fleetgate.domain.rotation.selection import (
-    Bucket,
-    deadline,
-    order,
-)
+from fleetgate.domain.rotation.selection import deadline
 
-__all__ = ["MachineConfig", "PoolReport", "Step", "step", "surgeless_fallback"]
+__all__ = ["CensusCache", "MachineConfig", "PoolReport", "Step", "step", "surgeless_fallback"]
 
 
 @dataclass(frozen=True)
@@ -92,14 +89,22 @@ def step(
     policies: Sequence[RotationPolicy],
     now: datetime,
     config: MachineConfig | None = None,
+    census: CensusCache | None = None,
 ) -> Step:
-    """One pass over one pool (spec §7.2)."""
+    """One pass over one pool (spec §7.2).
+
+    ``census`` is the pool's census from earlier passes (the caller keeps one per pool); the
+    step brings it up to ``obs`` and decides exactly what it would decide without it.
+    """
     config = config or MachineConfig()
     gov = govern(obs.labels, policies, obs.termination_grace_period)
     anchor = obs.annotations.get(ann.ACTIVE_ROTATION) or None
     if not gov.governed or gov.resolved is None:
         return _ungoverned(obs, gov, anchor, now, config)
-    p = Pass(obs, gov.resolved, now, config)
+    resolved = gov.resolved
+    if census is not None:
+        census.refresh(obs, resolved.selection, resolved.lead_time_base, now)
+    p = Pass(obs, resolved, now, config, census)
     report, actions = observe(p, gov, anchor)
     released = release_reference_markers(obs) if config.reference_gone else []
     if released:  # the reference is gone: undo what it owned first, then look again
@@ -140,16 +145,14 @@ def step(
             quiet_until=earliest(blocked.until, gate_change(p)),
         )
     # ``pick`` over the buckets the census already computed for this pass.
-    eligible = [v for v, b in zip(p.views, p.buckets, strict=True) if b is Bucket.ELIGIBLE]
-    ordered = order(eligible, p.policy.selection)
-    chosen = ordered[0] if ordered else None
+    chosen = p.candidate
     if chosen is None:
-        census = report.census.as_dict()
+        counts = report.census.as_dict()
         actions.append(
             Log(
                 "no rotation candidate",
-                {"reason": NO_ELIGIBLE_CLAIM, **census},
-                dedup=f"{NO_ELIGIBLE_CLAIM}:{sorted(census.items())}",
+                {"reason": NO_ELIGIBLE_CLAIM, **counts},
+                dedup=f"{NO_ELIGIBLE_CLAIM}:{sorted(counts.items())}",
             )
         )
         return Step(

@@ -29,7 +29,7 @@ from fleetgate.domain.rotation.disruption import node_limit_reached
 from fleetgate.domain.rotation.estimates import OBSERVED_PROVISIONING, append_sample
 from fleetgate.domain.rotation.markers import freeze
 from fleetgate.domain.rotation.placeholder import Clamp, build_placeholder
-from fleetgate.domain.rotation.selection import is_triggered, retry_backoff
+from fleetgate.domain.rotation.selection import retry_backoff
 
 Outcome = tuple[list[Action], "datetime | None"]
 
@@ -42,7 +42,7 @@ def surge_claim(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> s
         return persisted
     placeholder = _placeholder(p, claim.name)
     if placeholder is not None and placeholder.node_name:
-        owner = next((c for c in p.obs.claims if c.node_name == placeholder.node_name), None)
+        owner = p.obs.claim_on(placeholder.node_name)
         if owner is not None and owner.name != claim.name:
             return owner.name
     if started_at is None:
@@ -64,12 +64,7 @@ def _placeholder(p: Pass, name: str) -> PodView | None:
 
 def build(p: Pass, claim: NodeClaimView) -> tuple[CreatePlaceholder, Clamp]:
     """The placeholder for ``claim``, avoiding every host whose claim is also due."""
-    rules = p.policy.selection
-    due_hosts = [
-        c.node_name
-        for c in p.obs.claims
-        if c.node_name and is_triggered(c.selection_view, p.now, rules)
-    ]
+    due_hosts = p.due_hosts
     avoid = [claim.node_name, *due_hosts] if claim.node_name else due_hosts
     spec, sized = build_placeholder(
         p.obs,

@@ -9,37 +9,26 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.census import eligibility_instant, may_become_eligible
 from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.disruption import opt_out_expiry
-from fleetgate.domain.rotation.selection import retry_backoff
 
 _TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
 
 
 def next_eligibility(p: Pass) -> datetime | None:
     """The first instant after now at which some claim could become eligible by time alone."""
+    if p.cache is not None:
+        # A Pod's duration-valued do-not-disrupt runs out by time alone, too.
+        return earliest(p.cache.next_eligibility(p.now), opt_out_expiry(p.obs.pods, p.now))
     rules = p.policy.selection
     opted = p.opted
     instants = []
-    for claim in p.obs.claims:
-        state = claim.annotations.get(ann.CLAIM_STATE, "")
-        if claim.deleting or not claim.ready or claim.name in opted:
+    for claim in p.views:
+        if not may_become_eligible(claim, claim.name in opted):
             continue
-        if state not in ("", ann.ClaimState.FAILED):
-            continue
-        if rules.override is not None:
-            trigger = claim.created_at + rules.override + _TICK
-        elif claim.expire_after is None:
-            continue
-        else:
-            lead = p.policy.lead_time_for(claim.termination_grace_period)
-            trigger = claim.created_at + claim.expire_after - lead + _TICK
-        if state == ann.ClaimState.FAILED:
-            failed_at = ann.read_timestamp(claim.annotations, ann.FAILED_AT)
-            count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT))
-            if failed_at is not None:
-                trigger = max(trigger, failed_at + retry_backoff(rules.retry_backoff, count))
-        if trigger > p.now:
+        trigger = eligibility_instant(claim, rules)
+        if trigger is not None and trigger > p.now:
             instants.append(trigger)
     # A Pod's duration-valued do-not-disrupt runs out by time alone, too.
     return earliest(min(instants, default=None), opt_out_expiry(p.obs.pods, p.now))

@@ -7,14 +7,13 @@ from datetime import datetime
 
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import Action, Announce
-from fleetgate.domain.rotation.cluster import NodeClaimView
 from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.derive import Derivation
 from fleetgate.domain.rotation.disruption import pool_findings
 from fleetgate.domain.rotation.estimates import KEYS, EstimateCheck, check_estimate, read_samples
 from fleetgate.domain.rotation.gates import Blocked
 from fleetgate.domain.rotation.governance import Governance
-from fleetgate.domain.rotation.selection import Census, is_short_lead
+from fleetgate.domain.rotation.selection import Census
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,6 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
     pool_state = pool_findings(obs)
     if pool_state:  # the pool's own state, reported beside the derivation's findings
         derivation = replace(derivation, findings=derivation.findings + pool_state)
-    views = p.views
     census = p.census
     actions: list[Action] = []
     for f in derivation.findings:
@@ -53,7 +51,7 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
             actions.append(
                 Announce(f.code.value, f.message, obs.name, warning=True, dedup=f.code.value)
             )
-    short = tuple(v.name for v in views if is_short_lead(v, p.policy.lead_time_base))
+    short = p.short_lead
     for name in short:
         actions.append(
             Announce(
@@ -95,22 +93,10 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
         census=census,
         short_lead=short,
         drain_stuck=stuck,
-        retry_count=_retry_count(obs.claims),
+        retry_count=p.retry_count,
         estimates=checks,
     )
     return report, actions
-
-
-def _retry_count(claims: tuple[NodeClaimView, ...]) -> int:
-    """The highest retry count of any claim (an absent one counts as 0); parses only those set."""
-    counts = [
-        ann.parse_retry_count(c.annotations[ann.RETRY_COUNT])
-        for c in claims
-        if ann.RETRY_COUNT in c.annotations
-    ]
-    if len(counts) < len(claims):
-        counts.append(0)
-    return max(counts, default=0)
 
 
 def _estimate_checks(p: Pass, derivation: Derivation) -> tuple[EstimateCheck, ...]:

@@ -41,6 +41,7 @@ __all__ = [
     "lead_time_for",
     "opted_out_claims",
     "order",
+    "order_key",
     "pick",
     "retry_backoff",
     "take_census",
@@ -237,19 +238,19 @@ def take_census(
     return Census(Counter(classify(c, now, rules, opted_out) for c in claims))
 
 
+def order_key(claim: ClaimView, rules: SelectionRules) -> tuple[int, datetime, datetime, str]:
+    """Claims with a deadline first (by deadline), then by creation time and name."""
+    due = deadline(claim) if rules.override is None else None
+    return (
+        (0, due, claim.created_at, claim.name)
+        if due is not None
+        else (1, claim.created_at, claim.created_at, claim.name)
+    )
+
+
 def order(claims: Iterable[ClaimView], rules: SelectionRules) -> list[ClaimView]:
     """Earliest deadline first (auto mode; claims with one first), then oldest, then name."""
-
-    def key(claim: ClaimView) -> tuple[int, datetime, datetime, str]:
-        """Claims with a deadline first (by deadline), then by creation time and name."""
-        due = deadline(claim) if rules.override is None else None
-        return (
-            (0, due, claim.created_at, claim.name)
-            if due is not None
-            else (1, claim.created_at, claim.created_at, claim.name)
-        )
-
-    return sorted(claims, key=key)
+    return sorted(claims, key=lambda claim: order_key(claim, rules))
 
 
 def pick(

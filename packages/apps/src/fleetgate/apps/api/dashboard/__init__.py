@@ -24,7 +24,7 @@ from fastapi.routing import APIRouter
 from fastapi.staticfiles import StaticFiles
 
 from fleetgate.apps.api.auth import bearer_token
-from fleetgate.apps.api.dashboard import render
+from fleetgate.apps.api.dashboard import render, whatif
 from fleetgate.domain import tokens
 
 Source = Callable[[], Awaitable[Mapping[str, Any]]]
@@ -101,6 +101,7 @@ def install_dashboard(app: FastAPI, source: Source, admin_token: str | None) -> 
     """Mount the dashboard on ``app``: ``/``, ``/dashboard/data`` and ``/dashboard/static``."""
     dashboard = Dashboard(source, admin_token)
     app.include_router(dashboard.router())
+    whatif.install(app, dashboard.authorized, HEADERS)
     app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")
     return dashboard
 

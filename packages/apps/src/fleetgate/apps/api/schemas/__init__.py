@@ -79,6 +79,7 @@ from fleetgate.apps.api.schemas.rotation import (
     FindingBody,
     RotationCheckBody,
     RotationCheckRequest,
+    RotationSimulateRequest,
 )
 
 __all__ = [
@@ -136,6 +137,7 @@ __all__ = [
     "ResourcesBody",
     "RotationCheckBody",
     "RotationCheckRequest",
+    "RotationSimulateRequest",
     "SummaryBody",
     "Threads",
     "TokenBody",

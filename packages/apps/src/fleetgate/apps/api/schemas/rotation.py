@@ -53,3 +53,38 @@ class RotationCheckBody(BaseModel):
     guaranteed_chances: int | None = Field(alias="G")
     capacity: int | None = Field(alias="C")
     findings: list[FindingBody]
+
+
+#: The largest fleet a request may simulate, and the longest span (virtual time).
+MAX_SIMULATE_NODES = 2_000
+MAX_SIMULATE_DAYS = 120
+#: Wall-clock seconds one simulation may take before it is refused (the API stays responsive).
+SIMULATE_SECONDS = 30.0
+#: The largest YAML fleet text accepted (with the policy text, it fits the body limit even
+#: when every character is sent as a \u escape).
+MAX_FLEET_TEXT = 64 * 1024
+
+
+class RotationSimulateRequest(RequestBody):
+    """``fleetgate simulate`` over HTTP: a RotationPolicy, a fleet, and the span to simulate.
+
+    ``policy`` is the manifest as a JSON object or its YAML text; ``fleet`` is a fleet file
+    (``{"fleet": {...}, "env": {...}}``, see docs/rotation-simulator.md) as an object or YAML.
+    """
+
+    policy: dict[str, Any] | Annotated[str, StringConstraints(max_length=MAX_POLICY_TEXT)]
+    fleet: dict[str, Any] | Annotated[str, StringConstraints(max_length=MAX_FLEET_TEXT)]
+    start: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(
+        "2024-01-01T00:00:00Z", description="Where virtual time starts (RFC3339)."
+    )
+    span: Duration = Field("30d", description=f"How long to simulate, up to {MAX_SIMULATE_DAYS}d.")
+    env_provisioning: Duration | None = Field(
+        None,
+        description="How long a surge node really takes (default: the fleet's env, else "
+        "the policy's estimate).",
+    )
+    env_drain: Duration | None = Field(
+        None,
+        description="How long a drain really takes (default: the fleet's env, else the "
+        "policy's estimate).",
+    )

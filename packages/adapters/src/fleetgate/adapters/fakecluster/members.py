@@ -1,0 +1,157 @@
+"""One pool's members as the fake cluster hands them to an observation: kept by change.
+
+An informer cache does not re-list a fleet on every read; it applies the changes it is told of.
+``PoolMembers`` does the same for the fake cluster: it is given the records that changed
+(``Revisions.dirty``: written, attached or removed) and moves only those into, out of or within
+its four sorted lists (claims and nodes by name, Pods and placeholders by namespace/name), with
+the observed value of each member beside it. Reading a pool then costs a copy of the lists
+(``tuple`` over a list, in C) instead of a sort and a rebuild of every value.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from fleetgate.adapters.fakecluster.model import Claim, Node, Pod, is_placeholder
+
+if TYPE_CHECKING:
+    from fleetgate.adapters.fakecluster.cluster import FakeCluster
+
+
+class _Sorted:
+    """Members by key, kept sorted, each with its observed value."""
+
+    def __init__(self) -> None:
+        self.keys: list[Any] = []
+        self.records: list[Any] = []
+        self.views: list[Any] = []
+
+    def put(self, key: Any, record: Any) -> None:
+        """Add or refresh ``record`` under ``key``."""
+        i = bisect.bisect_left(self.keys, key)
+        if i < len(self.keys) and self.keys[i] == key:
+            self.records[i] = record
+            self.views[i] = record.view()
+        else:
+            self.keys.insert(i, key)
+            self.records.insert(i, record)
+            self.views.insert(i, record.view())
+
+    def drop(self, key: Any) -> Any:
+        """Remove the member under ``key``; return it (None when absent)."""
+        i = bisect.bisect_left(self.keys, key)
+        if i < len(self.keys) and self.keys[i] == key:
+            del self.keys[i], self.views[i]
+            return self.records.pop(i)
+        return None
+
+    def get(self, key: Any) -> Any:
+        """The member under ``key``, or None."""
+        i = bisect.bisect_left(self.keys, key)
+        return self.records[i] if i < len(self.keys) and self.keys[i] == key else None
+
+
+class PoolMembers:
+    """One pool's claims, nodes, workload Pods on its nodes, placeholders, and resources."""
+
+    def __init__(self, cluster: FakeCluster, pool: str) -> None:
+        self.pool = pool
+        self.claims = _Sorted()
+        self.nodes = _Sorted()
+        self.pods = _Sorted()
+        self.placeholders = _Sorted()
+        self.resources: dict[str, int] = {}
+        self.pending: dict[int, Any] = {}
+        """Records changed since this pool last applied changes (the cluster fills it)."""
+        for claim in cluster.claims.values():
+            self._claim(cluster, claim)
+        for pod in cluster.pods.values():
+            self._pod(cluster, pod)
+
+    def apply(self, cluster: FakeCluster) -> None:
+        """Take in every record that changed since the last call."""
+        changed, self.pending = self.pending, {}
+        for record in changed.values():
+            if isinstance(record, Claim):
+                self._claim(cluster, record)
+            elif isinstance(record, Node):
+                self._node(cluster, record)
+            elif isinstance(record, Pod):
+                self._pod(cluster, record)
+
+    def shown(self) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
+        """The member values: claims, nodes, Pods, placeholders."""
+        return (
+            tuple(self.claims.views),
+            tuple(self.nodes.views),
+            tuple(self.pods.views),
+            tuple(self.placeholders.views),
+        )
+
+    def _claim(self, cluster: FakeCluster, claim: Claim) -> None:
+        member = cluster.claims.get(claim.name) is claim and claim.pool == self.pool
+        held = self.claims.get(claim.name)
+        if held is not None and held is not claim:
+            self._leave_claim(cluster, held)
+            held = None
+        if not member:
+            if held is not None:
+                self._leave_claim(cluster, claim)
+            return
+        if held is None:
+            _add(self.resources, claim.allocatable, 1)
+        self.claims.put(claim.name, claim)
+        self._node_of(cluster, claim)
+
+    def _leave_claim(self, cluster: FakeCluster, claim: Claim) -> None:
+        self.claims.drop(claim.name)
+        _add(self.resources, claim.allocatable, -1)
+        node = self.nodes.drop(claim.name)
+        if node is not None:
+            self._repod(cluster, node.name)
+
+    def _node_of(self, cluster: FakeCluster, claim: Claim) -> None:
+        node = claim.node
+        held = self.nodes.get(claim.name)
+        if node is None:
+            if held is not None:
+                self.nodes.drop(claim.name)
+                self._repod(cluster, held.name)
+            return
+        self.nodes.put(claim.name, node)
+        if held is not node:
+            self._repod(cluster, node.name)
+
+    def _node(self, cluster: FakeCluster, node: Node) -> None:
+        if self.nodes.get(node.name) is node:
+            self.nodes.put(node.name, node)
+
+    def _repod(self, cluster: FakeCluster, node: str) -> None:
+        """A node joined or left the pool: its Pods follow it."""
+        for pod in _bound_to(cluster, node):
+            self._pod(cluster, pod)
+
+    def _pod(self, cluster: FakeCluster, pod: Pod) -> None:
+        present = cluster.pods.get(pod.key) is pod
+        if is_placeholder(pod):
+            if present and pod.pool == self.pool:
+                self.placeholders.put(pod.key, pod)
+            elif self.placeholders.get(pod.key) is pod:
+                self.placeholders.drop(pod.key)
+            return
+        on_pool = present and pod.node_name is not None and self.nodes.get(pod.node_name)
+        if on_pool:
+            self.pods.put(pod.key, pod)
+        elif self.pods.get(pod.key) is pod:
+            self.pods.drop(pod.key)
+
+
+def _bound_to(cluster: FakeCluster, node: str) -> Iterable[Pod]:
+    return list(cluster.pods.bound.get(node, {}).values())
+
+
+def _add(total: dict[str, int], amounts: dict[str, int], sign: int) -> None:
+    for name, value in amounts.items():
+        total[name] = total.get(name, 0) + sign * value

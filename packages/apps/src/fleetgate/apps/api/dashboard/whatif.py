@@ -1,0 +1,277 @@
+"""The dashboard's What-if page: two policies over one fleet shape, checked and simulated.
+
+``/whatif`` is a form (two RotationPolicy YAML texts, a generated fleet: node count, age spread,
+expireAfter, terminationGracePeriod, and a span); ``POST /dashboard/whatif`` answers, for each
+policy, ``fleetgate check``'s forecast and the simulation of the real controller over that fleet
+(the document ``POST /v1/rotation/simulate`` gives), rendered here as HTML for the page to swap
+in. Same guard as the dashboard (the admin token, in its cookie or as a bearer token), and the
+same bounds as the API: a What-if is interactive, so it must finish within seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from string import Template
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from fleetgate.apps.api.dashboard import render
+from fleetgate.apps.api.dashboard.render import e
+from fleetgate.apps.api.schemas.rotation import MAX_SIMULATE_NODES, SIMULATE_SECONDS
+from fleetgate.apps.check import check_report
+from fleetgate.apps.policyfile import PolicyFileError, policies_from_text
+from fleetgate.apps.simulate.fleet import Fleet, FleetError, load_fleet
+from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
+from fleetgate.domain.durations import format_duration, parse_duration
+from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
+
+START = datetime(2024, 1, 1, tzinfo=UTC)
+MAX_DAYS = 90
+WIDTH = 760  # px of the timeline drawing
+
+POLICY_A = """apiVersion: fleetgate.io/v1alpha1
+kind: RotationPolicy
+metadata:
+  name: twice-weekly
+spec:
+  nodePoolSelector:
+    matchLabels: {fleetgate.io/rotate: "true"}
+  minRotationChances: 2
+  maintenanceWindows:
+    - timezone: Asia/Tokyo
+      days: [Wed, Sat]
+      start: "02:00"
+      end: "06:00"
+  surge:
+    readyTimeout: 15m
+    cooldownAfter: 10m
+"""
+POLICY_B = POLICY_A.replace("twice-weekly", "weekly").replace("[Wed, Sat]", "[Sun]")
+
+_PAGE = Template("""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>fleetgate · what if</title>
+<link rel="stylesheet" href="/dashboard/static/dashboard.css">
+<link rel="stylesheet" href="/dashboard/static/whatif.css">
+<script src="/dashboard/static/whatif.js" defer></script>
+</head>
+<body>
+<header>
+  <h1>fleetgate · what if</h1>
+  <p class="tagline">two policies, one fleet: the forecast and the real controller, simulated</p>
+  <p><a href="/">dashboard</a></p>
+</header>
+<form id="whatif" class="panel wide">
+  <label>Policy A<textarea id="policy-a" name="policy-a" rows="16" cols="50">$a</textarea></label>
+  <label>Policy B<textarea id="policy-b" name="policy-b" rows="16" cols="50">$b</textarea></label>
+  <fieldset>
+    <legend>Fleet (generated)</legend>
+    <label>nodes <input id="count" name="count" value="40" size="6"></label>
+    <label>ages spread over <input id="spread" name="spread" value="5d" size="6"></label>
+    <label>expireAfter <input id="expire" name="expire" value="14d" size="6"></label>
+    <label>terminationGracePeriod <input id="tgp" name="tgp" value="1h" size="6"></label>
+    <label>simulate <input id="span" name="span" value="30d" size="6"></label>
+  </fieldset>
+  <button id="run" type="submit">Check and simulate</button>
+  <p id="status" class="live" data-state="idle"></p>
+</form>
+<main id="results"></main>
+</body>
+</html>
+""")
+
+
+class WhatIfError(ValueError):
+    """A bad input; the message names the field."""
+
+
+def page() -> str:
+    """The form, filled with two example policies."""
+    return _PAGE.substitute(a=e(POLICY_A), b=e(POLICY_B))
+
+
+def span_of(body: Any) -> timedelta:
+    """The span to simulate, more than 0 and at most ``MAX_DAYS`` days."""
+    value = body.get("span") if isinstance(body, dict) else None
+    try:
+        span = parse_duration(value) if isinstance(value, str) else None
+    except ValueError as exc:
+        raise WhatIfError(f"span: {exc}") from exc
+    if span is None or not timedelta(0) < span <= timedelta(days=MAX_DAYS):
+        raise WhatIfError(f"span: a duration of more than 0 and at most {MAX_DAYS}d")
+    return span
+
+
+def _fleet(body: dict[str, Any], count: int, labels: dict[str, str]) -> Fleet:
+    """The generated fleet; the fleet file's own checks name the field (``fleet.expireAfter``)."""
+    document = {
+        "fleet": {
+            "labels": labels,
+            "expireAfter": body.get("expireAfter"),
+            "terminationGracePeriod": body.get("terminationGracePeriod"),
+            "generate": {"count": count, "spread": body.get("spread")},
+        }
+    }
+    try:
+        return load_fleet(document, START)
+    except FleetError as exc:
+        raise WhatIfError(str(exc)) from exc
+
+
+def _policy(text: Any, field: str) -> RotationPolicy:
+    if not isinstance(text, str):
+        raise WhatIfError(f"{field}: must be RotationPolicy YAML")
+    try:
+        policies = policies_from_text(text, field)
+    except PolicyFileError as exc:
+        raise WhatIfError("; ".join(exc.errors)) from exc
+    if len(policies) != 1:
+        raise WhatIfError(f"{field}: expected one RotationPolicy, found {len(policies)}")
+    return policies[0]
+
+
+def compare(body: Any) -> list[dict[str, Any]]:
+    """Check and simulate each policy of ``body`` over its fleet; raises WhatIfError."""
+    if not isinstance(body, dict):
+        raise WhatIfError("body: must be a JSON object")
+    texts = body.get("policies")
+    if not isinstance(texts, list) or not 1 <= len(texts) <= 2:
+        raise WhatIfError("policies: one or two RotationPolicy YAML texts")
+    count = body.get("count")
+    if (
+        not isinstance(count, int)
+        or isinstance(count, bool)
+        or not 1 <= count <= MAX_SIMULATE_NODES
+    ):
+        raise WhatIfError(f"count: a whole number of nodes from 1 to {MAX_SIMULATE_NODES}")
+    span = span_of(body)
+    _fleet(body, count, {})  # every fleet input checked before any policy is simulated
+    began = time.monotonic()
+
+    def progress(_: datetime) -> None:
+        if time.monotonic() - began > SIMULATE_SECONDS:
+            raise WhatIfError(
+                f"span: the simulations did not finish within {SIMULATE_SECONDS:.0f} s; "
+                "simulate a shorter span or fewer nodes"
+            )
+
+    out = []
+    for index, text in enumerate(texts):
+        field = f"policy {'AB'[index]}"
+        policy = _policy(text, field)
+        selector = policy.node_pool_selector
+        fleet = _fleet(body, count, dict(selector.match_labels) if selector is not None else {})
+        try:
+            forecast = check_report(policy, fleet.expire_after, fleet.tgp, count)
+            doc = simulate(Inputs(policy, fleet, START, START + span), progress)
+        except (SimulationError, PolicyError, ValueError) as exc:
+            raise WhatIfError(f"{field}: {exc}") from exc
+        out.append({"name": policy.name, "check": forecast, "simulation": doc})
+    return out
+
+
+def _seconds_text(value: float | None) -> str:
+    return "-" if value is None else format_duration(timedelta(seconds=round(value)))
+
+
+def _side(side: dict[str, Any], letter: str, span: timedelta) -> str:
+    check, doc = side["check"], side["simulation"]
+    s = doc["summary"]
+    findings = "".join(
+        f"<li class='finding' data-code='{e(f['code'])}'>{e(f['severity'])}: {e(f['message'])}</li>"
+        for f in check["findings"]
+    )
+    facts = (
+        ("A", _seconds_text(check.get("A"))),
+        ("G", check.get("G")),
+        ("C", check.get("C")),
+        ("rotations", s["rotations"]),
+        ("failed", s["failed"]),
+        ("breaches", s["breaches"]),
+    )
+    terms = "".join(f"<dt>{e(k)}</dt><dd data-term='{e(k)}'>{e(v)}</dd>" for k, v in facts)
+    return (
+        f"<article class='whatif panel' data-side='{letter}' data-breaches='{s['breaches']}'>"
+        f"<h2>{letter}: {e(side['name'])}</h2><dl class='agc'>{terms}</dl>"
+        f"<ul class='findings'>{findings}</ul>{_timeline(doc, span)}</article>"
+    )
+
+
+def _timeline(doc: dict[str, Any], span: timedelta) -> str:
+    """Windows, rotations and breaches over the span, as inline SVG sized by attributes."""
+    total = span.total_seconds()
+
+    def x(at: str) -> float:
+        instant = datetime.fromisoformat(at.replace("Z", "+00:00"))
+        return round(WIDTH * min(max((instant - START).total_seconds() / total, 0.0), 1.0), 1)
+
+    parts = []
+    for w in doc["windows"]:
+        a, b = x(w["start"]), x(w["end"])
+        parts.append(
+            f"<rect class='tl-window' x='{a}' y='0' width='{max(b - a, 0.5)}' height='28'/>"
+        )
+    for r in doc["rotations"]:
+        a = x(r["start"])
+        b = x(r["done"]) if r.get("done") else a
+        parts.append(
+            f"<rect class='tl-rotation {e(r.get('outcome'))}' data-outcome='{e(r.get('outcome'))}' "
+            f"x='{a}' y='8' "
+            f"width='{max(b - a, 1.0)}' height='12'><title>{e(r['node'])}</title></rect>"
+        )
+    for ev in doc["events"]:
+        if ev["type"] == "expire-after-breach":
+            a = x(ev["at"])
+            parts.append(f"<line class='tl-breach' x1='{a}' x2='{a}' y1='0' y2='28'/>")
+    return (
+        f"<div class='timeline'><svg width='{WIDTH}' height='28' viewBox='0 0 {WIDTH} 28' "
+        f"role='img' aria-label='simulated timeline'>{''.join(parts)}</svg></div>"
+    )
+
+
+def results_html(sides: list[dict[str, Any]], span: timedelta) -> str:
+    """Both sides, side by side."""
+    return "".join(_side(side, "AB"[i], span) for i, side in enumerate(sides))
+
+
+def install(app: FastAPI, authorized: Any, headers: dict[str, str]) -> None:
+    """Mount ``/whatif`` and ``POST /dashboard/whatif`` behind ``authorized(request)``."""
+
+    async def whatif_page(request: Request) -> Response:
+        if not authorized(request):
+            return HTMLResponse(render.login("The dashboard needs the admin token."), 401, headers)
+        return HTMLResponse(page(), headers=headers)
+
+    async def whatif_run(request: Request) -> Response:
+        if not authorized(request):
+            return JSONResponse(
+                {"error": "unauthorized", "message": "the dashboard needs the admin token"},
+                status_code=401,
+                headers={**headers, "WWW-Authenticate": "Bearer"},
+            )
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        try:
+            # CPU-bound: in a worker thread, so the dashboard keeps refreshing meanwhile.
+            sides = await asyncio.to_thread(compare, body)
+        except WhatIfError as exc:
+            field = str(exc).partition(":")[0]
+            return JSONResponse(
+                {"error": "invalid_request", "message": str(exc), "field": field},
+                status_code=422,
+                headers=headers,
+            )
+        html = results_html(sides, span_of(body))
+        return JSONResponse({"sides": sides, "html": html}, headers=headers)
+
+    app.add_api_route("/whatif", whatif_page, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/dashboard/whatif", whatif_run, methods=["POST"], include_in_schema=False)

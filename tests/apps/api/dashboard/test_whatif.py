@@ -1,0 +1,67 @@
+"""The What-if page's routes: guarded like the dashboard; two policies checked and simulated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from fleetgate.apps.api.dashboard.whatif import POLICY_A, POLICY_B
+from tests.apps.api.dashboard.test_dashboard import TOKEN, client
+
+__all__ = ["client"]  # the dashboard's fixture, imported so that pytest finds it here
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+BODY = {
+    "policies": [POLICY_A, POLICY_B],
+    "count": 12,
+    "spread": "5d",
+    "expireAfter": "14d",
+    "terminationGracePeriod": "1h",
+    "span": "21d",
+}
+
+
+async def test_the_page_and_its_answers_need_the_admin_token(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/whatif")).status_code == 401
+    assert (await client.post("/dashboard/whatif", json=BODY)).status_code == 401
+    page = await client.get("/whatif", headers=AUTH)
+    assert page.status_code == 200 and "policy-a" in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+
+
+async def test_two_policies_are_checked_and_simulated_side_by_side(
+    client: httpx.AsyncClient,
+) -> None:
+    r = await client.post("/dashboard/whatif", json=BODY, headers=AUTH)
+    assert r.status_code == 200, r.text
+    a, b = r.json()["sides"]
+    assert (a["name"], b["name"]) == ("twice-weekly", "weekly")
+    # Twice a week keeps up with 12 nodes; one window a week cannot give K=2 chances (the
+    # forecast's fatal finding), so nothing rotates and the simulation shows the breaches.
+    assert a["check"]["findings"] == [] and a["simulation"]["summary"]["breaches"] == 0
+    assert a["simulation"]["summary"]["rotations"] > 0
+    assert [f["code"] for f in b["check"]["findings"]] == ["ANonPositive"]
+    assert b["simulation"]["summary"]["breaches"] > 0
+    html = r.json()["html"]
+    assert html.count("<article class='whatif panel'") == 2 and "tl-rotation" in html
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"count": 0}, "count"),
+        ({"count": 50_000}, "count"),
+        ({"span": "400d"}, "span"),
+        ({"expireAfter": "soon"}, "fleet.expireAfter"),
+        ({"spread": 5}, "fleet.generate.spread"),
+        ({"policies": ["kind: nothing"]}, "policy A"),
+        ({"policies": []}, "policies"),
+    ],
+)
+async def test_bad_input_is_a_422_naming_the_field(
+    client: httpx.AsyncClient, change: dict[str, Any], field: str
+) -> None:
+    r = await client.post("/dashboard/whatif", json={**BODY, **change}, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field
