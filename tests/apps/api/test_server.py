@@ -29,8 +29,8 @@ def free_port() -> int:
         return port
 
 
-def wait_until_serving(base: str, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 30
+def wait_until_serving(base: str, proc: subprocess.Popen[str], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"fleetgate api exited with {proc.returncode}")

@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import SystemClock, VirtualClock
-from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink
+from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink, RequestIdEventSink
 from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
 from fleetgate.apps.services.claims import ClaimService
@@ -41,9 +41,10 @@ def _api_app(container: Any) -> Any:
     return create_app(container)
 
 
-def _capacity_events(ledger: Any) -> FanOutEventSink:
-    # Capacity audit events go to the log and to the ledger's events table (read back by the API).
-    return FanOutEventSink(LoggingEventSink(), ledger.event_sink())
+def _capacity_events(ledger: Any) -> RequestIdEventSink:
+    # Capacity audit events go to the log and to the ledger's events table (read back by the API),
+    # each carrying the id of the API request that caused it.
+    return RequestIdEventSink(FanOutEventSink(LoggingEventSink(), ledger.event_sink()))
 
 
 def _demand_policy(settings: Settings) -> DemandPolicy:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import structlog
 
+from fleetgate.apps.logging import current_request_id
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import EventSink
 
@@ -41,3 +43,20 @@ class FanOutEventSink:
                 await sink.emit(events)
             except Exception:  # a sink must never break the operation that reported the event
                 _log.exception("event sink failed", sink=type(sink).__name__)
+
+
+class RequestIdEventSink:
+    """Stamps the current request's id (``X-Request-ID``) into each event's data, then delivers.
+
+    Events made outside a request (the reconciler, the controller) pass through unchanged.
+    """
+
+    def __init__(self, inner: EventSink) -> None:
+        self._inner = inner
+
+    async def emit(self, events: Sequence[Event]) -> None:
+        """Deliver ``events`` to the inner sink, each carrying ``request_id`` when there is one."""
+        request_id = current_request_id()
+        if request_id is not None:
+            events = [replace(ev, data={**ev.data, "request_id": request_id}) for ev in events]
+        await self._inner.emit(events)

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
 from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.errors import ApiError, not_found
+from fleetgate.apps.api.observe import observed_admission
 from fleetgate.apps.api.schemas import (
     DEFAULT_PAGE,
     LINK_HEADER,
@@ -126,14 +127,15 @@ async def create_placement(
 ) -> PlacementBody:
     """Admit a placement on the best node with room (or on ``node``), or explain the refusal."""
     container = container_of(request)
-    outcome = await container.placement_service().place(
-        PlacementRequest(
-            namespace=ns,
-            resources=body.resources(),
-            request_id=body.request_id,
-            node=body.node,
-            pool=body.pool,
-        )
+    placement_request = PlacementRequest(
+        namespace=ns,
+        resources=body.resources(),
+        request_id=body.request_id,
+        node=body.node,
+        pool=body.pool,
+    )
+    outcome = await observed_admission(
+        request.app.state.api_metrics, container.placement_service().place(placement_request), ns
     )
     if outcome.placement is None:
         raise _refusal(outcome, container.settings().claims.enforcement == "hard")
