@@ -19,6 +19,7 @@ from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink, RequestI
 from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
 from fleetgate.apps.services.claims import ClaimService
+from fleetgate.apps.services.dryrun import DryRun
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
 from fleetgate.apps.services.snapshot import NodeSnapshot
@@ -70,6 +71,16 @@ def _placement_service(
 ) -> PlacementService:
     rng = Random(settings.capacity.ranking_seed)
     return PlacementService(ledger, clock, events, policy, rng, snapshot)
+
+
+def _dry_run(service: PlacementService, ledger: Any, clock: Any, settings: Settings) -> DryRun:
+    return DryRun(
+        service,
+        ledger,
+        clock,
+        hard_claims=settings.claims.enforcement == "hard",
+        seed=settings.capacity.ranking_seed,
+    )
 
 
 def _reconciler(
@@ -135,6 +146,9 @@ class Container(containers.DeclarativeContainer):
         policy=demand_policy,
         settings=settings,
         snapshot=node_snapshot,
+    )
+    dry_run = providers.Singleton(
+        _dry_run, service=placement_service, ledger=ledger, clock=clock, settings=settings
     )
     token_store = providers.Singleton(_token_store, ledger=ledger)
     node_sync = providers.Singleton(
