@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 from pathlib import Path
 
 import httpx
@@ -16,7 +14,7 @@ from structlog.testing import capture_logs
 
 from fleetgate.apps.api.metrics import route_template
 from tests.apps.api.conftest import ADMIN, Api
-from tests.apps.api.test_server import FLEETGATE, free_port, wait_until_serving
+from tests.apps.api.test_server import api_process, free_port, wait_until_serving
 
 NS = "team-a"
 URL = f"/v1/namespaces/{NS}/placements"
@@ -160,17 +158,9 @@ def test_every_worker_answers_for_all_workers(tmp_path: Path) -> None:
     # With --workers the parent turns on multiprocess mode: whichever worker a scrape reaches,
     # it reports every worker's admissions, so repeated scrapes on new connections all agree.
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETGATE_", "PROMETHEUS"))}
-    env["FLEETGATE_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'workers.db'}"
-    env["FLEETGATE_API__ADMIN_TOKEN"] = "workers-admin-token"
-    admin = {"Authorization": "Bearer workers-admin-token"}
-    proc = subprocess.Popen(
-        [str(FLEETGATE), "api", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
+    token = "workers-admin-token"
+    proc = api_process(tmp_path / "workers.db", port, "--workers", "2", token=token)
+    admin = {"Authorization": f"Bearer {token}"}
     base = f"http://127.0.0.1:{port}"
     try:
         # Spawned workers start slowly on a loaded machine: wait generously.

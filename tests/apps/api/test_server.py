@@ -43,6 +43,23 @@ def wait_until_serving(base: str, proc: subprocess.Popen[str], seconds: float = 
     pytest.fail("fleetgate api did not become ready")
 
 
+def api_process(
+    db: Path, port: int, *extra: str, token: str | None = None
+) -> subprocess.Popen[str]:
+    """``fleetgate api`` on 127.0.0.1:``port`` over the SQLite file ``db``, output discarded."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETGATE_", "PROMETHEUS"))}
+    env["FLEETGATE_DATABASE_URL"] = f"sqlite+aiosqlite:///{db}"
+    if token is not None:
+        env["FLEETGATE_API__ADMIN_TOKEN"] = token
+    return subprocess.Popen(
+        [str(FLEETGATE), "api", "--host", "127.0.0.1", "--port", str(port), *extra],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
     """A running ``fleetgate api`` over a fresh SQLite file, with a known admin token."""

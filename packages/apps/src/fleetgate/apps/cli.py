@@ -171,6 +171,16 @@ def db_upgrade(
     raise typer.Exit(run_upgrade(revision))
 
 
+def _register_client_commands() -> None:
+    # ``fleetgate nodes|placements|claims|events``: a client of a running API (clientcli.py).
+    from fleetgate.apps.clientcli import register
+
+    register(app)
+
+
+_register_client_commands()
+
+
 def main() -> None:
     """Entry point of the ``fleetgate`` console script."""
     app()
