@@ -7,14 +7,21 @@ import json
 import os
 import signal
 import subprocess
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+import uvicorn
 from typer.testing import CliRunner, Result
 
 from fleetgate.apps.api.schemas import PlacementCreate
 from fleetgate.apps.cli import app
+from fleetgate.apps.container import build_container
+from fleetgate.apps.settings import ApiSettings, ControllerSettings, Settings
 from fleetgate.client import ClientError, FleetgateClient
+from tests.apps.api.routes.test_rotation_status import POLICY
 from tests.apps.api.test_server import FLEETGATE, api_process, free_port, wait_until_serving
 
 ADMIN_TOKEN = "client-cli-admin-token"
@@ -62,14 +69,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> Result:
 
 def test_nodes_prints_a_table_and_json(base: str) -> None:
     # Once through the installed console script, end to end.
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
-    table = subprocess.run(
-        [str(FLEETGATE), "nodes", "--server", base, "--token", ADMIN_TOKEN],
-        env={**clean, "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    table = console("nodes", "--server", base, "--token", ADMIN_TOKEN)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
     assert lines[0].split()[:3] == ["NAME", "POOL", "CPUS"]
@@ -145,3 +145,55 @@ def test_the_client_follows_the_pages(base: str) -> None:
         # One per page: the client follows Link rel="next" until the last page.
         assert {p.id for p in api.placements("team-pages", page_size=1)} == ids
         assert [n.name for n in api.nodes(page_size=1)] == ["hv-1", "hv-2"]
+
+
+@pytest.fixture
+def pools_base(tmp_path: Path) -> Iterator[str]:
+    """The API under uvicorn on 127.0.0.1 (in a thread), its fake cluster holding two pools."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    settings = Settings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'api.db'}",
+        api=ApiSettings(admin_token=ADMIN_TOKEN),
+        controller=ControllerSettings(policies=[path]),
+    )
+    container = build_container(settings)
+    cluster = container.cluster()
+    cluster.add_pool("web", expire_after="14d", termination_grace_period="1h",
+                     labels={"fleetgate.io/rotation": "nightly"})  # fmt: skip
+    cluster.add_pool("batch", expire_after="14d")
+    cluster.add_node("web")
+    port = free_port()
+    config = uvicorn.Config(container.api_app(), host="127.0.0.1", port=port, log_config=None)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def console(*args: str) -> subprocess.CompletedProcess[str]:
+    """The installed ``fleetgate`` script (this process's own server logs stay out of it)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
+    return subprocess.run([str(FLEETGATE), *args], env={**clean, "COLUMNS": "200"},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_status_summarises_every_pool_like_kubectl_get(pools_base: str) -> None:
+    r = console("status", "--server", pools_base, "--token", ADMIN_TOKEN)
+    assert r.returncode == 0, r.stderr
+    header, *rows = r.stdout.splitlines()
+    assert header.split()[:4] == ["POOL", "POLICY", "NODES", "WINDOW"]
+    cells = {row.split()[0]: row.split() for row in rows}
+    assert cells["web"][1:3] == ["nightly", "1"] and cells["batch"][1] == "ungoverned"
+    as_json = json.loads(console("status", "--server", pools_base, "--token", ADMIN_TOKEN,
+                                 "-o", "json").stdout)  # fmt: skip
+    web = next(p for p in as_json if p["pool"] == "web")
+    assert web["next_window_start"] is not None and web["guaranteed_chances"] >= 1

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
+from fleetgate.apps.api.routes.rotation_status import PoolRotationBody
 from fleetgate.apps.api.schemas import (
     ClaimBody,
     DryRunBody,
@@ -110,6 +111,12 @@ class FleetgateClient:
         params.update({k: v for k, v in (("namespace", namespace), ("kind", kind)) if v})
         return TypeAdapter(list[EventBody]).validate_python(
             self._json("GET", "/v1/events", params=params)
+        )
+
+    def rotation_status(self) -> list[PoolRotationBody]:
+        """Every NodePool's rotation standing: governance, window, A/G/C, gate, rotation."""
+        return TypeAdapter(list[PoolRotationBody]).validate_python(
+            self._json("GET", "/v1/rotation/status")
         )
 
     def resources(self) -> ResourcesBody:

@@ -1,4 +1,4 @@
-"""``fleetgate nodes|placements|claims|events``: read a running API, as tables or JSON.
+"""``fleetgate nodes|placements|claims|events|status``: read a running API, as tables or JSON.
 
 Each command takes ``--server`` and ``--token`` (or ``FLEETGATE_SERVER`` / ``FLEETGATE_TOKEN``)
 and prints a rich table, or ``--output json`` (the API's own bodies, one JSON array). Exit codes
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, TypeVar
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
+from fleetgate.apps.api.routes.rotation_status import PoolRotationBody
 from fleetgate.apps.api.schemas import ClaimBody, EventBody, NodeBody, PlacementSummary
 from fleetgate.apps.client import (
     DEFAULT_SERVER,
@@ -119,6 +121,22 @@ def _events_table(found: Sequence[EventBody]) -> Table:
     return t
 
 
+def _when(at: datetime | None) -> str:
+    return "-" if at is None else at.strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _status_table(found: Sequence[PoolRotationBody]) -> Table:
+    t = Table("POOL", "POLICY", "NODES", "WINDOW", "NEXT WINDOW", "A", "G", "ROTATING", "REASON",
+              box=None)  # fmt: skip
+    for p in found:
+        policy = p.policy or p.governance
+        window = "open" if p.window_open else "closed"
+        g = "-" if p.guaranteed_chances is None else str(p.guaranteed_chances)
+        t.add_row(p.pool, policy, str(p.nodes), window, _when(p.next_window_start),
+                  p.age_threshold or "-", g, p.rotating or "-", p.reason or "-")  # fmt: skip
+    return t
+
+
 def register(app: typer.Typer) -> None:
     """Add the client subcommands to the ``fleetgate`` command."""
 
@@ -154,6 +172,14 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(
             _listing(server, token, output, lambda api: api.claims(namespace), _claims_table)
         )
+
+    @app.command("status")
+    def status_cmd(
+        server: Server = DEFAULT_SERVER, token: Token = None, output: OutputOpt = Output.table
+    ) -> None:
+        """Every NodePool: its policy, window, next window, A and G, the rotation, the gate."""
+        fetch = FleetgateClient.rotation_status
+        raise typer.Exit(_listing(server, token, output, fetch, _status_table))
 
     @app.command("events")
     def events_cmd(

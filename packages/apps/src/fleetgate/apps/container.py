@@ -83,6 +83,16 @@ def _dry_run(service: PlacementService, ledger: Any, clock: Any, settings: Setti
     )
 
 
+def _rotation_status(settings: Settings, cluster: Any, clock: Any) -> Any:
+    from fleetgate.apps.controller.command import policy_source
+    from fleetgate.apps.services.rotationstatus import RotationStatus
+    from fleetgate.domain.rotation.machine import MachineConfig
+
+    ctl = settings.controller
+    config = MachineConfig(namespace=ctl.namespace)
+    return RotationStatus(cluster, policy_source(ctl.policies, cluster), clock, config)
+
+
 def _reconciler(
     ledger: Any, clock: Any, events: Any, registry: Any, settings: Settings
 ) -> Reconciler:
@@ -149,6 +159,9 @@ class Container(containers.DeclarativeContainer):
     )
     dry_run = providers.Singleton(
         _dry_run, service=placement_service, ledger=ledger, clock=clock, settings=settings
+    )
+    rotation_status = providers.Singleton(
+        _rotation_status, settings=settings, cluster=cluster, clock=clock
     )
     token_store = providers.Singleton(_token_store, ledger=ledger)
     node_sync = providers.Singleton(

@@ -21,6 +21,7 @@ from fleetgate.apps.api.routes import (
     nodes,
     placements,
     rotation,
+    rotation_status,
     tokens,
 )
 
@@ -76,6 +77,7 @@ def create_app(container: Container) -> FastAPI:
     routers = [
         m.router for m in (health, nodes, placements, claims, admin, tokens, events, rotation)
     ]
+    routers.append(rotation_status.router)  # its own module, beside rotation.py's endpoints
     for router in routers:
         app.include_router(router)
     app.state.routes = [route for router in routers for route in router.routes]
