@@ -39,8 +39,8 @@ def free_port() -> int:
         return port
 
 
-def wait_until_serving(base: str, proc: subprocess.Popen[str]) -> None:
-    deadline = time.monotonic() + 30
+def wait_until_serving(base: str, proc: subprocess.Popen[str], seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"fleetgate api exited with {proc.returncode}")
@@ -51,6 +51,23 @@ def wait_until_serving(base: str, proc: subprocess.Popen[str]) -> None:
             pass
         time.sleep(0.1)
     pytest.fail("fleetgate api did not become ready")
+
+
+def api_process(
+    db: Path, port: int, *extra: str, token: str | None = None
+) -> subprocess.Popen[str]:
+    """``fleetgate api`` on 127.0.0.1:``port`` over the SQLite file ``db``, output discarded."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETGATE_", "PROMETHEUS"))}
+    env["FLEETGATE_DATABASE_URL"] = f"sqlite+aiosqlite:///{db}"
+    if token is not None:
+        env["FLEETGATE_API__ADMIN_TOKEN"] = token
+    return subprocess.Popen(
+        [str(FLEETGATE), "api", "--host", "127.0.0.1", "--port", str(port), *extra],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
 
 
 @pytest.fixture

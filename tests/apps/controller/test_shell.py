@@ -78,7 +78,7 @@ async def test_a_frozen_pool_starts_nothing_and_holds_a_pending_rotation() -> No
     await world.cluster.annotate_pool("pool", {ann.FREEZE: "2024-01-01T06:00:00Z"})
     result = await world.pass_once()
     assert result.step is not None and result.step.report.reason == "frozen"
-    assert world.metric("fleetgate_rotation_freeze_until_timestamp") > 0  # type: ignore[operator]
+    assert world.metric("fleetgate_rotation_freeze_until_timestamp_seconds") > 0  # type: ignore[operator]
     await world.cluster.annotate_pool("pool", {ann.FREEZE: None})
     await world.pass_once()
     assert world.claim_annotations(old)[ann.CLAIM_STATE] == "pending"

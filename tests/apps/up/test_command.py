@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
+import structlog
 
 from fleetgate.apps.settings import Settings
 from fleetgate.apps.up import command
@@ -64,7 +66,7 @@ def test_a_start_up_failure_is_reported_with_exit_1(
         raise OSError("disk full")
 
     monkeypatch.setattr(command, "_main", broken)
-    monkeypatch.setattr(command, "quiet_logging", lambda _settings: None)
+    monkeypatch.setattr(command, "quiet_logging", lambda *_: None)
     assert command.run_up(None, 2, 600.0, 0) == command.EXIT_FAILED
     assert "could not start: OSError: disk full" in capsys.readouterr().err
 
@@ -73,9 +75,32 @@ def test_a_taken_port_fails_fast_with_exit_1_before_anything_starts(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(command, "quiet_logging", lambda _settings: None)
+    monkeypatch.setattr(command, "quiet_logging", lambda *_: None)
     with command.listen("127.0.0.1", 0) as taken:
         port = taken.getsockname()[1]
         assert command.run_up(None, 2, 600.0, port) == command.EXIT_FAILED
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
     assert not list((tmp_path / ".fleetgate").iterdir())  # no database was created
+
+
+def test_verbose_streams_the_controller_and_the_reconciler_quiet_does_not(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    settings = Settings()
+    root = logging.getLogger()
+    saved = (root.handlers[:], root.level, structlog.get_config())
+    try:
+        for verbose in (False, True):
+            command.quiet_logging(settings, verbose)
+            logging.getLogger("fleetgate.controller").info("controller pass %s", verbose)
+            logging.getLogger("fleetgate.reconciler").info("reconcile pass %s", verbose)
+            logging.getLogger("fleetgate.events").info("instance placed %s", verbose)
+        err = capsys.readouterr().err
+        assert "controller pass True" in err and "reconcile pass True" in err
+        assert "controller pass False" not in err and "reconcile pass False" not in err
+        assert "instance placed" not in err  # the audit events stay in the ledger either way
+    finally:
+        for name in (*command.VERBOSE_LOGGERS, "fleetgate.events"):
+            logging.getLogger(name).setLevel(logging.NOTSET)
+        root.handlers[:], root.level = saved[0], saved[1]
+        structlog.configure(**saved[2])

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import timedelta
 
+from fleetgate.apps.api.dashboard import render
 from fleetgate.apps.controller.shell import PassResult
 from fleetgate.apps.up.status import HIDDEN_EVENTS, UpStatus
 from fleetgate.domain.rotation import actions as act
+from fleetgate.domain.rotation.estimates import EstimateCheck
 from fleetgate.domain.rotation.governance import Governance, Status
 from fleetgate.domain.rotation.machine import PoolReport, Step
 from tests.apps.up.conftest import T0, Up
@@ -79,3 +82,23 @@ async def test_events_are_read_incrementally_and_only_the_latest_kept(up: Up) ->
         "instance placed",
         "placement admitted over namespace capacity claim",
     }
+
+
+async def test_the_pool_card_lists_the_warnings_the_pass_raises(up: Up) -> None:
+    # The estimate warning (and short lead, stuck drain) were events only: the card said
+    # "No findings" while EstimateDisagreesWithObservation fired.
+    await up.runtime.tick(timedelta(minutes=1), 0.0)
+    report = up.status.reports["general"]
+    check = EstimateCheck(
+        "provisioning", timedelta(minutes=5), False, timedelta(minutes=20), 4, disagrees=True
+    )
+    agreeing = replace(check, kind="drain", disagrees=False)
+    up.status.reports["general"] = replace(
+        report, estimates=(check, agreeing), short_lead=("c9",), drain_stuck=True
+    )
+    pools = {p["name"]: p for p in (await up.status.snapshot())["pools"]}
+    codes = [f["code"] for f in pools["general"]["derivation"]["findings"]]
+    assert codes.count("EstimateDisagreesWithObservation") == 1
+    assert {"ShortLead", "DrainStuck"} <= set(codes)
+    html = render.sections(await up.status.snapshot())
+    assert "EstimateDisagreesWithObservation" in json.dumps(html)

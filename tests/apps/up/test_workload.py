@@ -7,6 +7,8 @@ from datetime import timedelta
 import pytest
 
 from fleetgate.apps.up import workload as wl
+from fleetgate.domain.capacity.dimensions import Resources
+from fleetgate.domain.capacity.model import PlacementRequest
 from tests.apps.up.conftest import Up
 
 
@@ -44,3 +46,18 @@ async def test_node_load_follows_what_is_placed_on_it(up: Up) -> None:
         assert load <= 1.5 * node.capacity.threads
         if node.used.cpus == 0:
             assert load < 1.0
+
+
+async def test_a_placement_made_through_the_api_is_never_released_by_the_generator(
+    up: Up,
+) -> None:
+    mine = await up.container.placement_service().place(
+        PlacementRequest("someone", Resources(1, 256, 1))
+    )
+    assert mine.placement is not None
+    before = up.workload.released
+    while await up.workload.release():  # everything the generator placed, then it stops
+        pass
+    assert up.workload.released > before
+    left = await up.ledger.placements()
+    assert [p.id for p in left] == [mine.placement.id]

@@ -69,3 +69,24 @@ async def test_bad_filters_are_422_naming_them(api: Api) -> None:
         r = await api.client.get("/v1/events", params=params, headers=ADMIN)
         assert r.status_code == 422, params
         assert r.json()["fields"][0]["field"] == field
+
+
+async def test_newest_first_on_request_paged_back_with_before_id_and_filtered_by_kind(
+    api: Api,
+) -> None:
+    await api.node("hv-1")
+    for _ in range(3):
+        await place(api, "team-a")
+    oldest_first = (await api.client.get("/v1/events", headers=ADMIN)).json()
+    get = api.client.get
+    newest = (await get("/v1/events", params={"order": "desc"}, headers=ADMIN)).json()
+    assert [e["id"] for e in newest] == [e["id"] for e in reversed(oldest_first)]
+    placed = {"order": "desc", "kind": "instance placed", "limit": 2}
+    page = (await get("/v1/events", params=placed, headers=ADMIN)).json()
+    assert [e["kind"] for e in page] == ["instance placed"] * 2
+    assert page[0]["id"] > page[1]["id"]
+    rest = await get("/v1/events", params={**placed, "before_id": page[1]["id"]}, headers=ADMIN)
+    assert [e["kind"] for e in rest.json()] == ["instance placed"]
+    assert rest.json()[0]["id"] < page[1]["id"]
+    bad = await get("/v1/events", params={"order": "sideways"}, headers=ADMIN)
+    assert bad.status_code == 422 and "order" in bad.text

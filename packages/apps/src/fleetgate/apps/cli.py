@@ -154,11 +154,14 @@ def up(
         float, typer.Option("--speed", min=1.0, help="Virtual seconds per second.")
     ] = 600.0,
     port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="Stream the controller's and reconciler's log.")
+    ] = False,
 ) -> None:
     """Run the whole system on SQLite and the fake cluster, with a dashboard."""
     from fleetgate.apps.up import run_up
 
-    raise typer.Exit(run_up(policy, nodes, speed, port))
+    raise typer.Exit(run_up(policy, nodes, speed, port, verbose))
 
 
 @db_app.command("upgrade")
@@ -169,6 +172,16 @@ def db_upgrade(
     from fleetgate.apps.dbcommand import run_upgrade
 
     raise typer.Exit(run_upgrade(revision))
+
+
+def _register_client_commands() -> None:
+    # ``fleetgate nodes|placements|claims|events``: a client of a running API (clientcli.py).
+    from fleetgate.apps.clientcli import register
+
+    register(app)
+
+
+_register_client_commands()
 
 
 def main() -> None:

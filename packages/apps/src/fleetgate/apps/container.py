@@ -19,14 +19,17 @@ from fleetgate.adapters.clock import SystemClock, VirtualClock
 from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.policies import policy_source
 from fleetgate.apps.controller.shell import RotationController
-from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink
+from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink, RequestIdEventSink
 from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
 from fleetgate.apps.services.claims import ClaimService
+from fleetgate.apps.services.dryrun import DryRun
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
+from fleetgate.apps.services.rotationstatus import RotationStatus
 from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.settings import Settings, load_settings
+from fleetgate.domain.capacity.claims import ClaimEnforcement
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.ports import (
     CapacityLedger,
@@ -54,9 +57,10 @@ def _token_store(ledger: CapacityLedger) -> TokenStore:
     return ledger
 
 
-def _capacity_events(ledger: CapacityLedger) -> FanOutEventSink:
-    # Capacity audit events go to the log and to the ledger's events table (read back by the API).
-    return FanOutEventSink(LoggingEventSink(), ledger.event_sink())
+def _capacity_events(ledger: CapacityLedger) -> RequestIdEventSink:
+    # Capacity audit events go to the log and to the ledger's events table (read back by the API),
+    # each carrying the id of the API request that caused it.
+    return RequestIdEventSink(FanOutEventSink(LoggingEventSink(), ledger.event_sink()))
 
 
 def _demand_policy(settings: Settings) -> DemandPolicy:
@@ -82,6 +86,25 @@ def _placement_service(
 ) -> PlacementService:
     rng = Random(settings.capacity.ranking_seed)
     return PlacementService(ledger, clock, events, policy, rng, snapshot)
+
+
+def _dry_run(service: PlacementService, ledger: Any, clock: Any, settings: Settings) -> DryRun:
+    return DryRun(
+        service,
+        ledger,
+        clock,
+        hard_claims=settings.claims.enforcement is ClaimEnforcement.HARD,
+        seed=settings.capacity.ranking_seed,
+    )
+
+
+def _rotation_status(
+    settings: Settings, cluster: ClusterGateway, clock: Clock, config: MachineConfig
+) -> RotationStatus:
+    # The same policies and machine configuration the controller of this process would use.
+    return RotationStatus(
+        cluster, policy_source(settings.controller.policies, cluster), clock, config
+    )
 
 
 def _reconciler(
@@ -184,6 +207,9 @@ class Container(containers.DeclarativeContainer):
         settings=settings,
         snapshot=node_snapshot,
     )
+    dry_run = providers.Singleton(
+        _dry_run, service=placement_service, ledger=ledger, clock=clock, settings=settings
+    )
     token_store = providers.Singleton(_token_store, ledger=ledger)
     node_sync = providers.Singleton(
         _node_sync,
@@ -206,6 +232,9 @@ class Container(containers.DeclarativeContainer):
         settings=settings,
     )
     machine_config = providers.Singleton(_machine_config, settings=settings)
+    rotation_status = providers.Singleton(
+        _rotation_status, settings=settings, cluster=cluster, clock=clock, config=machine_config
+    )
     rotation_events = providers.Singleton(_rotation_events, cluster=cluster, events=event_sink)
     rotation_controller = providers.Singleton(
         _rotation_controller,

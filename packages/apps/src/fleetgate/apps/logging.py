@@ -1,9 +1,14 @@
-"""structlog configuration, called once per process by the CLI."""
+"""structlog configuration (called once per process by the CLI) and the request id it carries."""
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import structlog
 
@@ -36,3 +41,35 @@ def configure_logging(fmt: str = "console", level: int = logging.INFO) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+# --- request ids ----------------------------------------------------------------------------
+
+#: The header a request id is read from and returned in.
+REQUEST_ID_HEADER = "X-Request-ID"
+_REQUEST_ID: ContextVar[str | None] = ContextVar("fleetgate_request_id", default=None)
+# A caller's id is echoed into logs and headers, so it is held to a safe, bounded alphabet.
+_SAFE_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
+
+
+def request_id_from(header: str | None) -> str:
+    """The caller's request id when it is safe to echo, else a fresh one."""
+    if header is not None and _SAFE_ID.fullmatch(header):
+        return header
+    return uuid.uuid4().hex
+
+
+def current_request_id() -> str | None:
+    """The id of the request this task serves, if any."""
+    return _REQUEST_ID.get()
+
+
+@contextmanager
+def request_scope(request_id: str) -> Iterator[None]:
+    """Carry ``request_id`` in every log line (and audit event) made inside the block."""
+    token = _REQUEST_ID.set(request_id)
+    try:
+        with structlog.contextvars.bound_contextvars(request_id=request_id):
+            yield
+    finally:
+        _REQUEST_ID.reset(token)

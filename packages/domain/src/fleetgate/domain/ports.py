@@ -191,8 +191,11 @@ class CapacityLedger(Protocol):
         kind: str | None = None,
         after_id: int = 0,
         limit: int = 100,
+        newest_first: bool = False,
+        before_id: int | None = None,
     ) -> list[RecordedEvent]:
-        """Audit events with id > ``after_id``, oldest first, at most ``limit`` (<= 1000)."""
+        """Audit events with ``after_id`` < id (< ``before_id``), oldest first unless
+        ``newest_first``, at most ``limit`` (<= 1000)."""
         ...
 
     async def record_events(self, events: Sequence[Event]) -> None:

@@ -69,12 +69,18 @@ async def read(
     kind: str | None = None,
     after_id: int = 0,
     limit: int = 100,
+    newest_first: bool = False,
+    before_id: int | None = None,
 ) -> list[RecordedEvent]:
-    """Events with id > ``after_id`` matching the filters, oldest first."""
+    """Events with ``after_id`` < id (< ``before_id``) matching the filters, oldest first unless
+    ``newest_first`` (the primary key orders both ways, so neither sorts)."""
     if not 1 <= limit <= MAX_LIMIT:
         raise ValueError(f"limit: must be between 1 and {MAX_LIMIT}, got {limit}")
     t = events_table
-    query = sa.select(t).where(t.c.id > after_id).order_by(t.c.id).limit(limit)
+    order = t.c.id.desc() if newest_first else t.c.id
+    query = sa.select(t).where(t.c.id > after_id).order_by(order).limit(limit)
+    if before_id is not None:
+        query = query.where(t.c.id < before_id)
     if namespace is not None:
         query = query.where(t.c.namespace == namespace)
     if subject is not None:

@@ -222,6 +222,8 @@ class SqlLedger:
         kind: str | None = None,
         after_id: int = 0,
         limit: int = 100,
+        newest_first: bool = False,
+        before_id: int | None = None,
     ) -> list[RecordedEvent]:
         """Audit events."""
         return await events.read(
@@ -231,6 +233,8 @@ class SqlLedger:
             kind=kind,
             after_id=after_id,
             limit=limit,
+            newest_first=newest_first,
+            before_id=before_id,
         )
 
     async def record_events(self, batch: Sequence[Event]) -> None:

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from fleetgate.apps.api.auth import Authenticator
 from fleetgate.apps.api.errors import install_error_handlers
 from fleetgate.apps.api.limits import MAX_BODY_BYTES, BodyLimit
+from fleetgate.apps.api.metrics import ApiMetrics, ObservedRequests
 from fleetgate.apps.api.routes import (
     admin,
     claims,
@@ -20,6 +21,7 @@ from fleetgate.apps.api.routes import (
     nodes,
     placements,
     rotation,
+    rotation_status,
     tokens,
 )
 
@@ -69,9 +71,13 @@ def create_app(container: Container) -> FastAPI:
     app.state.authenticator = Authenticator(settings.api.admin_token, container.token_store())
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    # Outermost: the request id and the timing cover everything the app does, errors included.
+    app.state.api_metrics = ApiMetrics(container.metrics_registry())
+    app.add_middleware(ObservedRequests, metrics=app.state.api_metrics)
     routers = [
         m.router for m in (health, nodes, placements, claims, admin, tokens, events, rotation)
     ]
+    routers.append(rotation_status.router)  # its own module, beside rotation.py's endpoints
     for router in routers:
         app.include_router(router)
     app.state.routes = [route for router in routers for route in router.routes]

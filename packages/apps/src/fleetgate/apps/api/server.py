@@ -22,12 +22,16 @@ import secrets
 import signal
 import socket
 import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 from typing import Literal
 
 import uvicorn
 
 from fleetgate.apps.api.app import create_app
+from fleetgate.apps.api.metrics import MULTIPROC_ENV
 from fleetgate.apps.container import build_container
 from fleetgate.apps.logging import configure_logging
 from fleetgate.apps.settings import ConfigError, Settings, load_settings
@@ -96,8 +100,6 @@ async def _migrate(settings: Settings) -> None:
 
 
 def _run_workers(settings: Settings, host: str, port: int, workers: int) -> int:
-    from uvicorn.supervisors.multiprocess import Multiprocess
-
     try:
         asyncio.run(_migrate(settings))
     except Exception as exc:  # reported like a failed start of one process
@@ -105,6 +107,28 @@ def _run_workers(settings: Settings, host: str, port: int, workers: int) -> int:
         return EXIT_FAILED
     assert settings.api.admin_token is not None
     os.environ[ADMIN_TOKEN_ENV] = settings.api.admin_token
+    with _shared_metrics_dir():
+        return _serve_workers(host, port, workers)
+
+
+@contextmanager
+def _shared_metrics_dir() -> Iterator[None]:
+    # Workers are spawned, so they import prometheus_client with this variable already set and
+    # write their series to files there; each worker's /metrics then merges every worker's.
+    if os.environ.get(MULTIPROC_ENV):
+        yield  # the operator chose the directory (and its clean-up)
+        return
+    with tempfile.TemporaryDirectory(prefix="fleetgate-metrics-") as path:
+        os.environ[MULTIPROC_ENV] = path
+        try:
+            yield
+        finally:
+            del os.environ[MULTIPROC_ENV]
+
+
+def _serve_workers(host: str, port: int, workers: int) -> int:
+    from uvicorn.supervisors.multiprocess import Multiprocess
+
     config = uvicorn.Config(
         f"{__name__}:worker_app",
         factory=True,
@@ -113,6 +137,7 @@ def _run_workers(settings: Settings, host: str, port: int, workers: int) -> int:
         workers=workers,
         lifespan="on",
         log_config=None,
+        access_log=False,  # the API writes its own structured access log (api/metrics.py)
         proxy_headers=False,
         loop=fast_loop(),
         http=fast_http(),
@@ -162,6 +187,7 @@ def run_api(host: str | None, port: int | None, workers: int = 1) -> int:
         port=bind_port,
         lifespan="on",
         log_config=None,  # our structlog configuration handles uvicorn's loggers too
+        access_log=False,  # the API writes its own structured access log (api/metrics.py)
         proxy_headers=False,
         loop=fast_loop(),
         http=fast_http(),

@@ -1,5 +1,9 @@
 """The controller's Prometheus series (spec §8.1, prefixed ``fleetgate_rotation_``).
 
+Names follow Prometheus conventions (instants end in ``_timestamp_seconds``, no stutter); the two
+older names (``freeze_until_timestamp``, ``rotation_chances``) are still exported, deprecated,
+for one release so dashboards and alerts can move over.
+
 Every series carries the ``nodepool`` label. Gauges are recomputed from each pass's report; all
 series of a pool are dropped when it disappears or stops being governed (a conflicted pool keeps
 only ``policy_conflict = 1``).
@@ -48,9 +52,9 @@ class RotationMetrics:
         self.in_progress = gauge("in_progress", "1 while a rotation is anchored.")
         self.window_active = gauge("window_active", "1 while a maintenance window is open.")
         self.policy_conflict = gauge("policy_conflict", "1 when policies conflict for the pool.")
-        self.freeze_until = gauge("freeze_until_timestamp", "Freeze end (unix s) or 0.")
+        self.freeze_until = gauge("freeze_until_timestamp_seconds", "Freeze end (unix s) or 0.")
         self.age_threshold = gauge("age_threshold_seconds", "Age threshold A.")
-        self.chances = gauge("rotation_chances", "Guaranteed chances G.")
+        self.chances = gauge("guaranteed_chances", "Guaranteed chances G.")
         self.capacity = gauge("throughput_capacity", "Rotations per shortest window, C.")
         self.t_rot_est = gauge("t_rot_estimate_seconds", "Forecast rotation time t_rot_est.")
         self.t_rot = gauge("t_rot_bound_seconds", "Deadline bound t_rot.")
@@ -69,14 +73,24 @@ class RotationMetrics:
             "1 when the estimate is off by more than 2x from observation.",
             "estimate",
         )
+        # The names before the Prometheus-convention renames, kept for one release (deprecated:
+        # removed in the next minor release; docs/operator-guide.md lists them).
+        self._aliases = {
+            self.freeze_until: gauge(
+                "freeze_until_timestamp", "Deprecated: freeze_until_timestamp_seconds."
+            ),
+            self.chances: gauge("rotation_chances", "Deprecated: guaranteed_chances."),
+        }
         self._series: dict[str, set[tuple[object, tuple[str, ...]]]] = {}
         # Per pool, the gauge values last set: a pass that changes none of them sets nothing
         # (most passes of a long simulation; each set is a label look-up and a lock).
         self._gauges: dict[str, list[tuple[Gauge, float, tuple[str, ...]]]] = {}
 
     def _set(self, metric: Gauge, pool: str, value: float, *labels: str) -> None:
-        metric.labels(pool, *labels).set(value)
-        self._series.setdefault(pool, set()).add((metric, labels))
+        for target in (metric, self._aliases.get(metric)):
+            if target is not None:
+                target.labels(pool, *labels).set(value)
+                self._series.setdefault(pool, set()).add((target, labels))
 
     def count_completion(self, pool: str, outcome: str) -> None:
         """completed_total{outcome} + 1."""

@@ -6,6 +6,7 @@ or relocates a placement; only the event names (capacity spec 4.5) differ.
 
 from __future__ import annotations
 
+from fleetgate.apps.eventsink import with_request_id
 from fleetgate.domain.capacity.denials import Denial
 from fleetgate.domain.capacity.walk import Attempt, Walk
 from fleetgate.domain.events import Event, Level
@@ -27,8 +28,11 @@ class AuditEvents:
         /,
         **data: object,
     ) -> Event:
-        """An event of ``kind`` about ``subject``, stamped now."""
-        return Event(kind, self._clock.now(), subject, namespace, level, dict(data))
+        """An event of ``kind`` about ``subject``, stamped now (and with the API request's id:
+        an admission's events are written in its transaction, past any sink that would add it)."""
+        return with_request_id(
+            Event(kind, self._clock.now(), subject, namespace, level, dict(data))
+        )
 
     def refused(
         self, kind: str, subject: str, namespace: str, step: Attempt, denial: Denial

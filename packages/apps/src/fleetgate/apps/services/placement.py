@@ -128,6 +128,10 @@ class PlacementService:
             return Candidates([node], self.policy.target_load)
         return await self.snapshot.candidates(request.pool)
 
+    async def candidates(self, request: PlacementRequest) -> Candidates:
+        """The candidates ``place`` would walk for ``request`` (the dry run walks them too)."""
+        return await self._candidates(request)
+
     async def place(self, request: PlacementRequest) -> PlaceOutcome:
         """Admit ``request`` on the best candidate that has room, or report every refusal."""
         ns = request.namespace

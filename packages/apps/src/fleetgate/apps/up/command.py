@@ -93,14 +93,21 @@ def fresh_database() -> None:
         Path(f"{DATABASE}{suffix}").unlink(missing_ok=True)
 
 
-def quiet_logging(settings: Settings) -> None:
+#: What ``--verbose`` streams: every line the controller and the reconciler log.
+VERBOSE_LOGGERS = ("fleetgate.controller", "fleetgate.reconciler")
+
+
+def quiet_logging(settings: Settings, verbose: bool = False) -> None:
     """Warnings and errors on the console; the audit events stay in the ledger (the dashboard,
-    ``/v1/events``) and reach the console only as errors."""
+    ``/v1/events``) and reach the console only as errors. ``verbose`` adds the controller's and
+    the reconciler's info lines (each pass's decisions)."""
     configure_logging(settings.log_format, level=logging.WARNING)
     logging.getLogger("fleetgate.events").setLevel(logging.ERROR)
+    for name in VERBOSE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO if verbose else logging.NOTSET)
 
 
-def run_up(policy: Path | None, nodes: int, speed: float, port: int) -> int:
+def run_up(policy: Path | None, nodes: int, speed: float, port: int, verbose: bool = False) -> int:
     """Entry point of ``fleetgate up`` (see the module docstring for exit codes)."""
     policy_file = policy or DEFAULT_POLICIES
     try:
@@ -112,7 +119,7 @@ def run_up(policy: Path | None, nodes: int, speed: float, port: int) -> int:
     if speed <= 0:
         _err.print("[red]error:[/red] --speed: must be positive")
         return EXIT_INVALID
-    quiet_logging(settings)
+    quiet_logging(settings, verbose)
     fresh_database()
     try:
         return asyncio.run(_main(settings, policies, nodes, speed))

@@ -244,7 +244,7 @@ class UpStatus:
                 "P": format_duration(d.inputs.period),
                 "t_rot": format_duration(d.t_rot),
                 "t_rot_est": format_duration(d.t_rot_est),
-                "findings": [f.as_dict() for f in d.findings],
+                "findings": [f.as_dict() for f in d.findings] + _active_findings(report),
             }
         if gov.resolved is not None:
             out["timeline"] = self._timeline(name, gov.resolved.schedule, d, now)
@@ -304,3 +304,24 @@ def _active(obs: PoolObservation) -> dict[str, Any] | None:
         "started_at": claim.annotations.get(ann.STARTED_AT) if claim is not None else None,
         "mode": obs.annotations.get(ann.ROTATION_MODE) or "surge",
     }
+
+
+def _active_findings(report: PoolReport) -> list[dict[str, Any]]:
+    """What this pass warns about beyond the derivation: the Warning events it keeps raising."""
+    out = [
+        {"severity": "warning", "code": "EstimateDisagreesWithObservation", "message": c.message()}
+        for c in report.estimates
+        if c.disagrees
+    ]
+    if report.short_lead:
+        names = ", ".join(sorted(report.short_lead))
+        out.append(
+            {"severity": "warning", "code": "ShortLead",
+             "message": f"expireAfter is within the lead time; rotated best-effort: {names}"}
+        )  # fmt: skip
+    if report.drain_stuck:
+        out.append(
+            {"severity": "warning", "code": "DrainStuck",
+             "message": "the drain outlived terminationGracePeriod plus the buffer"}
+        )  # fmt: skip
+    return out

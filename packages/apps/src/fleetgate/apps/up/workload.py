@@ -55,6 +55,9 @@ class Workload:
         self.refused = 0
         self.released = 0
         self._load: dict[str, float] = {}
+        # Only what the generator placed is its to release: a placement a person made through
+        # the API stays until that person releases it.
+        self._mine: set[str] = set()
 
     async def seed(self, share: float = 0.5, attempts: int = 400) -> None:
         """Create the ``ci`` claim, then place until ``share`` of the vCPUs is allocated."""
@@ -79,19 +82,22 @@ class Workload:
     async def admit(self) -> bool:
         """Place one random request; False when every candidate refused it."""
         outcome = await self.placements.place(random_request(self.rng))
-        if outcome.placed:
+        if outcome.placement is not None:
+            self._mine.add(outcome.placement.id)
             self.admitted += 1
             return True
         self.refused += 1
         return False
 
     async def release(self) -> bool:
-        """Release one random placement; False when there is none."""
-        current = await self.ledger.placements()
+        """Release one random placement the generator made; False when there is none."""
+        current = [p for p in await self.ledger.placements() if p.id in self._mine]
+        self._mine &= {p.id for p in current}  # moved or released elsewhere: forget them
         if not current:
             return False
         victim = self.rng.choice(current)
         result = await self.placements.release(victim.namespace, victim.id)
+        self._mine.discard(victim.id)
         self.released += int(result.released)
         return result.released
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 
@@ -40,8 +40,16 @@ async def list_events(
     kind: Annotated[EventKind | None, Query(description="Only this kind of event.")] = None,
     after_id: Annotated[int, Query(ge=0, le=(1 << 62), description="Events after this id.")] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_EVENTS)] = 100,
+    order: Annotated[
+        Literal["asc", "desc"],
+        Query(description="``desc``: newest first (page on with before_id)."),
+    ] = "asc",
+    before_id: Annotated[
+        int | None, Query(ge=1, le=(1 << 62), description="Events before this id.")
+    ] = None,
 ) -> list[EventBody]:
-    """Audit events, oldest first. A namespace token sees only its namespace's events."""
+    """Audit events, oldest first (``order=desc``: newest first). A namespace token sees only
+    its namespace's events."""
     if not principal.admin:
         if namespace is not None and namespace != principal.namespace:
             raise not_found("namespace")
@@ -49,6 +57,13 @@ async def list_events(
     found = (
         await container_of(request)
         .ledger()
-        .events(namespace=namespace, kind=kind, after_id=after_id, limit=limit)
+        .events(
+            namespace=namespace,
+            kind=kind,
+            after_id=after_id,
+            limit=limit,
+            newest_first=order == "desc",
+            before_id=before_id,
+        )
     )
     return [EventBody.model_validate(e.as_dict()) for e in found]

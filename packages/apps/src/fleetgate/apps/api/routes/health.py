@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.schemas import ErrorBody, HealthBody
@@ -42,6 +42,5 @@ async def readyz(request: Request) -> Response:
     responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}}}},
 )
 async def metrics(request: Request) -> Response:
-    """The container's Prometheus registry in the text exposition format."""
-    registry = container_of(request).metrics_registry()
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    """Every series of this API (all workers' with ``--workers``) in the text exposition format."""
+    return Response(request.app.state.api_metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

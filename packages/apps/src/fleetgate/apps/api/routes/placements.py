@@ -7,13 +7,15 @@ from its audit events, so the replayed body is the first body.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
+from fastapi.responses import JSONResponse
 
 from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
 from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.errors import ApiError, not_found
+from fleetgate.apps.api.observe import observed_admission
 from fleetgate.apps.api.schemas import (
     DEFAULT_PAGE,
     LINK_HEADER,
@@ -21,6 +23,7 @@ from fleetgate.apps.api.schemas import (
     CapacityRefusal,
     DimensionBody,
     DimensionsRefusal,
+    DryRunBody,
     ErrorBody,
     NamespaceName,
     ObjectId,
@@ -34,6 +37,9 @@ from fleetgate.apps.services.placement import OVER_CLAIM, PLACED, PlaceOutcome
 from fleetgate.domain.capacity.claims import ClaimEnforcement
 from fleetgate.domain.capacity.denials import DimensionDetail, Stage
 from fleetgate.domain.capacity.model import Placement, PlacementRequest
+
+if TYPE_CHECKING:
+    from fleetgate.apps.container import Container
 
 router = APIRouter(
     prefix="/v1/namespaces/{ns}/placements",
@@ -110,12 +116,40 @@ def _refusal(outcome: PlaceOutcome, hard_claims: bool) -> ApiError:
     )
 
 
+async def _dry_run(container: Container, placement: PlacementRequest) -> JSONResponse:
+    """The dry run's answer: 200 with the node, or the refusal a real request would get."""
+    result = await container.dry_run().place(placement)
+    found = result.trial
+    if found.node is None:
+        outcome = PlaceOutcome("", None, found.denials, found.candidates)
+        refusal = _refusal(outcome, container.settings().claims.enforcement == "hard")
+        refusal.details.pop("audit_subject", None)  # nothing was recorded to read back
+        refusal.details["dry_run"] = True
+        raise refusal
+    x = placement.resources
+    over = found.claim_over_limit
+    body = DryRunBody(
+        namespace=placement.namespace,
+        node=found.node,
+        cpus=x.cpus if result.replay is None else result.replay.resources.cpus,
+        memory_mb=x.memory_mb if result.replay is None else result.replay.resources.memory_mb,
+        disk_gb=x.disk_gb if result.replay is None else result.replay.resources.disk_gb,
+        demand_waived=found.waived,
+        over_claim=bool(over),
+        over_claim_dimensions=[DimensionBody.of(d) for d in over],
+        replayed=result.replay is not None,
+        refused=[CandidateBody.of(n, d) for n, d in found.denials.items()],
+    )
+    return JSONResponse(body.model_dump(mode="json"))
+
+
 @router.post(
     "",
     operation_id="create_placement",
     status_code=status.HTTP_201_CREATED,
     response_model=PlacementBody,
     responses={
+        200: {"model": DryRunBody, "description": "``dry_run=true``: where it would land."},
         201: {"description": "Admitted (or replayed: see Idempotent-Replayed).", "links": _LINKS},
         403: {"model": DimensionsRefusal, "description": "A hard claim refused it."},
         507: {"model": CapacityRefusal, "description": "No candidate node had room."},
@@ -123,18 +157,33 @@ def _refusal(outcome: PlaceOutcome, hard_claims: bool) -> ApiError:
 )
 @access(admin_only=False, missing="namespace")
 async def create_placement(
-    request: Request, response: Response, ns: Namespace, body: PlacementCreate
-) -> PlacementBody:
-    """Admit a placement on the best node with room (or on ``node``), or explain the refusal."""
+    request: Request,
+    response: Response,
+    ns: Namespace,
+    body: PlacementCreate,
+    dry_run: Annotated[
+        bool,
+        Query(description="Only say where it would land and why others refuse; change nothing."),
+    ] = False,
+) -> PlacementBody | JSONResponse:
+    """Admit a placement on the best node with room (or on ``node``), or explain the refusal.
+
+    With ``dry_run=true`` nothing is charged or recorded: 200 names the node it would land on,
+    and a refusal has the same 507/403 body as a real one (with ``dry_run: true``, no
+    ``audit_subject``).
+    """
     container = container_of(request)
-    outcome = await container.placement_service().place(
-        PlacementRequest(
-            namespace=ns,
-            resources=body.resources(),
-            request_id=body.request_id,
-            node=body.node,
-            pool=body.pool,
-        )
+    placement_request = PlacementRequest(
+        namespace=ns,
+        resources=body.resources(),
+        request_id=body.request_id,
+        node=body.node,
+        pool=body.pool,
+    )
+    if dry_run:
+        return await _dry_run(container, placement_request)
+    outcome = await observed_admission(
+        request.app.state.api_metrics, container.placement_service().place(placement_request), ns
     )
     if outcome.placement is None:
         raise _refusal(outcome, container.settings().claims.enforcement is ClaimEnforcement.HARD)

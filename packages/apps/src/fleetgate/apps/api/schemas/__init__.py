@@ -69,6 +69,7 @@ from fleetgate.apps.api.schemas.paging import (
     next_link,
 )
 from fleetgate.apps.api.schemas.placements import (
+    DryRunBody,
     PlacementBody,
     PlacementCreate,
     PlacementSummary,
@@ -109,6 +110,7 @@ __all__ = [
     "Cpus",
     "DimensionBody",
     "DimensionsRefusal",
+    "DryRunBody",
     "Duration",
     "ErrorBody",
     "EventBody",

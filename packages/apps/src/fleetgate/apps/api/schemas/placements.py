@@ -8,6 +8,7 @@ from pydantic import BaseModel, Field
 
 from fleetgate.apps.api.schemas.common import (
     Amount,
+    CandidateBody,
     Cpus,
     DimensionBody,
     NodeName,
@@ -86,3 +87,27 @@ class PlacementBody(PlacementSummary):
             over_claim=bool(over_claim),
             over_claim_dimensions=[DimensionBody.of(d) for d in over_claim],
         )
+
+
+class DryRunBody(BaseModel):
+    """``?dry_run=true``: where the placement would land now, and the refusals on the way.
+
+    Nothing was charged or recorded: there is no id, and a real request may land elsewhere if
+    the fleet changes (or the ranking draws another node of equal weight).
+    """
+
+    dry_run: bool = True
+    namespace: str
+    node: str
+    cpus: int
+    memory_mb: int
+    disk_gb: int
+    demand_waived: bool
+    over_claim: bool
+    over_claim_dimensions: list[DimensionBody] = Field(default_factory=list)
+    replayed: bool = Field(
+        default=False, description="The request_id was used before: that placement is the answer."
+    )
+    refused: list[CandidateBody] = Field(
+        default_factory=list, description="The candidates that would refuse before this node."
+    )

@@ -1,0 +1,71 @@
+"""``GET /v1/rotation/status``: each pool's standing, derived read-only from the cluster."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from fleetgate.apps.settings import ControllerSettings
+from tests.apps.api.conftest import ADMIN, Api, api_settings, running_api
+from tests.conftest import Backend
+
+POLICY = """\
+apiVersion: fleetgate.io/v1alpha1
+kind: RotationPolicy
+metadata: {name: nightly}
+spec:
+  nodePoolSelector: {matchLabels: {fleetgate.io/rotation: nightly}}
+  maintenanceWindows:
+    - {timezone: UTC, days: [Mon, Tue, Wed, Thu, Fri, Sat, Sun], start: "02:00", end: "04:00"}
+"""
+
+
+@pytest.fixture
+async def rotation_api(sqlite_backend: Backend, tmp_path: Path) -> AsyncIterator[Api]:
+    """The API with one policy file and, on its fake cluster, a governed and an ungoverned pool."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY)
+    settings = api_settings(sqlite_backend, controller=ControllerSettings(policies=[path]))
+    async for api in running_api(settings):
+        cluster = api.container.cluster()
+        cluster.add_pool("web", expire_after="14d", termination_grace_period="1h",
+                         labels={"fleetgate.io/rotation": "nightly"})  # fmt: skip
+        cluster.add_pool("batch", expire_after="14d")
+        for age in (1, 2, 3):
+            cluster.add_node("web", created_at=api.clock.now() - timedelta(days=age))
+        yield api
+
+
+async def test_every_pool_is_reported_with_its_window_a_g_and_gate(rotation_api: Api) -> None:
+    api = rotation_api
+    before = {name: dict(p.annotations) for name, p in api.container.cluster().pools.items()}
+    r = await api.client.get("/v1/rotation/status", headers=await api.token("team-a"))
+    assert r.status_code == 200, r.text
+    pools = {p["pool"]: p for p in r.json()}
+    assert list(pools) == ["batch", "web"]
+    web = pools["web"]
+    assert (web["governance"], web["policy"], web["nodes"]) == ("governed", "nightly", 3)
+    # The test clock starts at 09:00 UTC: the 02:00-04:00 window is closed, next opens tomorrow.
+    assert web["window_open"] is False and web["reason"] == "outOfWindow"
+    assert web["next_window_start"].endswith("02:00:00Z")
+    assert web["next_window_end"].endswith("04:00:00Z")
+    assert web["age_threshold_seconds"] > 0 and web["age_threshold"]
+    assert web["guaranteed_chances"] >= 1 and web["rotating"] is None
+    batch = pools["batch"]
+    assert (batch["governance"], batch["policy"], batch["next_window_start"]) == (
+        "ungoverned",
+        None,
+        None,
+    )
+    # Read-only: no annotation was written on any pool.
+    after = {name: dict(p.annotations) for name, p in api.container.cluster().pools.items()}
+    assert after == before
+
+
+async def test_the_rotation_status_needs_a_token(rotation_api: Api) -> None:
+    assert (await rotation_api.client.get("/v1/rotation/status")).status_code == 401
+    ok = await rotation_api.client.get("/v1/rotation/status", headers=ADMIN)
+    assert ok.status_code == 200
