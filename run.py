@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import venv
@@ -20,12 +21,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 TOOLS = ROOT / ".tools"
 UV_VERSION = "0.9.9"
+STOP_SIGNALS = tuple(
+    getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGBREAK") if hasattr(signal, n)
+)
 
 
 def uv() -> str:
-    """Path to a uv executable, installing one into ./.tools if none is on PATH."""
-    found = shutil.which("uv")
-    if found:
+    """Path to a uv executable: the one running us ($UV), PATH's, or one installed into ./.tools."""
+    # `uv run` and nox export the uv they use as $UV; honour it before searching PATH.
+    found = os.environ.get("UV") or shutil.which("uv")
+    if found and Path(found).exists():
         return found
     bindir = TOOLS / ("Scripts" if os.name == "nt" else "bin")
     local = bindir / "uv"
@@ -55,13 +60,31 @@ def main(argv: list[str]) -> int:
         cmd = [str(script), *(argv or ["--help"])]
     else:
         cmd = [exe, "run", "--locked", "fleetgate", *(argv or ["--help"])]
-    child = subprocess.Popen(cmd, cwd=ROOT)
-    while True:
-        try:
-            return child.wait()
-        except KeyboardInterrupt:
-            # Ctrl-C reached the child too (same process group): let it stop cleanly.
-            continue
+    return hand_over(cmd)
+
+
+def hand_over(cmd: list[str]) -> int:
+    """Run ``cmd`` in ROOT as if it were this process, so signals sent to run.py's PID reach it.
+
+    On POSIX run.py becomes the command (exec): SIGINT/SIGTERM to our PID stop the server itself,
+    and its exit status is ours. Elsewhere the child runs beside us and we forward the signals.
+    """
+    os.chdir(ROOT)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if os.name == "posix":
+        os.execv(cmd[0], cmd)
+    child = subprocess.Popen(cmd)
+    forward = {sig: signal.signal(sig, lambda s, _f: child.send_signal(s)) for sig in STOP_SIGNALS}
+    try:
+        while True:
+            try:
+                return child.wait()
+            except KeyboardInterrupt:  # a Ctrl-C in the console reached the child as well
+                continue
+    finally:
+        for sig, previous in forward.items():
+            signal.signal(sig, previous)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ configuration alone, and an unknown choice fails naming what is available."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -13,7 +14,17 @@ import pytest
 
 from fleetgate.adapters import plugins
 
-FIXTURE = Path(__file__).parents[1] / "fixtures" / "fleetgate-example-plugin"
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURE = ROOT / "tests" / "fixtures" / "fleetgate-example-plugin"
+
+
+def uv_executable() -> str:
+    """The uv that ``run.py`` resolves ($UV, PATH, or its own ./.tools copy): never a bare name."""
+    spec = importlib.util.spec_from_file_location("fleetgate_run_py", ROOT / "run.py")
+    assert spec is not None and spec.loader is not None
+    run_py = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run_py)
+    return str(run_py.uv())
 
 
 def test_builtin_adapters_register_through_entry_points() -> None:
@@ -54,7 +65,7 @@ def installed_plugin(tmp_path_factory: pytest.TempPathFactory) -> Path:
     target = tmp_path_factory.mktemp("site")
     subprocess.run(
         [
-            "uv",
+            uv_executable(),
             "pip",
             "install",
             "--quiet",

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import typer
+from typer.testing import CliRunner
+
+from fleetgate.apps.cli import app
 
 FLEETGATE = Path(sys.executable).with_name("fleetgate")
 
@@ -42,3 +49,92 @@ def test_a_missing_config_file_exits_2() -> None:
     out = run("--config", "/nonexistent/fleetgate.yaml", "version")
     assert out.returncode == 2
     assert "--config" in out.stderr
+
+
+def run_in(cwd: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """The real command in ``cwd`` with extra environment (no FLEETGATE_* from outside)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
+    return subprocess.run(
+        [str(FLEETGATE), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        env={**base, "COLUMNS": "80", **env},
+        timeout=300,
+    )
+
+
+def test_version_flag_prints_the_version() -> None:
+    out = run("--version")
+    assert out.returncode == 0 and out.stdout.startswith("fleetgate 0.")
+
+
+def every_command(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command path under ``group`` (the root included)."""
+    found = [path]
+    for name, command in group.commands.items():
+        if hasattr(command, "commands"):  # a group (typer ships its own click)
+            found += every_command(command, (*path, name))
+        else:
+            found.append((*path, name))
+    return found
+
+
+def test_help_fits_80_columns_without_bool_metavars_or_markup() -> None:
+    root = typer.main.get_command(app)
+    for path in every_command(root):
+        command: Any = root
+        for name in path:
+            command = command.commands[name]
+        out = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+        where = " ".join(("fleetgate", *path))
+        assert out.exit_code == 0, where
+        assert "<bool>" not in out.stdout, where
+        assert "``" not in out.stdout and ":func:" not in out.stdout, where
+        assert max(map(len, out.stdout.splitlines())) <= 80, where
+        for param in command.params:
+            for opt in (*param.opts, *param.secondary_opts):
+                if opt.startswith("-"):
+                    assert opt in out.stdout.split() or f"{opt}," in out.stdout, (where, opt)
+
+
+def test_api_help_describes_host_and_port_with_their_defaults(tmp_path: Path) -> None:
+    text = " ".join(run_in(tmp_path, "api", "--help").stdout.split())
+    assert "--host <str> Address to listen on. [default: the api.host setting, 127.0.0.1]" in text
+    assert "[default: the api.port setting, 8000]" in text
+
+
+def test_a_start_up_failure_is_one_error_line_and_debug_shows_the_traceback(
+    tmp_path: Path,
+) -> None:
+    # Karpenter without any kubeconfig: the client library raises deep inside start-up.
+    env = {"FLEETGATE_CLUSTER": "karpenter", "HOME": str(tmp_path), "KUBECONFIG": ""}
+    out = run_in(tmp_path, "controller", "--once", **env)
+    assert out.returncode != 0
+    # (the Kubernetes client may log its own warning first; fleetgate's verdict is one line)
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and out.stderr.rstrip().endswith(errors[0]), out.stderr
+    assert "Traceback" not in out.stderr + out.stdout
+    debug = run_in(tmp_path, "--debug", "controller", "--once", **env)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_db_current_and_history_name_the_revisions(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'cli.db'}"
+    before = run_in(tmp_path, "db", "current", FLEETGATE_DATABASE_URL=url)
+    assert before.returncode == 0 and f"{url}: database at revision (empty" in before.stdout
+    upgraded = run_in(tmp_path, "db", "upgrade", FLEETGATE_DATABASE_URL=url)
+    assert upgraded.returncode == 0
+    assert f"{url}: database at revision 0002_placements_by_namespace" in upgraded.stdout
+    after = run_in(tmp_path, "db", "current", FLEETGATE_DATABASE_URL=url)
+    assert f"{url}: database at revision 0002_placements_by_namespace" in after.stdout
+    history = run_in(tmp_path, "db", "history", FLEETGATE_DATABASE_URL=url).stdout.splitlines()
+    assert history[0] == f"{url}:"
+    assert history[1].split()[0] == "0001_initial"
+    assert history[2].split()[:2] == ["0002_placements_by_namespace", "(current)"]
+
+
+def test_shell_completion_is_offered(tmp_path: Path) -> None:
+    out = run_in(tmp_path, "--show-completion", "bash")
+    assert out.returncode == 0 and "_FLEETGATE_COMPLETE" in out.stdout

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from fleetgate.apps import settings as settings_module
 from fleetgate.apps.settings import DEFAULT_DATABASE_URL, ConfigError, load_settings
 
 
@@ -81,3 +82,31 @@ def test_a_yaml_file_that_is_not_a_mapping_is_refused(
     monkeypatch.setenv("FLEETGATE_CONFIG", str(cfg))
     with pytest.raises(ConfigError, match="must hold a mapping"):
         load_settings()
+
+
+@pytest.mark.parametrize(
+    ("pasted", "used"),
+    [
+        ("postgresql://u@db/x", "postgresql+asyncpg://u@db/x"),
+        ("postgres://u@db/x", "postgresql+asyncpg://u@db/x"),
+        ("mysql://root@db/x", "mysql+aiomysql://root@db/x"),
+        ("mariadb://root@db/x", "mysql+aiomysql://root@db/x"),
+        ("sqlite:///./x.db", "sqlite+aiosqlite:///./x.db"),
+        ("postgresql+asyncpg://u@db/x", "postgresql+asyncpg://u@db/x"),
+    ],
+)
+def test_a_pasted_database_url_gets_the_async_driver_said_once(
+    pasted: str, used: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(settings_module, "_announced", set())
+    monkeypatch.setenv("FLEETGATE_DATABASE_URL", pasted)
+    assert load_settings().database_url == used
+    assert load_settings().database_url == used
+    said = capsys.readouterr().err.splitlines()
+    if pasted == used:
+        assert said == []
+    else:
+        scheme = pasted.partition("://")[0]
+        assert said == [
+            f"fleetgate: database_url: reading {scheme}:// as {used.partition('://')[0]}://"
+        ]

@@ -191,75 +191,108 @@ def check_api(link: str) -> None:
     assert all(name in body for name in wanted), body[-2000:]
 
 
-def wait_for(driver: Any, what: str, check: Callable[[Any], Any], timeout: float = 90.0) -> Any:
-    """Poll ``check(driver)`` until it is truthy; fail naming ``what`` otherwise."""
-    from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+#: One consistent reading of the page: the live refresh replaces whole sections, so the test
+#: never holds element references across a render; it reads everything in one script call.
+SNAPSHOT = """
+const attr = (el, name) => el.getAttribute(name);
+const bars = (root, sel) => Array.from(root.querySelectorAll(sel)).map(b => ({
+  dimension: attr(b, 'data-dimension'),
+  limit: parseFloat(attr(b, 'data-limit')),
+  used: parseFloat(attr(b, 'data-used')),
+}));
+const claim = document.querySelector(".claim[data-namespace='ci']");
+const pools = {};
+for (const card of document.querySelectorAll('article.pool[data-pool]')) {
+  pools[attr(card, 'data-pool')] = {
+    terms: Array.from(card.querySelectorAll('.agc dt')).map(dt => dt.textContent.trim()),
+    now: card.querySelectorAll('.timeline svg .tl-now').length,
+    rotations: card.querySelectorAll('.timeline .tl-rotation').length,
+  };
+}
+const live = document.getElementById('live');
+const now = document.getElementById('now');
+return {
+  state: live ? attr(live, 'data-state') : null,
+  now: now ? now.textContent : null,
+  rows: Array.from(document.querySelectorAll('tr[data-node]')).map(
+    r => bars(r, '.bar[data-dimension]')),
+  claim: claim ? {bars: claim.querySelectorAll('.bar').length, text: claim.innerText} : null,
+  pools: pools,
+  events: Array.from(document.querySelectorAll('#events li[data-event-id]')).map(
+    li => attr(li, 'data-event-id')),
+};
+"""
+
+
+def snapshot(driver: Any) -> dict[str, Any]:
+    """The dashboard's state as one atomic read of the DOM (see SNAPSHOT)."""
+    state: dict[str, Any] = driver.execute_script(SNAPSHOT)
+    return state
+
+
+def wait_for(
+    driver: Any, what: str, check: Callable[[dict[str, Any]], Any], timeout: float = 90.0
+) -> Any:
+    """Poll ``check(snapshot)`` until it is truthy; fail naming ``what`` otherwise."""
+    from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
     try:
-        return WebDriverWait(
-            driver,
-            timeout,
-            poll_frequency=0.25,
-            ignored_exceptions=(StaleElementReferenceException,),
-        ).until(check)
+        return WebDriverWait(driver, timeout, poll_frequency=0.25).until(
+            lambda d: check(snapshot(d))
+        )
     except TimeoutException:
         pytest.fail(f"the dashboard never showed {what}", pytrace=False)
 
 
-def test_the_dashboard_shows_the_system_working_live(up: Up, browser: Any, tmp_path: Path) -> None:
-    from selenium.webdriver.common.by import By
+def shows_the_fleet(page: dict[str, Any]) -> bool:
+    """Whether one reading of the page carries the whole sample system (nodes, claim, pools)."""
+    pools = page["pools"]
+    return (
+        page["state"] == "live"
+        and len(page["rows"]) >= 6
+        and page["claim"] is not None
+        and all(pool in pools for pool in ("general", "batch"))
+    )
 
+
+def test_the_dashboard_shows_the_system_working_live(up: Up, browser: Any, tmp_path: Path) -> None:
     link = up.link()
     check_api(link)
     browser.get(link)
     # The token went into a cookie; the address bar no longer carries it.
     assert "token=" not in browser.current_url
-    wait_for(
-        browser,
-        "live data",
-        lambda d: d.find_element(By.ID, "live").get_attribute("data-state") == "live",
+    page = wait_for(
+        browser, "live data with the sample fleet", lambda p: p if shows_the_fleet(p) else None
     )
 
-    rows = browser.find_elements(By.CSS_SELECTOR, "tr[data-node]")
+    rows = page["rows"]
     assert len(rows) >= 6, "the sample fleet has six nodes"
-    first = rows[0]
-    bars = first.find_elements(By.CSS_SELECTOR, ".bar[data-dimension]")
-    assert [b.get_attribute("data-dimension") for b in bars][:3] == ["vCPU", "memory", "disk"]
-    assert all(float(b.get_attribute("data-limit")) > 0 for b in bars[:3])
-    assert any(
-        float(b.get_attribute("data-used")) > 0
-        for row in rows
-        for b in row.find_elements(By.CSS_SELECTOR, ".bar[data-dimension='vCPU']")
-    ), "the seeded placements use capacity"
+    assert [b["dimension"] for b in rows[0]][:3] == ["vCPU", "memory", "disk"]
+    assert all(b["limit"] > 0 for b in rows[0][:3])
+    assert any(b["used"] > 0 for row in rows for b in row if b["dimension"] == "vCPU"), (
+        "the seeded placements use capacity"
+    )
 
-    claim = browser.find_element(By.CSS_SELECTOR, ".claim[data-namespace='ci']")
-    assert len(claim.find_elements(By.CSS_SELECTOR, ".bar")) == 3
-    assert "active" in claim.text
+    assert page["claim"]["bars"] == 3
+    assert "active" in page["claim"]["text"]
 
     for pool in ("general", "batch"):
-        card = browser.find_element(By.CSS_SELECTOR, f"article.pool[data-pool='{pool}']")
-        terms = [dt.text for dt in card.find_elements(By.CSS_SELECTOR, ".agc dt")]
-        assert terms[:3] == ["A", "G", "C"], f"{pool} shows its derivation"
-        assert card.find_elements(By.CSS_SELECTOR, ".timeline svg .tl-now")
+        card = page["pools"][pool]
+        assert card["terms"][:3] == ["A", "G", "C"], f"{pool} shows its derivation"
+        assert card["now"], f"{pool}'s timeline marks now"
 
-    def event_ids(d: Any) -> set[str]:
-        return {
-            li.get_attribute("data-event-id")
-            for li in d.find_elements(By.CSS_SELECTOR, "#events li[data-event-id]")
-        }
-
-    seen = wait_for(browser, "any event", event_ids)
-    clock = browser.find_element(By.ID, "now").text
-    wait_for(browser, "new events arriving", lambda d: event_ids(d) - seen)
-    wait_for(browser, "virtual time moving", lambda d: d.find_element(By.ID, "now").text != clock)
+    seen = set(wait_for(browser, "any event", lambda p: p["events"]))
+    clock = page["now"]
+    wait_for(browser, "new events arriving", lambda p: set(p["events"]) - seen)
+    wait_for(browser, "virtual time moving", lambda p: p["now"] != clock)
     wait_for(
         browser,
         "a rotation on a pool's timeline",
-        lambda d: d.find_elements(By.CSS_SELECTOR, ".timeline .tl-rotation"),
+        lambda p: any(card["rotations"] for card in p["pools"].values()),
         timeout=150,
     )
-    assert browser.find_element(By.ID, "live").get_attribute("data-state") == "live"
+    assert snapshot(browser)["state"] == "live"
 
     height = browser.execute_script("return document.documentElement.scrollHeight")
     browser.set_window_size(1400, max(1000, min(int(height) + 40, 4000)))

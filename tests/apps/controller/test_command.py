@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fleetgate.apps.container import build_container
-from fleetgate.apps.controller.command import run_controller, run_loop
+from fleetgate.apps.controller.command import once_summary, run_controller, run_loop
 from fleetgate.apps.settings import ControllerSettings, Settings
 
 EXAMPLE = Path(__file__).parents[3] / "examples" / "weekend-policy.yaml"
@@ -60,3 +60,25 @@ def test_declaring_the_reference_controller_gone_reaches_the_machine() -> None:
     assert build_container(Settings()).rotation_controller().config.reference_gone is False
     settings = Settings(controller=ControllerSettings(reference_controller_gone=True))
     assert build_container(settings).rotation_controller().config.reference_gone is True
+
+
+async def test_once_says_which_pools_it_saw_and_what_it_did(tmp_sqlite_url: str) -> None:
+    container = build_container(settings(tmp_sqlite_url, sync=False))
+    cluster = container.cluster()
+    cluster.add_pool("general", expire_after="14d", termination_grace_period="1h")
+    cluster.add_node("general", "n1")
+    results = await run_loop(container.rotation_controller(), once=True)
+    actions = sum(len(r.applied) for r in results)
+    lines = once_summary(results).splitlines()
+    assert lines[0] == f"controller --once: 1 pool(s) seen, {actions} action(s) taken"
+    assert lines[1].startswith("  general: ") and lines[1].endswith(")")
+
+
+def test_the_once_command_prints_its_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FLEETGATE_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'l.db'}")
+    monkeypatch.setenv("FLEETGATE_CLUSTER", "fake")
+    monkeypatch.setenv("FLEETGATE_CONTROLLER__LEADER_ELECTION", "false")
+    assert run_controller(once=True) == 0
+    assert "controller --once: 0 pool(s) seen, 0 action(s) taken" in capsys.readouterr().out

@@ -112,3 +112,51 @@ def test_bad_input_exits_with_two_naming_the_input(tmp_path: Path) -> None:
         "2024-01-01T00:00:00Z",
     )
     assert code == 2 and "--to" in err
+
+
+def test_a_fatal_diagnostic_exits_with_one_even_without_a_breach() -> None:
+    # Provisioning slower than readyTimeout is labelled fatal: every surge fails. Two days are
+    # too short for any node to reach its deadline, so only the severity can set the status.
+    code, out, _ = simulate(
+        str(EXAMPLES / "policy-simulate.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-listed.yaml"),
+        "--from",
+        "2024-01-01T00:00:00Z",
+        "--to",
+        "2024-01-03T00:00:00Z",
+        "--env-provisioning",
+        "30m",
+        "--format",
+        "json",
+    )
+    doc = json.loads(out)
+    assert doc["summary"]["breaches"] == 0
+    fatal = [d["code"] for d in doc["diagnostics"] if d["severity"] == "fatal"]
+    assert fatal == ["EnvProvisioningAboveReadyTimeout"]
+    assert code == 1
+
+
+def test_the_headline_counts_fleet_nodes_and_breaches_apart() -> None:
+    code, out, _ = simulate(
+        str(EXAMPLES / "policy-weekly.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-infeasible.yaml"),
+        *SPAN,
+        "--format",
+        "json",
+    )
+    summary = json.loads(out)["summary"]
+    assert code == 1 and summary["nodes"] == 40
+    # Replacements breach too, so there are more breaches than fleet nodes that breached.
+    assert 0 < summary["breachedNodes"] <= summary["nodes"] < summary["breaches"]
+    code, table, _ = simulate(
+        str(EXAMPLES / "policy-weekly.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-infeasible.yaml"),
+        *SPAN,
+    )
+    assert (
+        f"{summary['breachedNodes']} of 40 fleet node(s) outlived their expireAfter: "
+        f"{summary['breaches']} breach(es) counting their replacements"
+    ) in " ".join(table.split())

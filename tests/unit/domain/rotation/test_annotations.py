@@ -71,6 +71,22 @@ def test_read_timestamp_from_annotations() -> None:
     assert ann.read_timestamp(annotations, ann.LAST_FAILURE_AT) is None
 
 
-@pytest.mark.parametrize(("text", "count"), [("3", 3), (" 2 ", 2), ("x", 0), (None, 0), ("", 0)])
+@pytest.mark.parametrize(
+    ("text", "count"),
+    [
+        ("3", 3),
+        ("012", 12),
+        ("x", 0),
+        (None, 0),
+        ("", 0),
+        # Only ASCII digits count, as in the reference controller: int() accepts all of these.
+        (" 3", 0),
+        (" 2 ", 0),
+        ("1_0", 0),
+        ("+3", 0),
+        ("-1", 0),
+        ("\u0663", 0),  # ARABIC-INDIC DIGIT THREE
+    ],
+)
 def test_parse_retry_count(text: str | None, count: int) -> None:
     assert ann.parse_retry_count(text) == count

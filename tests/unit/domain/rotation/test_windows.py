@@ -313,6 +313,17 @@ def test_compile_reports_every_bad_field_with_its_path() -> None:
     )
 
 
+@pytest.mark.parametrize("days", [("Mon", "Mon"), ("Mon", "mon"), ("Mon", " MON ")])
+def test_a_window_may_not_repeat_a_day(days: tuple[str, ...]) -> None:
+    window = MaintenanceWindow("UTC", ("Tue", *days), "02:00", "04:00")
+    with pytest.raises(WindowError) as caught:
+        Schedule.compile([window], [])
+    assert caught.value.errors == (
+        f"spec.maintenanceWindows[0].days[2]: {days[1]!r} repeats Mon (already days[1]); "
+        "name each day once",
+    )
+
+
 def test_naive_exclusion_is_rejected() -> None:
     with pytest.raises(WindowError, match=r"exclusions\[0\]\.start: must carry a UTC offset"):
         Schedule.compile([], [Exclusion(datetime(2024, 1, 1), CHRISTMAS.end)])

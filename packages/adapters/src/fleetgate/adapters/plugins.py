@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import pluggy
@@ -39,13 +40,35 @@ def plugin_manager(allow: set[str] | None = None) -> pluggy.PluginManager:
     return pm
 
 
+#: ``scheme://user:password@``: the password part of any URL inside a longer text.
+_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)([^\s@]*)(@)")
+
+
+def redact_url(url: str) -> str:
+    """``url`` as it may be shown: the password replaced by ``***`` (SQLAlchemy's rendering)."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except (ArgumentError, ValueError):  # not a URL SQLAlchemy reads: mask it textually
+        return redact_urls(url)
+
+
+def redact_urls(text: str) -> str:
+    """``text`` with the password of every ``scheme://user:password@`` URL in it hidden."""
+    return _URL_PASSWORD.sub(r"\1***\3", text)
+
+
 def scheme_of(url: str) -> str:
     """Return a database URL's scheme: ``sqlite+aiosqlite:///x.db`` -> ``sqlite+aiosqlite``."""
     scheme, sep, _ = url.partition("://")
     if not sep:
         scheme, sep, _ = url.partition(":")
     if not sep or not scheme:
-        raise PluginNotFound(f"database_url: {url!r} is not a URL (expected scheme://...)")
+        raise PluginNotFound(
+            f"database_url: {redact_urls(url)!r} is not a URL (expected scheme://...)"
+        )
     return scheme
 
 

@@ -19,10 +19,15 @@ app = typer.Typer(
     name="fleetgate",
     help="Guarded capacity admission and maintenance-window node rotation.",
     no_args_is_help=True,
-    add_completion=False,
+    # --install-completion / --show-completion SHELL (docs/getting-started.md).
+    add_completion=True,
     pretty_exceptions_enable=False,
+    # Plain click help: no `<bool>` type column, option names never cut at 80 columns.
+    rich_markup_mode=None,
 )
-db_app = typer.Typer(help="Database schema management.", no_args_is_help=True)
+db_app = typer.Typer(
+    help="Database schema management.", no_args_is_help=True, rich_markup_mode=None
+)
 app.add_typer(db_app, name="db")
 err = Console(stderr=True)
 
@@ -40,8 +45,39 @@ def fail_input(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+#: Set by the root ``--debug`` flag: start-up failures then show their traceback.
+_debug = False
+
+
+def _installed_version() -> str:
+    """The installed fleetgate distribution's version."""
+    try:
+        return version("fleetgate")
+    except PackageNotFoundError:  # running from a source tree without metadata
+        return "0+unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"fleetgate {_installed_version()}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the installed fleetgate version and exit.",
+            callback=_print_version,
+            is_eager=True,
+        ),
+    ] = False,
+    debug: Annotated[
+        bool,
+        typer.Option("--debug", help="Show the traceback when a command fails to start."),
+    ] = False,
     config: Annotated[
         Path | None,
         typer.Option(
@@ -52,6 +88,8 @@ def _root(
         ),
     ] = None,
 ) -> None:
+    global _debug
+    _debug = debug
     if config is not None:
         os.environ["FLEETGATE_CONFIG"] = str(config)
 
@@ -59,11 +97,7 @@ def _root(
 @app.command("version")
 def version_cmd() -> None:
     """Print the installed fleetgate version."""
-    try:
-        v = version("fleetgate")
-    except PackageNotFoundError:  # running from a source tree without metadata
-        v = "0+unknown"
-    typer.echo(f"fleetgate {v}")
+    typer.echo(f"fleetgate {_installed_version()}")
 
 
 @app.command()
@@ -106,8 +140,24 @@ def simulate(
 
 @app.command()
 def api(
-    host: Annotated[str | None, typer.Option("--host")] = None,
-    port: Annotated[int | None, typer.Option("--port", min=0, max=65535)] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            help="Address to listen on. [default: the api.host setting, 127.0.0.1]",
+            show_default=False,
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            "--port",
+            min=0,
+            max=65535,
+            help="TCP port (0: any free one). [default: the api.port setting, 8000]",
+            show_default=False,
+        ),
+    ] = None,
     workers: Annotated[
         int,
         typer.Option("--workers", min=1, max=64, help="uvicorn worker processes sharing the port."),
@@ -168,10 +218,26 @@ def up(
 def db_upgrade(
     revision: Annotated[str, typer.Argument(help="Target revision.")] = "head",
 ) -> None:
-    """Migrate the configured database to ``revision`` (Alembic)."""
+    """Migrate the configured database to REVISION (Alembic)."""
     from fleetgate.apps.dbcommand import run_upgrade
 
     raise typer.Exit(run_upgrade(revision))
+
+
+@db_app.command("current")
+def db_current() -> None:
+    """Print the revision the configured database is at (changes nothing)."""
+    from fleetgate.apps.dbcommand import run_current
+
+    raise typer.Exit(run_current())
+
+
+@db_app.command("history")
+def db_history() -> None:
+    """List the schema revisions this version ships, marking the database's current one."""
+    from fleetgate.apps.dbcommand import run_history
+
+    raise typer.Exit(run_history())
 
 
 def _register_client_commands() -> None:
@@ -186,4 +252,24 @@ _register_client_commands()
 
 def main() -> None:
     """Entry point of the ``fleetgate`` console script."""
-    app()
+    try:
+        app()
+    except Exception as exc:  # a start-up failure nobody handled: one line, not a traceback
+        if _debug:
+            raise
+        raise SystemExit(startup_failure(exc)) from None
+
+
+def startup_failure(exc: BaseException) -> int:
+    """Print ``error: ...`` (one line, any database password hidden); the exit status (1)."""
+    from rich.markup import escape
+
+    from fleetgate.adapters.plugins import redact_urls
+
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    err.print(
+        f"[red]error:[/red] {escape(redact_urls(message))} (rerun with --debug for the traceback)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    return 1

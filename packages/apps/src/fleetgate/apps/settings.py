@@ -7,6 +7,7 @@ The YAML file is named by ``FLEETGATE_CONFIG`` (or ``--config`` on the CLI); the
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,6 +23,28 @@ from fleetgate.domain.capacity.dimensions import Overcommit
 _DEMAND = DemandPolicy()
 _OVERCOMMIT = Overcommit()
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./.fleetgate/fleetgate.db"
+#: The schemes people paste (libpq, MySQL, SQLAlchemy without a driver) and the async driver
+#: fleetgate uses for each.
+PASTED_SCHEMES = {
+    "postgresql": "postgresql+asyncpg",
+    "postgres": "postgresql+asyncpg",
+    "mysql": "mysql+aiomysql",
+    "mariadb": "mysql+aiomysql",
+    "sqlite": "sqlite+aiosqlite",
+}
+_announced: set[str] = set()
+
+
+def with_async_driver(url: str) -> str:
+    """``url`` with a pasted scheme (``postgresql://``...) mapped to fleetgate's async driver."""
+    scheme, sep, rest = url.partition("://")
+    driver = PASTED_SCHEMES.get(scheme.lower()) if sep else None
+    if driver is None:
+        return url
+    if scheme not in _announced:  # said once per process, however often settings are built
+        _announced.add(scheme)
+        print(f"fleetgate: database_url: reading {scheme}:// as {driver}://", file=sys.stderr)
+    return f"{driver}://{rest}"
 
 
 class _Section(BaseModel):
@@ -111,6 +134,11 @@ class Settings(BaseSettings):
     reconciler: ReconcilerSettings = Field(default_factory=ReconcilerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
+
+    @field_validator("database_url")
+    @classmethod
+    def _async_driver(cls, value: str) -> str:
+        return with_async_driver(value)
 
     @classmethod
     def settings_customise_sources(

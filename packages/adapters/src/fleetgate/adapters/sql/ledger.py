@@ -130,6 +130,14 @@ class SqlLedger:
         """Migrate to ``revision``; return the current revision."""
         return await migrate.upgrade(self.store, revision)
 
+    async def schema_revision(self) -> str | None:
+        """The schema revision the database is at (None before the first migration)."""
+        return await migrate.current(self.store)
+
+    def schema_history(self) -> list[tuple[str, str]]:
+        """Every schema revision this version ships, oldest first, with its description."""
+        return migrate.history()
+
     def event_sink(self) -> EventSink:
         """An EventSink writing to the events table."""
         return self._sink

@@ -42,6 +42,18 @@ def current_revision(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
+async def current(store: Store) -> str | None:
+    """The revision the store's database is at, read without changing anything."""
+    async with store.engine.connect() as conn:
+        return await conn.run_sync(current_revision)
+
+
+def history() -> list[tuple[str, str]]:
+    """Every shipped revision, oldest first, with its one-line description."""
+    script = ScriptDirectory.from_config(alembic_config())
+    return [(r.revision, r.doc or "") for r in reversed(list(script.walk_revisions()))]
+
+
 async def upgrade(store: Store, revision: str = "head") -> str:
     """Migrate the store's database to ``revision`` and return the revision now current."""
 

@@ -8,7 +8,7 @@ pass, so editing a policy takes effect without a restart.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 
 import structlog
@@ -151,4 +151,18 @@ async def _main(
             reason=report.reason if report else "gone",
             interrupted=result.interrupted,
         )
+    if once:
+        print(once_summary(results), flush=True)
     return 0
+
+
+def once_summary(results: Sequence[PassResult]) -> str:
+    """What ``controller --once`` did: the pools it saw, and per pool the actions it took."""
+    actions = sum(len(result.applied) for result in results)
+    lines = [f"controller --once: {len(results)} pool(s) seen, {actions} action(s) taken"]
+    for result in results:
+        report = result.step.report if result.step else None
+        done = ", ".join(type(action).__name__ for action in result.applied) or "no action"
+        why = report.reason if report else "the pool is gone"
+        lines.append(f"  {result.pool}: {done} ({why})")
+    return "\n".join(lines)

@@ -1,7 +1,9 @@
 """``fleetgate simulate``: read the inputs, run the simulation, print it, write the report.
 
-Exit codes: 0 no node outlived its expireAfter, 1 some did (or the run was partial), 2 invalid
-input. The JSON output is byte-identical for identical inputs (sorted keys, fixed separators).
+Exit codes: 0 no fatal finding or diagnostic, 1 at least one (a node outlived its expireAfter,
+the environment cannot meet readyTimeout, a fatal policy finding, a run cut short), 2 invalid
+input. The severity column and the exit status always agree. The JSON output is
+byte-identical for identical inputs (sorted keys, fixed separators).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from rich.table import Table
 
 from fleetgate.apps.policyfile import PolicyFileError, load_policy
 from fleetgate.apps.simulate.fleet import FleetError, load_fleet, parse_instant
-from fleetgate.apps.simulate.report import render_html
+from fleetgate.apps.simulate.report import exit_status, headline, render_html
 from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
 from fleetgate.domain.durations import parse_duration
 
@@ -131,12 +133,8 @@ def print_table(doc: dict[str, Any], console: Console) -> None:
             detail = ", ".join(f"{k}={v}" for k, v in e.items() if k not in ("at", "type"))
             events.add_row(e["at"], e["type"], detail)
         console.print(events)
-    verdict = (
-        "[green]no node outlived its expireAfter[/green]"
-        if s["breaches"] == 0
-        else f"[red]{s['breaches']} node(s) outlived their expireAfter[/red]"
-    )
-    console.print(verdict)
+    colour = "green" if s["breaches"] == 0 else "red"
+    console.print(f"[{colour}]{headline(s)}[/{colour}]")
 
 
 def run_simulate(
@@ -165,7 +163,7 @@ def run_simulate(
     if report is not None:
         report.write_text(render_html(doc), encoding="utf-8")
         _err.print(f"report written to {report}", highlight=False)
-    return 1 if doc["summary"]["breaches"] or doc["partial"] else 0
+    return exit_status(doc)
 
 
 def _run_with_progress(inputs: Inputs) -> dict[str, Any]:

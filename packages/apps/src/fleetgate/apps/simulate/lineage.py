@@ -29,6 +29,8 @@ class Lineage:
     rotations: list[dict[str, Any]] = field(default_factory=list)
     breach_events: list[dict[str, Any]] = field(default_factory=list)
     breaches: int = 0
+    #: The fleet's slots (an initial node and its replacements) with at least one breach.
+    breached_slots: set[int] = field(default_factory=set)
 
 
 def _ts(value: datetime | None) -> str | None:
@@ -92,6 +94,7 @@ def build_lineage(
             )
             if breached and deadline is not None:
                 lineage.breaches += 1
+                lineage.breached_slots.add(slot)
                 lineage.breach_events.append(
                     {
                         "at": deadline,

@@ -27,6 +27,24 @@ COLORS = {
 }
 
 
+def headline(summary: dict[str, Any]) -> str:
+    """The verdict line: fleet nodes that breached and the breaches, counted apart."""
+    breaches, nodes = summary["breaches"], summary["nodes"]
+    if breaches == 0:
+        return "no node outlived its expireAfter"
+    # A fleet node is a slot: the initial node and its replacements; each may breach once.
+    return (
+        f"{summary['breachedNodes']} of {nodes} fleet node(s) outlived their expireAfter: "
+        f"{breaches} breach(es) counting their replacements"
+    )
+
+
+def exit_status(doc: dict[str, Any]) -> int:
+    """1 when any finding or diagnostic is fatal (breaches and a cut-short run are), else 0."""
+    notes = [*doc["result"]["findings"], *doc["diagnostics"]]
+    return 1 if any(note["severity"] == "fatal" for note in notes) else 0
+
+
 def _t(value: str | None) -> datetime | None:
     return parse_timestamp(value) if value else None
 
@@ -211,11 +229,7 @@ def render_html(doc: dict[str, Any]) -> str:
         )
         or "<li>none</li>"
     )
-    verdict = (
-        "no node outlived its expireAfter"
-        if s["breaches"] == 0
-        else f"{s['breaches']} node(s) outlived their expireAfter"
-    )
+    verdict = headline(s)
     raw = html.escape(json.dumps(doc, indent=2))
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>fleetgate simulation</title>

@@ -25,6 +25,7 @@ from fleetgate.apps.simulate.engine import DEFAULT_BUDGET, VirtualDriver
 from fleetgate.apps.simulate.fleet import Fleet
 from fleetgate.apps.simulate.lineage import build_lineage
 from fleetgate.apps.simulate.recorder import Recorder
+from fleetgate.apps.simulate.report import headline
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.rotation.annotations import format_timestamp
 from fleetgate.domain.rotation.derive import Derivation
@@ -140,7 +141,8 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
     if not complete:
         diagnostics.append(
             _diag(
-                "warn",
+                # fatal: the verdict of a run cut short cannot be trusted (exit status 1)
+                "fatal",
                 "StepBudgetExhausted",
                 f"stopped after {driver.passes} controller passes at "
                 f"{instant(through)}; the result is partial",
@@ -150,26 +152,22 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
     windows = _windows(resolved, inp.start, through)
     events = _window_events(windows) + recorder.events + lineage.breach_events
     events.sort(key=lambda e: (e["at"], _ORDER.get(e["type"], 50)))
+    summary = {
+        "nodes": len(fleet.nodes),
+        "rotations": len(lineage.rotations),
+        "succeeded": sum(r["outcome"] == "success" for r in lineage.rotations),
+        "failed": sum(r["outcome"] == "failure" for r in lineage.rotations),
+        "surgeless": sum(r["mode"] == "surgeless" for r in lineage.rotations),
+        "breaches": lineage.breaches,
+        "breachedNodes": len(lineage.breached_slots),
+        "controllerPasses": driver.passes,
+    }
     if lineage.breaches:
-        diagnostics.append(
-            _diag(
-                "fatal",
-                "ExpireAfterBreach",
-                f"{lineage.breaches} node(s) outlived their expireAfter",
-            )
-        )
+        diagnostics.append(_diag("fatal", "ExpireAfterBreach", headline(summary)))
     return {
         "result": header(resolved, derivation),
         "env": {"provisioning": fmt(provisioning), "drain": fmt(drain)},
-        "summary": {
-            "nodes": len(fleet.nodes),
-            "rotations": len(lineage.rotations),
-            "succeeded": sum(r["outcome"] == "success" for r in lineage.rotations),
-            "failed": sum(r["outcome"] == "failure" for r in lineage.rotations),
-            "surgeless": sum(r["mode"] == "surgeless" for r in lineage.rotations),
-            "breaches": lineage.breaches,
-            "controllerPasses": driver.passes,
-        },
+        "summary": summary,
         "events": [_jsonable(e) for e in events],
         "generations": lineage.generations,
         "rotations": lineage.rotations,

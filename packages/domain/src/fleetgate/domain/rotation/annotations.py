@@ -140,9 +140,8 @@ def format_timestamp(instant: datetime) -> str:
 
 def parse_retry_count(value: str | None) -> int:
     """Read a retry count; absent or malformed counts as 0 (spec §6: bad retry-count ⇒ 0)."""
-    if value is None:
+    # Strictly ASCII digits, as the reference controller reads it: int() would also take
+    # " 3", "1_0", "+3" and non-ASCII digits, which the reference counts as 0.
+    if value is None or not (value.isascii() and value.isdigit()):
         return 0
-    try:
-        return int(value.strip(), 10)
-    except ValueError:
-        return 0
+    return int(value, 10)

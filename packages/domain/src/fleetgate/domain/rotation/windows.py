@@ -158,12 +158,21 @@ def window_errors(window: MaintenanceWindow, path: str) -> list[str]:
         errors.append(f"{path}.timezone: unknown time zone {window.timezone!r}")
     if not window.days:
         errors.append(f"{path}.days: must name at least one day")
+    first_index: dict[int, int] = {}
     for index, day in enumerate(window.days):
-        if parse_day(day) is None:
+        number = parse_day(day)
+        if number is None:
             errors.append(
                 f"{path}.days[{index}]: unknown day {day!r} (expected one of "
                 f"{', '.join(DAY_NAMES)})"
             )
+        elif number in first_index:
+            errors.append(
+                f"{path}.days[{index}]: {day!r} repeats {DAY_NAMES[number]} "
+                f"(already days[{first_index[number]}]); name each day once"
+            )
+        else:
+            first_index[number] = index
     start = parse_clock(window.start)
     end = parse_clock(window.end, allow_midnight_end=True)
     if start is None:

@@ -40,7 +40,8 @@ class NodePut(RequestBody):
 class MetricsPut(RequestBody):
     """A node's published metrics; ``null`` means unknown."""
 
-    cpu_load_1: Annotated[float, Field(ge=0, le=MAX_LOAD, allow_inf_nan=False)] | None
+    # strict: JSON true/false is not a load (lax pydantic would read false as 0.0)
+    cpu_load_1: Annotated[float, Field(strict=True, ge=0, le=MAX_LOAD, allow_inf_nan=False)] | None
     cpu_schedulable: Threads | None
 
 
