@@ -16,6 +16,7 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner, Result
 
+from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.schemas import PlacementCreate
 from fleetgate.apps.cli import app
 from fleetgate.apps.container import build_container
@@ -164,7 +165,7 @@ def pools_base(tmp_path: Path) -> Iterator[str]:
     cluster.add_pool("batch", expire_after="14d")
     cluster.add_node("web")
     port = free_port()
-    config = uvicorn.Config(container.api_app(), host="127.0.0.1", port=port, log_config=None)
+    config = uvicorn.Config(create_app(container), host="127.0.0.1", port=port, log_config=None)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
