@@ -209,3 +209,61 @@ async def test_the_watches_survive_compaction_of_the_history(
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+
+async def test_the_watches_open_their_streams_on_the_gateways_one_client(
+    api: KubeAPIServer, clock: object, kubeconfig: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A client per stream builds an SSL context from the system CA bundle, synchronously on the
+    # event loop; six of them each time a replica starts leading stalled it past the renew
+    # deadline, and the leader lost its lease before it could renew it.
+    from kubernetes_asyncio.client import ApiClient
+
+    from fleetgate.adapters.karpenter.watches import ChangeWatcher
+
+    built: list[object] = []
+    original = ApiClient.__init__
+
+    def counting(self: ApiClient, *args: object, **kwargs: object) -> None:
+        built.append(self)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ApiClient, "__init__", counting)
+    api.seed(nodepool("pool"))
+    async with KarpenterGateway(clock, kubeconfig=kubeconfig) as gw:
+        await gw.api_client()
+        before = len(built)
+        seen: list[str | None] = []
+        watcher = ChangeWatcher(gw.api_client, NAMESPACE, seen.append, retry_seconds=0.05)
+        task = asyncio.create_task(watcher.run())
+        await _until(lambda: "pool" in seen)  # the streams are open and delivering
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert len(built) == before == 1
+
+
+async def test_an_error_event_ends_the_stream_with_its_status(
+    api: KubeAPIServer, clock: object, kubeconfig: str
+) -> None:
+    from kubernetes_asyncio import client
+    from kubernetes_asyncio.client.exceptions import ApiException
+
+    from fleetgate.adapters.karpenter.watches import watch_events
+
+    api.seed(nodepool("pool"))
+    api.compact()  # resuming from before this is 410 Gone, sent as one ERROR event
+    async with KarpenterGateway(clock, kubeconfig=kubeconfig) as gw:
+        custom = client.CustomObjectsApi(await gw.api_client())
+        events = watch_events(
+            custom.list_cluster_custom_object,
+            "karpenter.sh",
+            "v1",
+            "nodepools",
+            resource_version="1",
+            timeout_seconds=1,
+        )
+        with pytest.raises(ApiException) as raised:
+            async for _ in events:
+                pass
+    assert raised.value.status == 410

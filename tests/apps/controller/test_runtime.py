@@ -41,7 +41,11 @@ ALWAYS = MaintenanceWindow(
 POLICY = RotationPolicy(
     name="all", node_pool_selector=LabelSelector(), maintenance_windows=(ALWAYS,)
 )
-FAST = {"lease_duration": 1.0, "renew_deadline": 0.5, "retry_period": 0.05}
+# Both replicas share this process's event loop, so one replica's synchronous start-up (its API
+# client loads the system CA bundle: ~0.2 s here, more on a loaded machine) stalls the other's
+# renewals; leadership ends at an absolute renew deadline, so that deadline must outlast such a
+# stall. A partitioned leader is still replaced within about two seconds.
+FAST = {"lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.1}
 
 
 class Replica:
@@ -130,7 +134,7 @@ def karpenter_loop(
 
 
 async def _until(predicate: Callable[[], bool]) -> None:
-    async with asyncio.timeout(5):
+    async with asyncio.timeout(30):  # generous: the machine may be loaded
         while True:
             if predicate():
                 return

@@ -16,16 +16,26 @@ rotation machine waits for, so that the controller's own annotation writes do no
 Each watch runs until cancelled; a dropped or failed stream is re-opened after a short pause.
 Every stream starts from the current state (no ``resourceVersion``), never resuming from an old
 one, so etcd compaction (``410 Gone``) cannot wedge it; the edge filter drops what it has seen.
+
+Streams are read here, over the gateway's one API client, rather than with
+``kubernetes_asyncio.watch.Watch``: that class builds a fresh ``ApiClient`` per stream, and with
+it an SSL context loading the system CA bundle, synchronously on the event loop, and turns every
+event into a model object nobody reads. With six watches (re)opened whenever a replica starts
+leading, that stalled the loop for longer than the lease's renew deadline, so the leader lost
+its lease before it could renew it, over and over.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import logging
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Hashable
 from typing import Any
 
-from kubernetes_asyncio import client, watch
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from fleetgate.adapters.karpenter.connection import (
     KARPENTER_GROUP,
@@ -209,22 +219,42 @@ class ChangeWatcher:
         **kwargs: Any,
     ) -> None:
         while True:
-            stream = watch.Watch()
+            events = watch_events(list_fn, *args, timeout_seconds=self.stream_seconds, **kwargs)
             try:
-                async for event in stream.stream(
-                    list_fn, *args, timeout_seconds=self.stream_seconds, **kwargs
-                ):
-                    wake, pool = edges.changed(str(event["type"]), event["raw_object"])
-                    if wake:
-                        self.poke(pool)
+                async with contextlib.aclosing(events):  # the connection goes back at once
+                    async for kind, obj in events:
+                        wake, pool = edges.changed(kind, obj)
+                        if wake:
+                            self.poke(pool)
                 continue  # the server ended the stream (its timeout): open the next one
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # the stream failed: polling covers the gap; retry soon
                 _log.warning("watch of %s failed: %s; retrying", what, exc)
-            finally:
-                await stream.close()
             await asyncio.sleep(self.retry_seconds)
+
+
+async def watch_events(
+    list_fn: Callable[..., Any], *args: Any, **kwargs: Any
+) -> AsyncGenerator[tuple[str, Obj], None]:
+    """(type, raw object) of each event of one watch stream of ``list_fn``, until it ends.
+
+    An ``ERROR`` event (e.g. 410 Gone) raises ``ApiException`` with the status it carries.
+    """
+    response = await list_fn(*args, watch=True, _preload_content=False, **kwargs)
+    try:
+        while line := await response.content.readline():
+            if not line.strip():
+                continue  # a keep-alive blank line carries no event
+            event = json.loads(line)
+            obj = event.get("object") or {}
+            if event.get("type") == "ERROR":
+                raise ApiException(
+                    status=obj.get("code"), reason=f"{obj.get('reason')}: {obj.get('message')}"
+                )
+            yield str(event.get("type")), obj
+    finally:
+        response.release()
 
 
 def _name(obj: Obj) -> str | None:
