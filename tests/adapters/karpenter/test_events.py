@@ -131,4 +131,6 @@ async def test_a_hung_event_request_gives_up_at_the_timeout(
         await gw.event_sink().emit(
             [Event("RotationStarted", AT, subject="default", data={"object": "NodePool"})]
         )
-        assert loop.time() - started < 1.0  # the pass that reported it is not held up
+        # The pass that reported it is not held up for the 10 s stall (bounded loosely: the
+        # 0.2 s timeout plus a loaded machine's scheduling).
+        assert loop.time() - started < 5.0

@@ -17,7 +17,9 @@ from fleetgate.adapters.karpenter.leader import LeaderElector
 from tests.adapters.karpenter.conftest import NAMESPACE
 from tests.adapters.karpenter.kubeapi import KubeAPIServer
 
-FAST = {"lease_duration": 1.0, "renew_deadline": 0.5, "retry_period": 0.05}
+#: The hand-over tests' timings: short, but a renew deadline that survives the event loop of a
+#: loaded 2-core machine stalling for a few hundred ms (every replica shares the test's loop).
+FAST = {"lease_duration": 2.0, "renew_deadline": 1.5, "retry_period": 0.1}
 #: Scaled down, but with the renew deadline close to the lease (as at the defaults, 10 of 15 s),
 #: so a leader that overstays its deadline by one more request outlives the lease.
 SCALED = {"lease_duration": 1.0, "renew_deadline": 0.8, "retry_period": 0.1}
@@ -143,7 +145,7 @@ async def test_single_replica_leads_runs_and_releases(
     await _until(lambda: log == ["a started"])
     assert elector.is_leader
     spec = _lease(api)
-    assert spec["holderIdentity"] == "replica-0" and spec["leaseDurationSeconds"] == 1
+    assert spec["holderIdentity"] == "replica-0" and spec["leaseDurationSeconds"] == 2
     assert spec["leaseTransitions"] == 0
 
     done.set()
@@ -169,7 +171,7 @@ async def test_only_one_of_two_replicas_acts_and_shutdown_hands_over_at_once(
     with pytest.raises(asyncio.CancelledError):
         await run_a
     await _until(lambda: log[-1] == "b started")
-    assert loop.time() - stopped_at < 0.9  # released: b did not wait out the 1 s lease
+    assert loop.time() - stopped_at < 1.8  # released: b did not wait out the 2 s lease
     assert log == ["a started", "a stopped", "b started"]
     assert _lease(api)["holderIdentity"] == "replica-1"
     assert _lease(api)["leaseTransitions"] == 1
@@ -246,9 +248,9 @@ async def test_a_leader_whose_requests_hang_stops_before_its_lease_runs_out(
     hung_at = loop.time()
     api.stall_next("GET", "/leases/", 30.0, times=10**6)  # the API server stops answering
     await _until(lambda: not a.is_leader)
-    # Stopped within its renew deadline (0.5 s) plus one bounded attempt, well inside the 1 s
-    # lease another replica would wait out.
-    assert loop.time() - hung_at < 1.0
+    # Stopped at its renew deadline (1.5 s after its last renewal, which came before the hang),
+    # before the 2 s lease another replica would wait out runs out.
+    assert loop.time() - hung_at < FAST["lease_duration"]
     await _until(lambda: "a stopped" in log)  # readiness drops first, then the work is stopped
     assert log == ["a started", "a stopped"]
     api.heal()
