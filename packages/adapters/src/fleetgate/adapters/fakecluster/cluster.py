@@ -261,8 +261,15 @@ class FakeCluster(KarpenterLifecycle):
 
     def set_pool_ready(self, pool: str, ready: bool) -> None:
         """Flip a NodePool's Ready condition (Karpenter provisions nothing from a pool that is
-        not Ready; fleetgate starts no rotation in it)."""
-        self._pool(pool).ready = ready
+        not Ready; fleetgate starts no rotation in it). Ready again, its Pending Pods are
+        reconsidered and a static pool is topped up to its replicas."""
+        p = self._pool(pool)
+        if p.ready != ready:
+            p.ready = ready
+            if ready:
+                now = self.clock.now()
+                self._keep_replicas(p, now)
+                self._schedule(now)
 
     def set_drifted(self, claim: str, drifted: bool = True) -> None:
         """Set a claim's ``Drifted`` condition (Karpenter will replace it itself)."""
