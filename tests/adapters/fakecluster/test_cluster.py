@@ -425,3 +425,25 @@ async def test_a_static_pool_is_kept_at_its_replicas_only_within_its_node_limit(
     assert {c.name for c in fc.claims.values()} == {second}  # not Ready: nothing replaced
     fc.set_pool_ready("pool", True)
     assert len(fc.claims) == 2  # topped up, but only to limits.nodes, not to replicas
+
+
+async def test_karpenter_disrupting_at_an_instant_makes_before_it_breaks(
+    cluster: FakeCluster,
+) -> None:
+    old = cluster.add_node("pool")
+    at = T0 + timedelta(hours=1)
+    cluster.disrupt_at(old, at, "Drifted")
+    assert cluster.next_event_at() == at
+    cluster.advance_to(at)
+    obs = await cluster.observe("pool")
+    assert obs is not None and len(obs.claims) == 2
+    view = obs.claim(old).selection_view  # type: ignore[union-attr]
+    assert view.karpenter_disrupting and not view.deleting  # replacing it, not yet deleting
+    (new,) = [c for c in obs.claims if c.name != old]
+    assert not new.ready and new.created_at == at
+    cluster.advance_to(at + timedelta(minutes=2))  # the replacement is Ready: the old one goes
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(new.name).ready  # type: ignore[union-attr]
+    assert obs.claim(old).deleting  # type: ignore[union-attr]
+    cluster.advance_to(at + timedelta(minutes=7))
+    assert [c.name for c in cluster.claims.values()] == [new.name]

@@ -112,3 +112,24 @@ def test_bad_input_exits_with_two_naming_the_input(tmp_path: Path) -> None:
         "2024-01-01T00:00:00Z",
     )
     assert code == 2 and "--to" in err
+
+
+def test_the_karpenter_states_example_runs_and_the_table_shows_the_pool_finding() -> None:
+    code, out, _ = simulate(
+        str(EXAMPLES / "policy-simulate.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-karpenter.yaml"),
+        *SPAN,
+    )
+    assert code == 0, out  # Karpenter replaces the drifted and the disrupted node in time
+    assert "pool-finding" in out and "NodeLimitReached" in out
+    code, out, _ = simulate(
+        str(EXAMPLES / "policy-simulate.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-karpenter.yaml"),
+        *SPAN,
+        "--format",
+        "json",
+    )
+    rotated = {r["node"] for r in json.loads(out)["rotations"]}
+    assert code == 0 and not rotated & {"ip-10-0-1-11", "ip-10-0-1-12"}  # Karpenter's own

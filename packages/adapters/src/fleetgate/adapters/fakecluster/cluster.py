@@ -110,6 +110,8 @@ class FakeCluster(KarpenterLifecycle):
         # Per pool: the observation last handed out, reused while nothing at all has changed,
         # and its members (claims, nodes, pods, placeholders), reused while none joined or left.
         self._observed: dict[str, tuple[int, PoolObservation]] = {}
+        self._disruptions: dict[str, str] = {}  # claim -> reason, for a queued ``disrupt_at``
+        self._replacing: dict[str, str] = {}  # Karpenter's replacement -> the claim it replaces
         self._members: dict[str, PoolMembers] = {}
 
     # --- seeding -----------------------------------------------------------------------------
@@ -287,6 +289,14 @@ class FakeCluster(KarpenterLifecycle):
             self._start_deletion(c, self.clock.now())
         return replacement
 
+    def disrupt_at(self, claim: str, at: datetime, reason: str = "Underutilized") -> None:
+        """Karpenter decides at ``at`` to replace ``claim`` itself, make before break: it taints
+        the node ``karpenter.sh/disrupted``, sets ``DisruptionReason``, launches a replacement
+        (Ready after the pool's provisioning delay) and deletes the claim once that is Ready."""
+        self._claim(claim)
+        self._disruptions[claim] = reason
+        self._at(at, "disrupt", claim)
+
     # --- faults ------------------------------------------------------------------------------
 
     def fail_provisioning(self, pool: str, on: bool = True) -> None:
@@ -363,6 +373,8 @@ class FakeCluster(KarpenterLifecycle):
                 self._force_expire(self.claims[name], at)
             elif kind == "batch":
                 self._schedule(at)
+            elif kind == "disrupt":
+                self._disrupt(self.claims[name], self._disruptions.pop(name, "Underutilized"), at)
 
     # --- ClusterGateway: reads ---------------------------------------------------------------
 

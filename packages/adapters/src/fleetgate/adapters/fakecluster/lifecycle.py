@@ -28,8 +28,8 @@ from fleetgate.adapters.fakecluster.model import (
     is_placeholder,
 )
 from fleetgate.adapters.fakecluster.scheduler import BATCH
-from fleetgate.domain.rotation.cluster import ObjectNotFound
-from fleetgate.domain.rotation.disruption import NODES
+from fleetgate.domain.rotation.cluster import ObjectNotFound, Taint
+from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT, NODES
 
 _ONE_NODE = 1000  # ``nodes`` in spec.limits / status.resources, in milli-units
 
@@ -53,6 +53,7 @@ class KarpenterLifecycle:
     _scheduling: bool
     _rerun: bool
     _revisions: Revisions
+    _replacing: dict[str, str]
 
     _by_name: tuple[int, list[Claim]] | None = None
 
@@ -170,6 +171,9 @@ class KarpenterLifecycle:
         claim.ready = claim.node.ready = True
         self._record(at, "claim-ready", claim.name, claim.pool)
         self._notify("ready", claim.node, at)
+        replaced = self.claims.get(self._replacing.pop(claim.name, ""))
+        if replaced is not None and replaced.deleting_at is None:
+            self._start_deletion(replaced, at)  # Karpenter's own replacement is up: break
         self._schedule(at)
 
     def provision(self, pool: Pool, at: datetime, *, batched: bool = True) -> Claim:
@@ -188,6 +192,17 @@ class KarpenterLifecycle:
             batch = BATCH if batched else timedelta(0)
             self._at(at + max(pool.provisioning_delay - batch, timedelta(0)), "launch", claim.name)
         return claim
+
+    def _disrupt(self, claim: Claim, reason: str, at: datetime) -> None:
+        """Karpenter's own disruption of ``claim`` (see ``FakeCluster.disrupt_at``)."""
+        if claim.deleting_at is not None or claim.disruption_reason is not None:
+            return  # already going, or already being replaced
+        claim.disruption_reason = reason
+        if claim.node is not None:
+            claim.node.taints = (*claim.node.taints, Taint(DISRUPTED_TAINT, "", "NoSchedule"))
+        replacement = self.provision(self.pools[claim.pool], at, batched=False)
+        self._replacing[replacement.name] = claim.name
+        self._record(at, "karpenter-disrupting", claim.name, claim.pool, reason=reason)
 
     def _start_deletion(self, claim: Claim, at: datetime) -> None:
         claim.deleting_at = at
@@ -277,7 +292,7 @@ class KarpenterLifecycle:
             return False
         if kind == "launch":
             return not claim.ready and claim.deleting_at is None
-        if kind == "expire":
+        if kind in ("expire", "disrupt"):
             return claim.deleting_at is None
         return True
 
