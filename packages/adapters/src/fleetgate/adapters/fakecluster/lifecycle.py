@@ -108,8 +108,9 @@ class KarpenterLifecycle:
     def _keep_replicas(self, pool: Pool, at: datetime) -> None:
         """A static pool below ``spec.replicas`` gets new claims, within its limits.
 
-        Called once a claim is gone (break before make: the replacement is launched after
-        the deleted claim left, not beside it) and when the pool becomes Ready again.
+        Called once a claim is gone and when the pool becomes Ready again. Karpenter's static
+        provisioner counts deleting nodes with the running ones against ``spec.replicas``, so
+        a deleted claim is replaced only after it left (break before make).
         """
         if pool.replicas is None or not pool.ready:
             return
