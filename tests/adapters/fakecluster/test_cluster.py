@@ -164,15 +164,16 @@ async def test_a_capacity_shortage_marks_the_placeholder_unschedulable(
     assert "capacity" in (obs.placeholders[0].unschedulable_message or "")
 
 
-async def test_pool_limits_block_a_new_claim(clock: VirtualClock) -> None:
+@pytest.mark.parametrize("limit", ["cpu", "nodes"])  # nodes: counted per claim (issue 16)
+async def test_pool_limits_block_a_new_claim(clock: VirtualClock, limit: str) -> None:
     fc = FakeCluster(clock)
-    fc.add_pool("pool", expire_after=None, limits={"cpu": 4_000})
+    fc.add_pool("pool", expire_after=None, limits={limit: {"cpu": 4_000, "nodes": 1_000}[limit]})
     old = fc.add_node("pool", workload=CPU)
     await fc.create_placeholder(placeholder(old))
-    fc.advance_to(T0 + BATCH)
+    fc.advance_to(T0 + timedelta(hours=1))
     obs = await fc.observe("pool")
     assert obs is not None and len(obs.claims) == 1
-    assert "limits.cpu" in (obs.placeholders[0].unschedulable_message or "")
+    assert f"limits.{limit}" in (obs.placeholders[0].unschedulable_message or "")
 
 
 async def test_preempting_placeholders_deletes_them(cluster: FakeCluster) -> None:
@@ -346,3 +347,103 @@ async def test_karpenters_own_states_show_in_the_observation(
     (pod,) = obs.pods_on(guarded)
     assert pod.annotations == {"karpenter.sh/do-not-disrupt": "1h"}
     assert pod.started_at == clock.now()
+
+
+# --- Karpenter's provisioning in the states fleetgate respects (issue 16) ---------------------
+
+
+async def test_a_static_pool_provisions_nothing_for_a_pending_placeholder(
+    clock: VirtualClock,
+) -> None:
+    fc = FakeCluster(clock)
+    fc.add_pool("pool", expire_after=None, replicas=1)
+    old = fc.add_node("pool", workload=CPU)
+    await fc.create_placeholder(placeholder(old))
+    fc.advance_to(T0 + timedelta(hours=1))
+    obs = await fc.observe("pool")
+    assert obs is not None and [c.name for c in obs.claims] == [old]
+    assert obs.placeholders[0].phase == "Pending"
+    assert "static" in (obs.placeholders[0].unschedulable_message or "")
+
+
+async def test_a_pool_that_is_not_ready_provisions_nothing_until_it_is(
+    cluster: FakeCluster, clock: VirtualClock
+) -> None:
+    old = cluster.add_node("pool", workload=CPU)
+    cluster.set_pool_ready("pool", False)
+    await cluster.create_placeholder(placeholder(old))
+    cluster.advance_to(T0 + timedelta(hours=1))
+    obs = await cluster.observe("pool")
+    assert obs is not None and len(obs.claims) == 1
+    assert "not Ready" in (obs.placeholders[0].unschedulable_message or "")
+    cluster.set_pool_ready("pool", True)  # Ready again: the Pending Pod gets its node
+    cluster.advance_to(clock.now() + BATCH)
+    obs = await cluster.observe("pool")
+    assert obs is not None and len(obs.claims) == 2
+
+
+async def test_a_node_limit_with_room_still_launches(clock: VirtualClock) -> None:
+    fc = FakeCluster(clock)
+    fc.add_pool("pool", expire_after=None, limits={"nodes": 2_000})
+    old = fc.add_node("pool", workload=CPU)
+    await fc.create_placeholder(placeholder(old))
+    fc.advance_to(T0 + BATCH)
+    obs = await fc.observe("pool")
+    assert obs is not None and len(obs.claims) == 2
+
+
+async def test_a_deleted_claim_of_a_static_pool_is_replaced_after_it_is_gone(
+    clock: VirtualClock,
+) -> None:
+    fc = FakeCluster(clock)
+    fc.add_pool("pool", expire_after=None, replicas=2, provisioning_delay="2m", drain_time="5m")
+    first, second = fc.add_node("pool"), fc.add_node("pool")
+    await fc.delete_claim(first)
+    fc.advance_to(T0 + timedelta(minutes=4))
+    obs = await fc.observe("pool")
+    assert obs is not None and {c.name for c in obs.claims} == {first, second}  # no make first
+    fc.advance_to(T0 + timedelta(minutes=5))  # drained: gone, and a replacement is launched
+    obs = await fc.observe("pool")
+    assert obs is not None and len(obs.claims) == 2 and first not in {c.name for c in obs.claims}
+    (new,) = [c for c in obs.claims if c.name != second]
+    assert new.created_at == T0 + timedelta(minutes=5) and not new.ready
+    fc.advance_to(T0 + timedelta(minutes=7))
+    assert (await fc.observe("pool")).claim(new.name).ready  # type: ignore[union-attr]
+    kinds = [r.kind for r in fc.history if r.name == new.name]
+    assert kinds[:2] == ["claim-created", "static-replacement"]
+
+
+async def test_a_static_pool_is_kept_at_its_replicas_only_within_its_node_limit(
+    clock: VirtualClock,
+) -> None:
+    fc = FakeCluster(clock)
+    fc.add_pool("pool", expire_after=None, replicas=3, limits={"nodes": 2_000}, drain_time="0s")
+    first, second = fc.add_node("pool"), fc.add_node("pool")
+    fc.set_pool_ready("pool", False)
+    await fc.delete_claim(first)
+    fc.advance_to(T0 + timedelta(minutes=1))
+    assert {c.name for c in fc.claims.values()} == {second}  # not Ready: nothing replaced
+    fc.set_pool_ready("pool", True)
+    assert len(fc.claims) == 2  # topped up, but only to limits.nodes, not to replicas
+
+
+async def test_karpenter_disrupting_at_an_instant_makes_before_it_breaks(
+    cluster: FakeCluster,
+) -> None:
+    old = cluster.add_node("pool")
+    at = T0 + timedelta(hours=1)
+    cluster.disrupt_at(old, at, "Drifted")
+    assert cluster.next_event_at() == at
+    cluster.advance_to(at)
+    obs = await cluster.observe("pool")
+    assert obs is not None and len(obs.claims) == 2
+    view = obs.claim(old).selection_view  # type: ignore[union-attr]
+    assert view.karpenter_disrupting and not view.deleting  # replacing it, not yet deleting
+    (new,) = [c for c in obs.claims if c.name != old]
+    assert not new.ready and new.created_at == at
+    cluster.advance_to(at + timedelta(minutes=2))  # the replacement is Ready: the old one goes
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(new.name).ready  # type: ignore[union-attr]
+    assert obs.claim(old).deleting  # type: ignore[union-attr]
+    cluster.advance_to(at + timedelta(minutes=7))
+    assert [c.name for c in cluster.claims.values()] == [new.name]

@@ -160,3 +160,24 @@ def test_the_headline_counts_fleet_nodes_and_breaches_apart() -> None:
         f"{summary['breachedNodes']} of 40 fleet node(s) outlived their expireAfter: "
         f"{summary['breaches']} breach(es) counting their replacements"
     ) in " ".join(table.split())
+
+
+def test_the_karpenter_states_example_runs_and_the_table_shows_the_pool_finding() -> None:
+    code, out, _ = simulate(
+        str(EXAMPLES / "policy-simulate.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-karpenter.yaml"),
+        *SPAN,
+    )
+    assert code == 0, out  # Karpenter replaces the drifted and the disrupted node in time
+    assert "pool-finding" in out and "NodeLimitReached" in out
+    code, out, _ = simulate(
+        str(EXAMPLES / "policy-simulate.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-karpenter.yaml"),
+        *SPAN,
+        "--format",
+        "json",
+    )
+    rotated = {r["node"] for r in json.loads(out)["rotations"]}
+    assert code == 0 and not rotated & {"ip-10-0-1-11", "ip-10-0-1-12"}  # Karpenter's own

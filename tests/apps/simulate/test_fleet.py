@@ -97,3 +97,50 @@ def test_generated_ages_are_spread_evenly_from_brand_new_to_nearly_the_spread() 
 def test_bad_fleets_are_rejected_naming_the_field(document: dict[str, object], field: str) -> None:
     with pytest.raises(FleetError, match=field.replace("[", r"\[").replace("]", r"\]")):
         load_fleet(document, START)
+
+
+def _states(pool: dict[str, object], node: dict[str, object]) -> dict[str, object]:
+    """A one-node fleet with these pool-level and node-level Karpenter states."""
+    listed = {"name": "a", "createdAt": "2023-12-30T00:00:00Z", **node}
+    return {"fleet": {"expireAfter": "14d", "nodes": [listed], **pool}}
+
+
+def test_karpenters_own_states_are_read_from_the_pool_and_its_nodes() -> None:
+    fleet = load_fleet(
+        _states(
+            {"replicas": 3, "ready": False, "limits": {"nodes": 5}},
+            {"drifted": True, "disruptedAt": "2024-01-02T00:00:00Z", "doNotDisrupt": "2h"},
+        ),
+        START,
+    )
+    assert (fleet.replicas, fleet.ready, fleet.node_limit) == (3, False, 5)
+    (node,) = fleet.nodes
+    assert node.drifted and node.disrupted_at == START + timedelta(days=1)
+    assert node.do_not_disrupt == "2h"
+    assert load_fleet(_states({}, {"doNotDisrupt": True}), START).nodes[0].do_not_disrupt == "true"
+    plain = load_fleet(_states({}, {}), START)
+    assert (plain.replicas, plain.ready, plain.node_limit) == (None, True, None)
+    assert plain.nodes[0] == type(node)(name="a", created_at=node.created_at)
+
+
+@pytest.mark.parametrize(
+    ("pool", "node", "field"),
+    [
+        ({"replicas": -1}, {}, "fleet.replicas"),
+        ({"replicas": True}, {}, "fleet.replicas"),
+        ({"ready": "no"}, {}, "fleet.ready"),
+        ({"limits": {"cpu": 4}}, {}, "fleet.limits"),
+        ({"limits": {"nodes": "12"}}, {}, "fleet.limits.nodes"),
+        ({}, {"drifted": "yes"}, r"fleet.nodes\[0\].drifted"),
+        ({}, {"disruptedAt": "2023-01-01T00:00:00Z"}, r"fleet.nodes\[0\].disruptedAt"),
+        ({}, {"disruptedAt": "later"}, r"fleet.nodes\[0\].disruptedAt"),
+        ({}, {"doNotDisrupt": False}, r"fleet.nodes\[0\].doNotDisrupt"),
+        ({}, {"doNotDisrupt": "forever"}, r"fleet.nodes\[0\].doNotDisrupt"),
+        ({}, {"doNotDisrupt": "0s"}, r"fleet.nodes\[0\].doNotDisrupt"),
+    ],
+)
+def test_bad_karpenter_states_are_rejected_naming_the_field(
+    pool: dict[str, object], node: dict[str, object], field: str
+) -> None:
+    with pytest.raises(FleetError, match=field):
+        load_fleet(_states(pool, node), START)

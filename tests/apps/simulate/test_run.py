@@ -157,3 +157,89 @@ def test_a_fleet_derive_calls_feasible_never_breaches(pol: RotationPolicy, docum
     days = 2 * fleet.expire_after.days + 1
     doc = simulate(Inputs(pol, fleet, SIM_START, SIM_START + timedelta(days=days)))
     assert doc["summary"]["breaches"] == 0, doc["events"]
+
+
+# --- Karpenter's own states declared in the fleet file (issue 16) -----------------------------
+
+
+def _with(**pool: object) -> dict[str, object]:
+    """Four nodes close to their expiry, in a pool with these Karpenter states."""
+    doc = generated(4, "13d")
+    return {"fleet": {**doc["fleet"], **pool}}  # type: ignore[dict-item]
+
+
+def _pair(**node: object) -> dict[str, object]:
+    """Two young nodes; the first has these Karpenter states."""
+    born = "2023-12-31T00:00:00Z"
+    nodes = [{"name": "a", "createdAt": born, **node}, {"name": "b", "createdAt": born}]
+    return {"fleet": {"expireAfter": "14d", "terminationGracePeriod": "1h", "nodes": nodes}}
+
+
+def _of(doc: dict, kind: str) -> list[dict]:
+    return [e for e in doc["events"] if e["type"] == kind]
+
+
+@pytest.mark.parametrize(
+    ("pool", "gate", "code"),
+    [
+        ({"replicas": 4}, "staticNodePool", FindingCode.STATIC_NODE_POOL),
+        ({"ready": False}, "nodePoolNotReady", FindingCode.NODE_POOL_NOT_READY),
+    ],
+)
+def test_a_pool_where_no_surge_can_work_is_never_rotated_and_the_report_says_why(
+    pool: dict[str, object], gate: str, code: FindingCode
+) -> None:
+    doc = run(policy(windows=TOKYO), _with(**pool), days=20)
+    assert doc["summary"]["rotations"] == 0 and doc["summary"]["breaches"] > 0
+    assert gate in {e["gate"] for e in _of(doc, "blocked-by-gate")}
+    assert [e["code"] for e in _of(doc, "pool-finding")] == [code.value]
+
+
+def test_a_static_pool_replaces_a_lost_node_itself_after_it_is_gone() -> None:
+    doc = run(policy(windows=TOKYO), _with(replicas=4), days=20)
+    born = {g["name"]: g for g in doc["generations"]}
+    later = [g for g in born.values() if g["name"].startswith("default-")]
+    assert later and all(g["birthMode"] != "surge" for g in later)
+
+
+def test_a_pool_at_its_node_limit_gets_no_surge_and_the_report_says_why() -> None:
+    doc = run(policy(windows=TOKYO), _with(limits={"nodes": 4}), days=20)
+    assert doc["summary"]["rotations"] == 0
+    assert {e["reason"] for e in _of(doc, "not-starting")} == {"headroom"}
+    assert [e["code"] for e in _of(doc, "pool-finding")] == [FindingCode.NODE_LIMIT_REACHED.value]
+    roomy = run(policy(windows=TOKYO), _with(limits={"nodes": 5}), days=20)
+    # One node of room is enough (while a surge node is up the pool is at its limit again).
+    assert roomy["summary"]["succeeded"] > 0 and roomy["summary"]["breaches"] == 0
+
+
+@pytest.mark.parametrize(
+    ("node", "bucket"),
+    [
+        ({"drifted": True}, "Drifted"),
+        ({"doNotDisrupt": "true"}, "OptedOut"),
+        ({"doNotDisrupt": "48h"}, "OptedOut"),
+        # Inside the first window (Tokyo 02:00-06:00 is 17:00-21:00 UTC).
+        ({"disruptedAt": "2024-01-02T18:00:00Z"}, "KarpenterDisrupting"),
+    ],
+)
+def test_a_node_karpenter_owns_shows_in_its_census_bucket(
+    node: dict[str, object], bucket: str
+) -> None:
+    doc = run(policy(windows=TOKYO), _pair(**node), days=20)
+    censuses = [e["census"] for e in _of(doc, "no-eligible-claim")]
+    assert any(c[bucket] == 1 for c in censuses)
+    assert "a" not in {r["node"] for r in doc["rotations"] if r["start"] < "2024-01-03"}
+
+
+def test_a_duration_opt_out_ends_and_the_node_is_rotated_then() -> None:
+    doc = run(policy(windows=TOKYO), _pair(doNotDisrupt="48h"), days=20)
+    censuses = [(e["at"], e["census"]["OptedOut"]) for e in _of(doc, "no-eligible-claim")]
+    assert censuses[0] == ("2024-01-02T17:00:00Z", 1)  # 48h from the start: still active
+    assert all(n == 0 for at, n in censuses if at >= "2024-01-03T00:00:00Z")
+    assert "a" in {r["node"] for r in doc["rotations"]}
+
+
+def test_karpenters_own_replacement_is_never_replaced_twice() -> None:
+    doc = run(policy(windows=TOKYO), _pair(disruptedAt="2024-01-02T18:00:00Z"), days=20)
+    assert "a" not in {r["node"] for r in doc["rotations"]}
+    assert doc["summary"]["breaches"] == 0

@@ -397,8 +397,13 @@ class SimulatedCluster(ClusterGateway, Protocol):
         node_allocatable: Mapping[str, int] | None = None,
         provisioning_delay: timedelta | str | None = None,
         drain_time: timedelta | str | None = None,
+        limits: Mapping[str, int] | None = None,
+        replicas: int | None = None,
+        ready: bool = True,
     ) -> object:
-        """Create a NodePool (``expire_after`` None: never expires)."""
+        """Create a NodePool (``expire_after`` None: never expires; ``limits`` its
+        ``spec.limits``, ``nodes`` in milli-units; ``replicas`` set: static; ``ready`` False:
+        its Ready condition is False)."""
         ...
 
     def add_node(
@@ -412,6 +417,29 @@ class SimulatedCluster(ClusterGateway, Protocol):
         workload: Mapping[str, int] | None = None,
     ) -> str:
         """Add a Ready node to ``pool`` (the expiry and tGP default to the pool's); its name."""
+        ...
+
+    def add_pod(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        node: str | None = None,
+        requests: Mapping[str, int] | None = None,
+        pool: str | None = None,
+        annotations: Mapping[str, str] | None = None,
+        started_at: datetime | None = None,
+    ) -> None:
+        """Add a Pod, bound to ``node`` or Pending (``annotations`` may opt it out of
+        disruption; a duration opt-out counts from ``started_at``)."""
+        ...
+
+    def set_drifted(self, claim: str, drifted: bool = True) -> None:
+        """Set a claim's ``Drifted`` condition (Karpenter will replace it itself)."""
+        ...
+
+    def disrupt_at(self, claim: str, at: datetime, reason: str = "Underutilized") -> None:
+        """Have Karpenter start replacing ``claim`` itself at ``at`` (make before break)."""
         ...
 
     def next_event_at(self) -> datetime | None:

@@ -110,6 +110,8 @@ class FakeCluster(KarpenterLifecycle):
         # Per pool: the observation last handed out, reused while nothing at all has changed,
         # and its members (claims, nodes, pods, placeholders), reused while none joined or left.
         self._observed: dict[str, tuple[int, PoolObservation]] = {}
+        self._disruptions: dict[str, str] = {}  # claim -> reason, for a queued ``disrupt_at``
+        self._replacing: dict[str, str] = {}  # Karpenter's replacement -> the claim it replaces
         self._members: dict[str, PoolMembers] = {}
 
     # --- seeding -----------------------------------------------------------------------------
@@ -261,8 +263,15 @@ class FakeCluster(KarpenterLifecycle):
 
     def set_pool_ready(self, pool: str, ready: bool) -> None:
         """Flip a NodePool's Ready condition (Karpenter provisions nothing from a pool that is
-        not Ready; fleetgate starts no rotation in it)."""
-        self._pool(pool).ready = ready
+        not Ready; fleetgate starts no rotation in it). Ready again, its Pending Pods are
+        reconsidered and a static pool is topped up to its replicas."""
+        p = self._pool(pool)
+        if p.ready != ready:
+            p.ready = ready
+            if ready:
+                now = self.clock.now()
+                self._keep_replicas(p, now)
+                self._schedule(now)
 
     def set_drifted(self, claim: str, drifted: bool = True) -> None:
         """Set a claim's ``Drifted`` condition (Karpenter will replace it itself)."""
@@ -279,6 +288,14 @@ class FakeCluster(KarpenterLifecycle):
         if c.deleting_at is None:
             self._start_deletion(c, self.clock.now())
         return replacement
+
+    def disrupt_at(self, claim: str, at: datetime, reason: str = "Underutilized") -> None:
+        """Karpenter decides at ``at`` to replace ``claim`` itself, make before break: it taints
+        the node ``karpenter.sh/disrupted``, sets ``DisruptionReason``, launches a replacement
+        (Ready after the pool's provisioning delay) and deletes the claim once that is Ready."""
+        self._claim(claim)
+        self._disruptions[claim] = reason
+        self._at(at, "disrupt", claim)
 
     # --- faults ------------------------------------------------------------------------------
 
@@ -356,6 +373,8 @@ class FakeCluster(KarpenterLifecycle):
                 self._force_expire(self.claims[name], at)
             elif kind == "batch":
                 self._schedule(at)
+            elif kind == "disrupt":
+                self._disrupt(self.claims[name], self._disruptions.pop(name, "Underutilized"), at)
 
     # --- ClusterGateway: reads ---------------------------------------------------------------
 

@@ -28,7 +28,10 @@ from fleetgate.adapters.fakecluster.model import (
     is_placeholder,
 )
 from fleetgate.adapters.fakecluster.scheduler import BATCH
-from fleetgate.domain.rotation.cluster import ObjectNotFound
+from fleetgate.domain.rotation.cluster import ObjectNotFound, Taint
+from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT, NODES
+
+_ONE_NODE = 1000  # ``nodes`` in spec.limits / status.resources, in milli-units
 
 
 class KarpenterLifecycle:
@@ -50,6 +53,7 @@ class KarpenterLifecycle:
     _scheduling: bool
     _rerun: bool
     _revisions: Revisions
+    _replacing: dict[str, str]
 
     _by_name: tuple[int, list[Claim]] | None = None
 
@@ -68,6 +72,54 @@ class KarpenterLifecycle:
                 for name, value in claim.allocatable.items():
                     total[name] = total.get(name, 0) + value
         return total
+
+    def refuses_to_provision(self, pool: Pool) -> str | None:
+        """Why Karpenter launches nothing for a pending Pod of ``pool`` (None: it may).
+
+        A static pool keeps its replica count whatever is pending; a pool whose Ready
+        condition is not True is left out of scheduling altogether.
+        """
+        if pool.replicas is not None:
+            return (
+                f"NodePool {pool.name} is static (spec.replicas {pool.replicas}): "
+                "Karpenter does not provision for pending Pods"
+            )
+        if not pool.ready:
+            return f"NodePool {pool.name} is not Ready: Karpenter provisions nothing from it"
+        return None
+
+    def exceeded_limit(self, pool: Pool) -> str | None:
+        """The ``spec.limits`` entry one more node of ``pool`` would exceed (None: none).
+
+        Karpenter refuses a NodeClaim that would take ``status.resources`` past a limit;
+        ``nodes`` counts the pool's claims (milli-units, as the observation reports it).
+        """
+        if not pool.limits:
+            return None
+        used = self.pool_resources(pool.name)
+        if NODES in pool.limits:
+            used[NODES] = _ONE_NODE * sum(c.pool == pool.name for c in self.claims.values())
+        adds = {**pool.node_allocatable, NODES: _ONE_NODE}
+        for name, limit in sorted(pool.limits.items()):
+            if used.get(name, 0) + adds.get(name, 0) > limit:
+                return f"limits.{name}"
+        return None
+
+    def _keep_replicas(self, pool: Pool, at: datetime) -> None:
+        """A static pool below ``spec.replicas`` gets new claims, within its limits.
+
+        Called once a claim is gone and when the pool becomes Ready again. Karpenter's static
+        provisioner counts deleting nodes with the running ones against ``spec.replicas``, so
+        a deleted claim is replaced only after it left (break before make).
+        """
+        if pool.replicas is None or not pool.ready:
+            return
+        have = sum(c.pool == pool.name for c in self.claims.values())
+        for _ in range(pool.replicas - have):
+            if self.exceeded_limit(pool) is not None:
+                return
+            claim = self.provision(pool, at, batched=False)
+            self._record(at, "static-replacement", claim.name, pool.name)
 
     # --- Karpenter's behaviour ---------------------------------------------------------------
 
@@ -120,10 +172,14 @@ class KarpenterLifecycle:
         claim.ready = claim.node.ready = True
         self._record(at, "claim-ready", claim.name, claim.pool)
         self._notify("ready", claim.node, at)
+        replaced = self.claims.get(self._replacing.pop(claim.name, ""))
+        if replaced is not None and replaced.deleting_at is None:
+            self._start_deletion(replaced, at)  # Karpenter's own replacement is up: break
         self._schedule(at)
 
-    def provision(self, pool: Pool, at: datetime) -> Claim:
-        """Launch a new claim for ``pool`` (Ready after its provisioning delay unless faulted)."""
+    def provision(self, pool: Pool, at: datetime, *, batched: bool = True) -> Claim:
+        """Launch a new claim for ``pool`` (Ready after its provisioning delay unless faulted;
+        ``batched``: for a Pod that already waited out the batch window)."""
         claim = self._new_claim(
             pool,
             self._next_name(pool.name),
@@ -134,8 +190,20 @@ class KarpenterLifecycle:
         )
         if pool.name not in self.faults.provisioning_never_completes:
             # The pool's delay runs from the Pod going Pending; the batch window is part of it.
-            self._at(at + max(pool.provisioning_delay - BATCH, timedelta(0)), "launch", claim.name)
+            batch = BATCH if batched else timedelta(0)
+            self._at(at + max(pool.provisioning_delay - batch, timedelta(0)), "launch", claim.name)
         return claim
+
+    def _disrupt(self, claim: Claim, reason: str, at: datetime) -> None:
+        """Karpenter's own disruption of ``claim`` (see ``FakeCluster.disrupt_at``)."""
+        if claim.deleting_at is not None or claim.disruption_reason is not None:
+            return  # already going, or already being replaced
+        claim.disruption_reason = reason
+        if claim.node is not None:
+            claim.node.taints = (*claim.node.taints, Taint(DISRUPTED_TAINT, "", "NoSchedule"))
+        replacement = self.provision(self.pools[claim.pool], at, batched=False)
+        self._replacing[replacement.name] = claim.name
+        self._record(at, "karpenter-disrupting", claim.name, claim.pool, reason=reason)
 
     def _start_deletion(self, claim: Claim, at: datetime) -> None:
         claim.deleting_at = at
@@ -193,6 +261,7 @@ class KarpenterLifecycle:
             if pod.nominated_claim == claim.name:
                 pod.nominated_claim = None
         self._record(at, "claim-removed", claim.name, claim.pool)
+        self._keep_replicas(self.pools[claim.pool], at)
         self._schedule(at)
 
     def _schedule(self, at: datetime) -> None:
@@ -224,7 +293,7 @@ class KarpenterLifecycle:
             return False
         if kind == "launch":
             return not claim.ready and claim.deleting_at is None
-        if kind == "expire":
+        if kind in ("expire", "disrupt"):
             return claim.deleting_at is None
         return True
 

@@ -331,7 +331,9 @@ class ClusterRecord:
 
     Kinds: ``claim-created``, ``claim-ready``, ``claim-deleting``, ``claim-removed``,
     ``claim-expired`` (forced expiry started), ``placeholder-created``,
-    ``placeholder-deleted``, ``placeholder-bound``, ``placeholder-preempted``, ``pod-bound``.
+    ``placeholder-deleted``, ``placeholder-bound``, ``placeholder-preempted``, ``pod-bound``,
+    ``static-replacement`` (a static pool launched a claim to keep its replicas),
+    ``karpenter-disrupting`` (Karpenter started replacing a claim itself).
     """
 
     at: datetime

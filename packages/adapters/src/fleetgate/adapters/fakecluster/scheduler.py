@@ -4,7 +4,9 @@ Pending Pods are taken highest priority first, oldest first. Each is bound to th
 schedulable node of its pool with room (nodes the Pod would rather avoid come last); failing that
 a workload Pod preempts lower-priority Pods (placeholders); failing that the Pod is nominated to
 an in-flight claim with room, or Karpenter launches a new claim for it, unless the pool is out of
-capacity or over its limits, in which case the Pod is marked Unschedulable.
+capacity or over its limits, in which case the Pod is marked Unschedulable. As in Karpenter, a
+static NodePool (``spec.replicas`` set) and a NodePool whose Ready condition is not True never
+provision for a pending Pod (see ``KarpenterLifecycle.refuses_to_provision``).
 
 The cluster's Pods live in a ``PodTable``: besides the Pods by key it keeps which Pods are bound
 to which node, each node's free capacity (sorted per resource), the Pending Pods, and the nodes
@@ -258,6 +260,10 @@ def _provision_for(cluster: FakeCluster, pod: Pod, at: datetime) -> None:
     if nominated is not None and nominated.deleting_at is None and not nominated.ready:
         return  # Karpenter already launched a claim for it; wait for it
     pool = cluster.pools[pod.pool]
+    refused = cluster.refuses_to_provision(pool)
+    if refused is not None:
+        pod.unschedulable_message = refused
+        return
     if not fits(pool.node_allocatable, pod.requests):
         pod.unschedulable_message = f"no instance type of NodePool {pool.name} fits the requests"
         return
@@ -280,13 +286,10 @@ def _provision_for(cluster: FakeCluster, pod: Pod, at: datetime) -> None:
             f"NodePool {pool.name}: insufficient capacity to launch a node (capacity shortage)"
         )
         return
-    used = cluster.pool_resources(pool.name)
-    for name, limit in pool.limits.items():
-        if used.get(name, 0) + pool.node_allocatable.get(name, 0) > limit:
-            pod.unschedulable_message = (
-                f"NodePool {pool.name}: launching a node exceeds limits.{name}"
-            )
-            return
+    exceeded = cluster.exceeded_limit(pool)
+    if exceeded is not None:
+        pod.unschedulable_message = f"NodePool {pool.name}: launching a node exceeds {exceeded}"
+        return
     claim = cluster.provision(pool, at)
     pod.nominated_claim = claim.name
     pod.unschedulable_message = None

@@ -122,7 +122,13 @@ def print_table(doc: dict[str, Any], console: Console) -> None:
         e
         for e in doc["events"]
         if e["type"]
-        in ("expire-after-breach", "rotation-failed", "estimate-disagrees", "rotation-expired")
+        in (
+            "expire-after-breach",
+            "rotation-failed",
+            "estimate-disagrees",
+            "rotation-expired",
+            "pool-finding",
+        )
     ]
     if shown:
         events = Table(title="Notable events")

@@ -9,6 +9,11 @@ fleet:
   nodes:                        # either list the nodes ...
     - {name: a, createdAt: "2024-01-01T00:00:00Z", expireAfter: 14d, terminationGracePeriod: 1h}
   generate: {count: 12, spread: 14d}   # ... or generate them, ages spread evenly over `spread`
+  replicas: 3                   # Karpenter's own states (optional): spec.replicas (a static pool),
+  ready: false                  # the NodePool's Ready condition, and spec.limits (nodes only)
+  limits: {nodes: 12}
+  # and per listed node: drifted: true, disruptedAt: <instant> (Karpenter replaces it itself
+  # then), doNotDisrupt: "true" or a duration (a Pod on it opts out, started at the start)
 env:                            # how long things really take (default: the policy's estimates)
   provisioning: 3m
   drain: 10m
@@ -38,6 +43,11 @@ class FleetNode:
     created_at: datetime
     expire_after: timedelta | None = None
     tgp: timedelta | None = None
+    drifted: bool = False
+    disrupted_at: datetime | None = None
+    """When Karpenter starts replacing the node itself (None: never)."""
+    do_not_disrupt: str | None = None
+    """``karpenter.sh/do-not-disrupt`` of a Pod on the node: "true" or a duration."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,12 @@ class Fleet:
     nodes: tuple[FleetNode, ...] = ()
     env_provisioning: timedelta | None = None
     env_drain: timedelta | None = None
+    replicas: int | None = None
+    """``spec.replicas``: set, the pool is static."""
+    ready: bool = True
+    """The NodePool's Ready condition."""
+    node_limit: int | None = None
+    """``spec.limits.nodes`` (a count of nodes; None: no limit)."""
 
 
 def _duration(value: Any, path: str, *, positive: bool = False) -> timedelta:
@@ -95,6 +111,7 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
     if not isinstance(spec, Mapping):
         raise FleetError("fleet: required, a mapping")
     allowed = {"pool", "labels", "expireAfter", "terminationGracePeriod", "nodes", "generate"}
+    allowed |= {"replicas", "ready", "limits"}
     unknown = set(spec) - allowed
     if unknown:
         raise FleetError(f"fleet: unknown keys {sorted(unknown)}")
@@ -118,7 +135,17 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
     env = document.get("env") or {}
     if not isinstance(env, Mapping) or set(env) - {"provisioning", "drain"}:
         raise FleetError("env: must be a mapping with only provisioning and drain")
+    ready = spec.get("ready", True)
+    if not isinstance(ready, bool):
+        raise FleetError("fleet.ready: must be true or false")
+    limits = spec.get("limits") or {}
+    if not isinstance(limits, Mapping) or set(limits) - {"nodes"}:
+        raise FleetError("fleet.limits: must be a mapping with only nodes")
+    node_limit = _count(limits, "nodes", "fleet.limits")
     return Fleet(
+        replicas=_count(spec, "replicas", "fleet"),
+        ready=ready,
+        node_limit=node_limit,
         expire_after=expire_after,
         tgp=tgp,
         pool=pool,
@@ -129,6 +156,39 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
     )
 
 
+def _count(data: Mapping[str, Any], key: str, path: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 10_000:
+        raise FleetError(f"{path}.{key}: must be an integer from 0 to 10000")
+    return value
+
+
+def _karpenter_state(item: Mapping[str, Any], path: str, start: datetime) -> dict[str, Any]:
+    """A listed node's Karpenter-side state: drifted, disruptedAt, doNotDisrupt."""
+    drifted = item.get("drifted", False)
+    if not isinstance(drifted, bool):
+        raise FleetError(f"{path}.drifted: must be true or false")
+    disrupted_at = None
+    if item.get("disruptedAt") is not None:
+        disrupted_at = parse_instant(item["disruptedAt"], f"{path}.disruptedAt")
+        if disrupted_at < start:
+            raise FleetError(f"{path}.disruptedAt: must not be before the simulation start")
+    opt_out = item.get("doNotDisrupt")
+    if opt_out is True or opt_out == "true":
+        opt_out = "true"  # YAML's true: the annotation's string "true"
+    elif opt_out is not None:
+        if not isinstance(opt_out, str):
+            raise FleetError(f'{path}.doNotDisrupt: must be true or a duration such as "2h"')
+        _duration(opt_out, f"{path}.doNotDisrupt", positive=True)
+    return {"drifted": drifted, "disrupted_at": disrupted_at, "do_not_disrupt": opt_out}
+
+
+_NODE_KEYS = {"name", "createdAt", "expireAfter", "terminationGracePeriod"}
+_NODE_KEYS |= {"drifted", "disruptedAt", "doNotDisrupt"}
+
+
 def _listed(items: Any, start: datetime) -> tuple[FleetNode, ...]:
     if not isinstance(items, list) or not items:
         raise FleetError("fleet.nodes: must be a non-empty list")
@@ -137,7 +197,7 @@ def _listed(items: Any, start: datetime) -> tuple[FleetNode, ...]:
         path = f"fleet.nodes[{i}]"
         if not isinstance(item, Mapping):
             raise FleetError(f"{path}: must be a mapping")
-        unknown = set(item) - {"name", "createdAt", "expireAfter", "terminationGracePeriod"}
+        unknown = set(item) - _NODE_KEYS
         if unknown:
             raise FleetError(f"{path}: unknown keys {sorted(unknown)}")
         name = item.get("name")
@@ -157,6 +217,7 @@ def _listed(items: Any, start: datetime) -> tuple[FleetNode, ...]:
                 created_at=created,
                 expire_after=_optional(item, "expireAfter", path, positive=True),
                 tgp=_optional(item, "terminationGracePeriod", path, positive=True),
+                **_karpenter_state(item, path, start),
             )
         )
     return tuple(nodes)

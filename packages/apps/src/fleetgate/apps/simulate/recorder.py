@@ -16,7 +16,10 @@ from fleetgate.apps.controller.shell import PassResult
 from fleetgate.domain.events import Event
 from fleetgate.domain.rotation import actions as act
 from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.findings import POOL_STATE_CODES
 from fleetgate.domain.rotation.gates import NO_ELIGIBLE_CLAIM
+
+_POOL_STATE = frozenset(code.value for code in POOL_STATE_CODES)
 
 
 @dataclass
@@ -49,10 +52,13 @@ class Recorder:
         self.events.append({"at": at, "type": kind, **data})
 
     async def emit(self, events: Sequence[Event]) -> None:
-        """EventSink: keep the controller's estimate warnings (the rest is derived elsewhere)."""
+        """EventSink: keep the controller's estimate warnings and pool-state findings (the rest
+        is derived elsewhere)."""
         for ev in events:
             if ev.kind == "EstimateDisagreesWithObservation":
                 self.add(ev.at, "estimate-disagrees", message=ev.data.get("message", ""))
+            elif ev.kind in _POOL_STATE:  # the NodePool's own state: why no surge can work
+                self.add(ev.at, "pool-finding", code=ev.kind, message=ev.data.get("message", ""))
 
     def on_pass(self, result: PassResult) -> None:
         """Read one pass: starts, surge readiness, completions, and why nothing started."""

@@ -22,13 +22,15 @@ from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import RotationController
 from fleetgate.apps.settings import Settings
 from fleetgate.apps.simulate.engine import DEFAULT_BUDGET, VirtualDriver
-from fleetgate.apps.simulate.fleet import Fleet
+from fleetgate.apps.simulate.fleet import Fleet, FleetNode
 from fleetgate.apps.simulate.lineage import build_lineage
 from fleetgate.apps.simulate.recorder import Recorder
 from fleetgate.apps.simulate.report import headline
 from fleetgate.domain.durations import format_duration as fmt
-from fleetgate.domain.rotation.annotations import format_timestamp
+from fleetgate.domain.ports import SimulatedCluster
+from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT, format_timestamp
 from fleetgate.domain.rotation.derive import Derivation
+from fleetgate.domain.rotation.disruption import NODES
 from fleetgate.domain.rotation.formulas import input_record
 from fleetgate.domain.rotation.policy import ResolvedPolicy, RotationPolicy
 
@@ -110,6 +112,10 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         labels=dict(fleet.labels),
         provisioning_delay=provisioning,
         drain_time=drain,
+        # spec.limits.nodes is kept in milli-units, as status.resources.nodes is counted.
+        limits=None if fleet.node_limit is None else {NODES: 1000 * fleet.node_limit},
+        replicas=fleet.replicas,
+        ready=fleet.ready,
     )
     for node in fleet.nodes:
         extra: dict[str, Any] = {}
@@ -120,6 +126,7 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         cluster.add_node(
             fleet.pool, node.name, created_at=node.created_at, workload=WORKLOAD, **extra
         )
+        _karpenter_state(cluster, fleet.pool, node, inp.start)
 
     recorder = Recorder(clock, cluster)
 
@@ -177,6 +184,28 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         "simulatedFrom": instant(inp.start),
         "simulatedThrough": instant(through),
     }
+
+
+def _karpenter_state(
+    cluster: SimulatedCluster, pool: str, node: FleetNode, start: datetime
+) -> None:
+    """Put the node's Karpenter-side state from the fleet file on the cluster."""
+    if node.drifted:
+        cluster.set_drifted(node.name)
+    if node.disrupted_at is not None:
+        reason = "Drifted" if node.drifted else "Underutilized"
+        cluster.disrupt_at(node.name, node.disrupted_at, reason)
+    if node.do_not_disrupt is not None:
+        # A Pod that requests nothing, so the opt-out changes no capacity; if the node goes,
+        # it is rescheduled like any owned Pod and its opt-out goes with it.
+        cluster.add_pod(
+            "default",
+            f"{node.name}-guarded",
+            node=node.name,
+            pool=pool,
+            annotations={KARPENTER_DO_NOT_DISRUPT: node.do_not_disrupt},
+            started_at=start,
+        )
 
 
 # The controller's log lines become the document's events; the run itself prints nothing.
