@@ -102,3 +102,32 @@ async def test_the_pool_card_lists_the_warnings_the_pass_raises(up: Up) -> None:
     assert {"ShortLead", "DrainStuck"} <= set(codes)
     html = render.sections(await up.status.snapshot())
     assert "EstimateDisagreesWithObservation" in json.dumps(html)
+
+
+async def test_the_snapshot_gives_every_namespace_each_node_age_and_the_timeline_zone(
+    up: Up,
+) -> None:
+    await up.runtime.tick(timedelta(minutes=1), 0.0)
+    placements = await up.ledger.placements()
+    snap = await up.status.snapshot()
+    rows = {ns["namespace"]: ns for ns in snap["namespaces"]}
+    # Every namespace with placements is listed, not only the claimed one.
+    assert set(rows) == {p.namespace for p in placements} | {"ci"} and len(rows) > 1
+    for name, row in rows.items():
+        mine = [p for p in placements if p.namespace == name]
+        assert row["placements"] == len(mine)
+        assert row["used"]["cpus"] == sum(p.resources.cpus for p in mine)
+        assert row["claimed"] is (name == "ci")
+    general = {n["name"]: n for n in snap["nodes"] if n["pool"] == "general"}
+    obs = await up.cluster.observe("general")
+    assert general and obs is not None
+    for name, row in general.items():
+        claim = next(c for c in obs.claims if c.node_name == name)
+        life = row["lifetime"]
+        assert life["age_seconds"] == (up.clock.now() - claim.created_at).total_seconds()
+        assert life["A"] == "46h43m" and life["A_seconds"] == 46 * 3600 + 43 * 60
+        expire = claim.expire_after or obs.expire_after
+        assert expire is not None
+        assert life["expires_at"] == (claim.created_at + expire).isoformat()
+    pools = {p["name"]: p for p in snap["pools"]}
+    assert pools["general"]["timeline"]["zone"] == "UTC"
