@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from fleetgate.apps.api.dashboard import render
 from fleetgate.apps.controller.shell import PassResult
-from fleetgate.apps.up.status import HIDDEN_EVENTS, UpStatus
+from fleetgate.apps.up.status import HIDDEN_EVENTS, HOLD_REAL_SECONDS, UpStatus
 from fleetgate.domain.rotation import actions as act
 from fleetgate.domain.rotation.estimates import EstimateCheck
 from fleetgate.domain.rotation.governance import Governance, Status
@@ -131,3 +131,26 @@ async def test_the_snapshot_gives_every_namespace_each_node_age_and_the_timeline
         assert life["expires_at"] == (claim.created_at + expire).isoformat()
     pools = {p["name"]: p for p in snap["pools"]}
     assert pools["general"]["timeline"]["zone"] == "UTC"
+
+
+async def test_a_finished_rotation_stays_on_its_card_for_the_hold_then_goes(up: Up) -> None:
+    # At 600x a whole rotation lasts under a second of real time: less than one page refresh.
+    status = up.status
+    start = up.clock.now()
+    status.on_pass(result("general", started="general-0001"), start)
+    end = start + timedelta(minutes=8)
+    status.on_pass(result("general", act.CountCompletion("success")), end)
+    up.clock.advance(end - up.clock.now() + timedelta(minutes=1))
+    pools = {p["name"]: p for p in (await status.snapshot())["pools"]}
+    recent = pools["general"]["recent"]
+    assert recent is not None and (recent["claim"], recent["outcome"]) == (
+        "general-0001",
+        "success",
+    )
+    assert recent["ago"] == "1m"
+    html = render.pools(await status.snapshot())
+    assert 'data-recent="general-0001"' in html and "last rotation" in html
+    hold = timedelta(seconds=HOLD_REAL_SECONDS * status.speed)  # 20 real seconds = 200 virtual min
+    up.clock.advance(hold)
+    pools = {p["name"]: p for p in (await status.snapshot())["pools"]}
+    assert pools["general"]["recent"] is None

@@ -103,3 +103,19 @@ def test_a_node_without_a_derivation_or_expiry_or_claim_says_so() -> None:
     assert "2h old (A not derived yet)" in html and "never (no expireAfter)" in html
     assert 'data-dimension="age"' not in html
     assert "no NodeClaim" in render.nodes(snapshot(nodes=[node("n", 1, lifetime=None)]))
+
+
+def test_a_just_finished_rotation_is_still_on_the_card_with_its_outcome() -> None:
+    pool = snapshot()["pools"][0]
+    recent = {
+        "claim": "general-0001",
+        "start": "2024-01-01T10:01:00+00:00",
+        "end": "2024-01-01T10:09:00+00:00",
+        "outcome": "failure",
+        "forceful": True,
+        "ago": "2m",
+    }
+    html = render.pools(snapshot(pools=[{**pool, "active": None, "recent": recent}]))
+    assert '<p class="rotation recent failure" data-recent="general-0001">' in html
+    assert "failure, forceful fallback, Mon 10:01–Mon 10:09 (2m ago)" in html
+    assert "data-recent" not in render.pools(snapshot())

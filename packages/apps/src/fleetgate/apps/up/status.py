@@ -38,6 +38,9 @@ HIDDEN_EVENTS = frozenset(
 )
 """Per-candidate audit events, too frequent to be worth a line on the dashboard: the walk's
 outcome (placed, waived, failed, redirected) is shown instead. All are in ``/v1/events``."""
+HOLD_REAL_SECONDS = 20.0
+"""How long, in real seconds, a finished rotation stays on its pool card: at the default speed
+a whole rotation lasts under a second of real time, less than one refresh of the page."""
 TIMELINE_MIN = timedelta(hours=24)
 TIMELINE_MAX = timedelta(days=8)
 
@@ -246,6 +249,7 @@ class UpStatus:
             "gate": None,
             "census": None,
             "active": _active(obs),
+            "recent": self._recent(name, now),
             "timeline": None,
         }
         if report is None:
@@ -276,6 +280,17 @@ class UpStatus:
         if gov.resolved is not None:
             out["timeline"] = self._timeline(name, gov.resolved.schedule, d, now)
         return out
+
+    def _recent(self, pool: str, now: datetime) -> dict[str, Any] | None:
+        """The pool's last finished rotation while it is recent enough to be seen: ended within
+        ``HOLD_REAL_SECONDS`` of real time (that many times ``speed`` of virtual time)."""
+        log = self.rotations.get(pool)
+        last = next((r for r in reversed(log or ()) if r.end is not None), None)
+        if last is None or last.end is None:
+            return None
+        if now - last.end > timedelta(seconds=HOLD_REAL_SECONDS * self.speed):
+            return None
+        return {**last.as_dict(), "ago": _rounded(now - last.end)}
 
     def _timeline(self, pool: str, schedule: Any, d: Any, now: datetime) -> dict[str, Any]:
         period = d.inputs.period if d is not None else TIMELINE_MIN

@@ -303,7 +303,7 @@ def _pool(p: Mapping[str, Any], now: str) -> str:
         f'<article class="pool" data-pool="{e(p["name"])}">{head}'
         f'<div class="pool-grid"><div>{agc}{findings}</div>'
         f'<div><p>window <b class="window {e(window)}">{e(window)}</b></p>'
-        f"{_why(p)}{_active(p.get('active'))}</div></div>"
+        f"{_why(p)}{_active(p.get('active'))}{_recent(p.get('recent'))}</div></div>"
         f"{timeline(p.get('timeline'), now)}</article>"
     )
 
@@ -334,6 +334,20 @@ def _active(active: Mapping[str, Any] | None) -> str:
     return (
         f'<p class="rotation" data-claim="{e(active["claim"])}">rotating <b>'
         f"{e(active['claim'])}</b> ({e(active['state'])}, {e(active['mode'])}){e(surge)}</p>"
+    )
+
+
+def _recent(recent: Mapping[str, Any] | None) -> str:
+    """The rotation that just finished, so one that took less than a refresh is still seen."""
+    if not recent:
+        return ""
+    outcome = recent.get("outcome") or "done"
+    forceful = ", forceful fallback" if recent.get("forceful") else ""
+    return (
+        f'<p class="rotation recent {e(outcome)}" data-recent="{e(recent["claim"])}">'
+        f"last rotation <b>{e(recent['claim'])}</b>: {e(outcome)}{e(forceful)}, "
+        f"{e(_short(recent['start']))}–{e(_short(recent['end']))} "
+        f"({e(recent['ago'])} ago)</p>"
     )
 
 
