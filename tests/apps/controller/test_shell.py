@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from fleetgate.domain.durations import format_duration
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.windows import MaintenanceWindow
@@ -304,3 +305,23 @@ async def test_a_watch_poke_during_the_status_write_leaves_the_pool_due_not_a_cr
     world.cluster.write_policy_status = poked_meanwhile  # type: ignore[method-assign]
     await world.pass_once()  # raised KeyError('pool') before
     assert world.controller.due["pool"] == world.clock.now()  # poked: due at once
+
+
+async def test_the_status_carries_window_columns_rewritten_only_at_a_transition() -> None:
+    world = World(_kept(policy(windows=SUNDAY_ONLY)))
+    world.node(timedelta(days=1))
+    await world.pass_once()  # Monday 00:00: closed until Sunday
+    status = world.cluster.policy_statuses["default"]
+    sunday = world.clock.now() + timedelta(days=6)
+    assert (status.window_open, status.next_window) == (False, sunday)
+    derived = world.controller._governance["pool"].age_threshold
+    assert derived is not None and status.age_threshold == format_duration(derived)
+    writes = world.cluster.policy_status_writes
+    world.clock.advance(timedelta(hours=5))
+    await world.pass_once()  # still closed: nothing to write
+    assert world.cluster.policy_status_writes == writes
+    world.clock.advance(sunday - world.clock.now())
+    await world.pass_once()  # the window opened: one write, the next window a week on
+    status = world.cluster.policy_statuses["default"]
+    assert (status.window_open, status.next_window) == (True, sunday + timedelta(days=7))
+    assert world.cluster.policy_status_writes == writes + 1

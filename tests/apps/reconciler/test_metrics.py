@@ -98,3 +98,35 @@ def test_a_failure_counts_and_keeps_the_last_good_figures() -> None:
         NOW.timestamp()
     )
     assert value(registry, "fleetgate_capacity_node_used", node="a", resource="cpus") == 3
+
+
+def test_memory_and_disk_are_also_published_in_bytes_and_the_old_values_kept() -> None:
+    registry = CollectorRegistry()
+    metrics = ReconcilerMetrics(registry)
+    metrics.record_pass(report(("a", Resources(3, 512, 7), Resources(3, 256, 9))), NOW)
+    mib, gib = 2**20, 2**30
+    node_limit = "fleetgate_capacity_node_limit_bytes"
+    assert value(registry, node_limit, node="a", resource="memory") == 1000 * mib
+    assert value(registry, node_limit, node="a", resource="disk") == 100 * gib
+    node_used = "fleetgate_capacity_node_used_bytes"
+    assert value(registry, node_used, node="a", resource="memory") == 256 * mib
+    assert value(registry, "fleetgate_capacity_node_drift_bytes", node="a", resource="disk") == (
+        2 * gib
+    )
+    assert (
+        value(registry, "fleetgate_capacity_cluster_total_bytes", resource="memory") == 1000 * mib
+    )
+    assert value(registry, "fleetgate_capacity_reconcile_drift_bytes", resource="memory") == (
+        256 * mib
+    )
+    corrected = "fleetgate_capacity_reconcile_drift_corrected_bytes_total"
+    assert value(registry, corrected, resource="disk") == 2 * gib
+    # Bytes only for bytes: vCPUs stay a count on the unit-less family.
+    assert value(registry, node_used, node="a", resource="cpus") is None
+    assert value(registry, "fleetgate_capacity_node_used", node="a", resource="cpus") == 3
+    # The old MB/GB values, deprecated for one release.
+    assert value(registry, "fleetgate_capacity_node_used", node="a", resource="memory_mb") == 256
+    # A node that leaves takes its byte series with it.
+    metrics.record_pass(report(("b", Resources(), Resources())), NOW)
+    assert value(registry, node_used, node="a", resource="memory") is None
+    assert value(registry, node_used, node="b", resource="memory") == 0

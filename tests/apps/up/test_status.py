@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from fleetgate.apps.api.dashboard import render
 from fleetgate.apps.controller.shell import PassResult
-from fleetgate.apps.up.status import HIDDEN_EVENTS, UpStatus
+from fleetgate.apps.up.status import HIDDEN_EVENTS, HOLD_REAL_SECONDS, UpStatus
 from fleetgate.domain.rotation import actions as act
 from fleetgate.domain.rotation.estimates import EstimateCheck
 from fleetgate.domain.rotation.governance import Governance, Status
@@ -102,3 +102,55 @@ async def test_the_pool_card_lists_the_warnings_the_pass_raises(up: Up) -> None:
     assert {"ShortLead", "DrainStuck"} <= set(codes)
     html = render.sections(await up.status.snapshot())
     assert "EstimateDisagreesWithObservation" in json.dumps(html)
+
+
+async def test_the_snapshot_gives_every_namespace_each_node_age_and_the_timeline_zone(
+    up: Up,
+) -> None:
+    await up.runtime.tick(timedelta(minutes=1), 0.0)
+    placements = await up.ledger.placements()
+    snap = await up.status.snapshot()
+    rows = {ns["namespace"]: ns for ns in snap["namespaces"]}
+    # Every namespace with placements is listed, not only the claimed one.
+    assert set(rows) == {p.namespace for p in placements} | {"ci"} and len(rows) > 1
+    for name, row in rows.items():
+        mine = [p for p in placements if p.namespace == name]
+        assert row["placements"] == len(mine)
+        assert row["used"]["cpus"] == sum(p.resources.cpus for p in mine)
+        assert row["claimed"] is (name == "ci")
+    general = {n["name"]: n for n in snap["nodes"] if n["pool"] == "general"}
+    obs = await up.cluster.observe("general")
+    assert general and obs is not None
+    for name, row in general.items():
+        claim = next(c for c in obs.claims if c.node_name == name)
+        life = row["lifetime"]
+        assert life["age_seconds"] == (up.clock.now() - claim.created_at).total_seconds()
+        assert life["A"] == "46h43m" and life["A_seconds"] == 46 * 3600 + 43 * 60
+        expire = claim.expire_after or obs.expire_after
+        assert expire is not None
+        assert life["expires_at"] == (claim.created_at + expire).isoformat()
+    pools = {p["name"]: p for p in snap["pools"]}
+    assert pools["general"]["timeline"]["zone"] == "UTC"
+
+
+async def test_a_finished_rotation_stays_on_its_card_for_the_hold_then_goes(up: Up) -> None:
+    # At 600x a whole rotation lasts under a second of real time: less than one page refresh.
+    status = up.status
+    start = up.clock.now()
+    status.on_pass(result("general", started="general-0001"), start)
+    end = start + timedelta(minutes=8)
+    status.on_pass(result("general", act.CountCompletion("success")), end)
+    up.clock.advance(end - up.clock.now() + timedelta(minutes=1))
+    pools = {p["name"]: p for p in (await status.snapshot())["pools"]}
+    recent = pools["general"]["recent"]
+    assert recent is not None and (recent["claim"], recent["outcome"]) == (
+        "general-0001",
+        "success",
+    )
+    assert recent["ago"] == "1m"
+    html = render.pools(await status.snapshot())
+    assert 'data-recent="general-0001"' in html and "last rotation" in html
+    hold = timedelta(seconds=HOLD_REAL_SECONDS * status.speed)  # 20 real seconds = 200 virtual min
+    up.clock.advance(hold)
+    pools = {p["name"]: p for p in (await status.snapshot())["pools"]}
+    assert pools["general"]["recent"] is None

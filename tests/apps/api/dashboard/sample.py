@@ -23,6 +23,13 @@ def node(name: str, used_cpus: int, **over: Any) -> dict[str, Any]:
         "cpu_schedulable": 8,
         "demand": 3.7,
         "budget": 6.0,
+        "lifetime": {
+            "age": "30h",
+            "age_seconds": 30 * 3600.0,
+            "A": "46h43m",
+            "A_seconds": 46 * 3600.0 + 43 * 60,
+            "expires_at": "2024-01-03T04:05:00+00:00",
+        },
     }
     return {**base, **over}
 
@@ -54,6 +61,20 @@ def snapshot(**over: Any) -> dict[str, Any]:
                 "expires_at": "2024-01-31T09:45:00+00:00",
                 "expires_in": "29d23h40m",
             }
+        ],
+        "namespaces": [
+            {
+                "namespace": "ci",
+                "placements": 4,
+                "used": {"cpus": 8, "memory_mb": 8192, "disk_gb": 80},
+                "claimed": True,
+            },
+            {
+                "namespace": "web",
+                "placements": 2,
+                "used": {"cpus": 10, "memory_mb": 4096, "disk_gb": 40},
+                "claimed": False,
+            },
         ],
         "pools": [
             {
@@ -92,6 +113,7 @@ def snapshot(**over: Any) -> dict[str, Any]:
                 "timeline": {
                     "start": "2024-01-01T04:05:00+00:00",
                     "end": "2024-01-01T12:05:00+00:00",
+                    "zone": "UTC",
                     "windows": [
                         {"start": "2024-01-01T10:00:00+00:00", "end": "2024-01-01T12:05:00+00:00"},
                     ],

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from fleetgate.apps.api.dashboard import COOKIE, install_dashboard
+from fleetgate.apps.api.dashboard import COOKIE, install_dashboard, render
 from tests.apps.api.dashboard.sample import snapshot
 
 TOKEN = "dashboard-admin-token-0123"
@@ -55,7 +55,7 @@ async def test_the_link_token_becomes_a_strict_cookie_and_leaves_the_address_bar
     assert data.status_code == 200
     body = data.json()
     assert body["data"]["nodes"][0]["name"] == "general-0001"
-    assert set(body["html"]) == {"summary", "pools", "nodes", "claims", "events"}
+    assert set(body["html"]) == set(render.SECTIONS)
 
 
 async def test_a_bearer_admin_token_reads_the_data_too(client: httpx.AsyncClient) -> None:

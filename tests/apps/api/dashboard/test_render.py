@@ -44,7 +44,7 @@ def test_a_node_row_has_a_bar_per_dimension_and_one_for_demand_against_budget() 
     rows = re.findall(r'<tr data-node="([^"]+)" data-role="([^"]+)"', html)
     assert rows == [("general-0001", "rotating"), ("general-0002", "ready")]
     first = html.split('<tr data-node="general-0002"')[0]
-    assert first.count('class="bar"') == 4
+    assert first.count('class="bar"') == 5  # 3 dimensions, demand, age
     assert 'data-dimension="demand" data-used="3.7" data-limit="6.0"' in first
     assert "cordoned (cluster)" in first and 'data-level="over"' in first
     assert "vs 0.75 × 8 threads" in first

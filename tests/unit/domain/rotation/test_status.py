@@ -15,6 +15,7 @@ from fleetgate.domain.rotation.status import (
     needs_write,
     stamped,
     validation_errors,
+    window_state,
 )
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 
@@ -145,6 +146,9 @@ def test_the_status_manifest_round_trips() -> None:
         "rotatingNodePools": 1,
         "matchedNodePoolNames": ["a"],
         "rotatingNodePoolNames": ["a"],
+        "windowOpen": None,  # no ``now`` given: unknown, written as null (merge patch)
+        "nextWindow": None,
+        "ageThreshold": None,
         "conditions": [
             {
                 "type": "Ready",
@@ -162,3 +166,50 @@ def test_the_status_manifest_round_trips() -> None:
     assert PolicyStatus.from_manifest(legacy) == status  # the list form written before counts
     assert PolicyStatus.from_manifest({"conditions": []}) is None
     assert PolicyStatus.from_manifest("junk") is None
+
+
+def test_the_window_columns_say_open_and_when_the_next_window_opens() -> None:
+    web = pol("web")
+    # Sunday 00:00: open, and the next one is a week on (not the one already open).
+    assert window_state(web, T0) == (True, T0 + timedelta(days=7))
+    # Sunday 05:00: closed, the next opens next Sunday at midnight.
+    assert window_state(web, T0 + timedelta(hours=5)) == (False, T0 + timedelta(days=7))
+    assert window_state(pol("bad", min_rotation_chances=0), T0) is None  # no schedule to read
+    errors = {"web": ()}
+    pools = [PoolGovernance("a", "web", age_threshold=timedelta(hours=46, minutes=43))]
+    [status] = desired_statuses([web], errors, pools, T0 + timedelta(hours=5)).values()
+    assert (status.window_open, status.next_window) == (False, T0 + timedelta(days=7))
+    assert status.age_threshold == "46h43m"
+    body = status.as_manifest()
+    assert body["windowOpen"] is False and body["nextWindow"] == "2026-01-11T00:00:00Z"
+    assert body["ageThreshold"] == "46h43m"
+    assert PolicyStatus.from_manifest(body) == status  # a restart rewrites nothing still right
+    # Without ``now`` (or for an invalid policy) the columns are absent, not guessed.
+    [bare] = desired_statuses([web], errors, pools).values()
+    assert bare.window_open is None and bare.as_manifest()["windowOpen"] is None
+
+
+def test_a_is_each_distinct_value_its_pools_derive_else_the_override() -> None:
+    web = pol("web", age_threshold=timedelta(hours=30))
+    pools = [
+        PoolGovernance("a", "web", age_threshold=timedelta(hours=50)),
+        PoolGovernance("b", "web", age_threshold=timedelta(hours=20)),
+        PoolGovernance("c", "web", age_threshold=timedelta(hours=50)),
+        PoolGovernance("d", "other", age_threshold=timedelta(hours=1)),
+    ]
+    [status] = desired_statuses([web], {}, pools, T0).values()
+    assert status.age_threshold == "20h, 50h"
+    [status] = desired_statuses([web], {}, [], T0).values()
+    assert status.age_threshold == "30h"  # no pool derived one yet: the override
+    [status] = desired_statuses([pol("x")], {}, [], T0).values()
+    assert status.age_threshold is None
+
+
+def test_a_window_transition_is_a_change_worth_writing() -> None:
+    web = pol("web")
+    [inside] = desired_statuses([web], {}, [PoolGovernance("a", "web")], T0).values()
+    later = T0 + timedelta(hours=5)
+    [outside] = desired_statuses([web], {}, [PoolGovernance("a", "web")], later).values()
+    assert needs_write(inside, outside)
+    [same] = desired_statuses([web], {}, [PoolGovernance("a", "web")], later).values()
+    assert not needs_write(outside, same)

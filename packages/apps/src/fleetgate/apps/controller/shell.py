@@ -36,6 +36,7 @@ from fleetgate.domain.rotation.status import (
     needs_write,
     stamped,
     validation_errors,
+    window_state,
 )
 from fleetgate.domain.rotation.sweep import sweep
 
@@ -190,7 +191,13 @@ class RotationController:
             if outcome.interrupted is None
             else obs.annotations.get(ACTIVE_ROTATION) or None
         )
-        self._governance[pool] = PoolGovernance.of(pool, result.report.governance, anchor)
+        derived = result.report.derivation
+        self._governance[pool] = PoolGovernance.of(
+            pool,
+            result.report.governance,
+            anchor,
+            None if derived is None else derived.age_threshold,
+        )
         if await self._write_statuses(policies, now):
             # A watch may have poked the pool (dropped its entry: due now) while we wrote.
             self.due[pool] = min(self.due.get(pool, now), now + STATUS_RECHECK)
@@ -229,11 +236,13 @@ class RotationController:
             tuple(policies),
             tuple(p.generation for p in policies),
             tuple(self._governance.values()),
+            # The window columns change at a window transition only: one write there.
+            tuple(window_state(p, now) for p in policies),
         )
         if inputs == self._status_inputs:
             return False  # the same inputs derive the same statuses, all written already
         errors = {p.name: validation_errors(p) for p in policies}
-        desired = desired_statuses(policies, errors, self._governance.values())
+        desired = desired_statuses(policies, errors, self._governance.values(), now)
         for gone in set(self._statuses) - set(desired):
             del self._statuses[gone]
         touched, settled = False, True

@@ -3,6 +3,12 @@
 Gauges describe the ledger as the last successful pass left it; counters and the last-success
 time describe the reconciler itself. A node that has left the ledger has its series removed on
 the next pass, so dashboards never show a departed node's last figures as current.
+
+Prometheus names a series for its base unit, so every per-resource family has a ``_bytes``
+sibling with ``resource="memory"`` and ``resource="disk"`` in bytes (the ledger's MB and GB are
+binary: MiB and GiB, as ``fleetgate up``'s fleet and the examples use them). The families with a
+``resource`` label keep ``cpus`` (a count, no unit) and, deprecated for one release, the old
+``memory_mb`` and ``disk_gb`` values in MB and GB: move queries to the ``_bytes`` series.
 """
 
 from __future__ import annotations
@@ -11,11 +17,45 @@ import contextlib
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.metrics import MetricWrapperBase
 
 from fleetgate.domain.capacity.dimensions import ALLOCATION
 from fleetgate.domain.capacity.reconcile import PassReport
 
 PREFIX = "fleetgate_capacity_"
+BYTES = {"memory_mb": ("memory", 2**20), "disk_gb": ("disk", 2**30)}
+"""Each byte-valued dimension: its ``resource`` label on a ``_bytes`` series, bytes per unit."""
+
+
+class PerResource:
+    """A family labelled by ``resource`` and its ``_bytes`` sibling, fed together."""
+
+    def __init__(self, family: MetricWrapperBase, in_bytes: MetricWrapperBase) -> None:
+        self.family = family
+        self.in_bytes = in_bytes
+
+    def set(self, *labels: str, dimension: str, value: float) -> None:
+        """Publish ``value`` (in the ledger's unit) for ``dimension`` on both families."""
+        self.family.labels(*labels, dimension).set(value)  # type: ignore[attr-defined]
+        if dimension in BYTES:
+            name, factor = BYTES[dimension]
+            self.in_bytes.labels(*labels, name).set(value * factor)  # type: ignore[attr-defined]
+
+    def inc(self, *labels: str, dimension: str, value: float) -> None:
+        """Add ``value`` (a counter) for ``dimension`` on both families."""
+        self.family.labels(*labels, dimension).inc(value)  # type: ignore[attr-defined]
+        if dimension in BYTES:
+            name, factor = BYTES[dimension]
+            self.in_bytes.labels(*labels, name).inc(value * factor)  # type: ignore[attr-defined]
+
+    def remove(self, *labels: str) -> None:
+        """Drop every resource's series for ``labels`` (a node that left)."""
+        for d in ALLOCATION:
+            with contextlib.suppress(KeyError):
+                self.family.remove(*labels, d)
+            if d in BYTES:
+                with contextlib.suppress(KeyError):
+                    self.in_bytes.remove(*labels, BYTES[d][0])
 
 
 class ReconcilerMetrics:
@@ -30,25 +70,39 @@ class ReconcilerMetrics:
         def counter(name: str, doc: str, *labels: str) -> Counter:
             return Counter(PREFIX + name, doc, list(labels), registry=registry)
 
-        self.node_limit = gauge("node_limit", "A node's admission limit.", "node", "resource")
-        self.node_used = gauge("node_used", "A node's recomputed usage.", "node", "resource")
+        def per_resource(
+            kind: type[Gauge] | type[Counter], name: str, doc: str, *labels: str
+        ) -> PerResource:
+            named = [*labels, "resource"]
+            return PerResource(
+                kind(PREFIX + name, doc, named, registry=registry),
+                kind(
+                    PREFIX + name + "_bytes",
+                    f"{doc} Memory and disk in bytes.",
+                    named,
+                    registry=registry,
+                ),
+            )
+
+        self.node_limit = per_resource(Gauge, "node_limit", "A node's admission limit.", "node")
+        self.node_used = per_resource(Gauge, "node_used", "A node's recomputed usage.", "node")
         self.node_demand = gauge(
             "node_expected_demand", "A node's decayed expected demand (load units).", "node"
         )
-        self.node_drift = gauge(
+        self.node_drift = per_resource(
+            Gauge,
             "node_drift",
             "Signed drift of a node's usage corrected by the last pass (recomputed - stored).",
             "node",
-            "resource",
         )
-        self.cluster_total = gauge("cluster_total", "Sum of the node limits.", "resource")
-        self.cluster_claimed = gauge(
-            "cluster_claimed", "Sum of the active claims' limits.", "resource"
+        self.cluster_total = per_resource(Gauge, "cluster_total", "Sum of the node limits.")
+        self.cluster_claimed = per_resource(
+            Gauge, "cluster_claimed", "Sum of the active claims' limits."
         )
-        self.cluster_unclaimed = gauge(
+        self.cluster_unclaimed = per_resource(
+            Gauge,
             "cluster_unclaimed_used",
             "Usage of unclaimed namespaces plus the claims' advisory overage.",
-            "resource",
         )
         self.passes = counter("reconcile_passes", "Reconcile passes that completed.")
         self.failures = counter("reconcile_failures", "Reconcile passes that failed.")
@@ -62,13 +116,13 @@ class ReconcilerMetrics:
         self.drifted_claims = gauge(
             "reconcile_drifted_claims", "Claims whose usage the last pass corrected."
         )
-        self.drift = gauge(
-            "reconcile_drift", "Summed absolute node drift the last pass corrected.", "resource"
+        self.drift = per_resource(
+            Gauge, "reconcile_drift", "Summed absolute node drift the last pass corrected."
         )
-        self.drift_corrected = counter(
+        self.drift_corrected = per_resource(
+            Counter,
             "reconcile_drift_corrected",
             "Summed absolute node drift corrected by every pass so far.",
-            "resource",
         )
         self.claims_expired = counter("reconcile_claims_expired", "Claims the sweep expired.")
         self._nodes: set[str] = set()
@@ -84,17 +138,17 @@ class ReconcilerMetrics:
         for node in result.nodes:
             drift = node.drift
             for d in ALLOCATION:
-                self.node_limit.labels(node.name, d).set(node.limits.get(d))
-                self.node_used.labels(node.name, d).set(node.used.get(d))
-                self.node_drift.labels(node.name, d).set(drift.get(d))
+                self.node_limit.set(node.name, dimension=d, value=node.limits.get(d))
+                self.node_used.set(node.name, dimension=d, value=node.used.get(d))
+                self.node_drift.set(node.name, dimension=d, value=drift.get(d))
             self.node_demand.labels(node.name).set(node.expected_demand)
         cluster = result.cluster
         for d in ALLOCATION:
-            self.cluster_total.labels(d).set(cluster.total.get(d))
-            self.cluster_claimed.labels(d).set(cluster.claimed.get(d))
-            self.cluster_unclaimed.labels(d).set(cluster.unclaimed_used.get(d))
-            self.drift.labels(d).set(summary.drift.get(d))
-            self.drift_corrected.labels(d).inc(summary.drift.get(d))
+            self.cluster_total.set(dimension=d, value=cluster.total.get(d))
+            self.cluster_claimed.set(dimension=d, value=cluster.claimed.get(d))
+            self.cluster_unclaimed.set(dimension=d, value=cluster.unclaimed_used.get(d))
+            self.drift.set(dimension=d, value=summary.drift.get(d))
+            self.drift_corrected.inc(dimension=d, value=summary.drift.get(d))
         self.drifted_nodes.set(summary.drifted_nodes)
         self.drifted_claims.set(summary.drifted_claims)
         self.claims_expired.inc(summary.claims_expired)
@@ -109,11 +163,9 @@ class ReconcilerMetrics:
 
     def _forget(self, node: str) -> None:
         for metric in (self.node_limit, self.node_used, self.node_drift):
-            for d in ALLOCATION:
-                with contextlib.suppress(KeyError):
-                    metric.remove(node, d)
+            metric.remove(node)
         with contextlib.suppress(KeyError):
             self.node_demand.remove(node)
 
 
-__all__ = ["PREFIX", "ReconcilerMetrics"]
+__all__ = ["BYTES", "PREFIX", "PerResource", "ReconcilerMetrics"]

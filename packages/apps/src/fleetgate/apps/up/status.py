@@ -16,6 +16,7 @@ from typing import Any
 
 from fleetgate.apps.controller.shell import PassResult
 from fleetgate.domain.capacity.claims import Claim
+from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import NodeState, Placement, RecordedEvent
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.durations import format_duration
@@ -37,6 +38,9 @@ HIDDEN_EVENTS = frozenset(
 )
 """Per-candidate audit events, too frequent to be worth a line on the dashboard: the walk's
 outcome (placed, waived, failed, redirected) is shown instead. All are in ``/v1/events``."""
+HOLD_REAL_SECONDS = 20.0
+"""How long, in real seconds, a finished rotation stays on its pool card: at the default speed
+a whole rotation lasts under a second of real time, less than one refresh of the page."""
 TIMELINE_MIN = timedelta(hours=24)
 TIMELINE_MAX = timedelta(days=8)
 
@@ -133,6 +137,7 @@ class UpStatus:
         placements = await self.ledger.placements()
         observations = await self._observations()
         cluster = await self.ledger.cluster()
+        claims = await self.ledger.claims()
         await self._read_events()
         return {
             "now": iso(now),
@@ -145,8 +150,9 @@ class UpStatus:
                 "claimed": cluster.claimed.as_dict(),
                 "unclaimed_used": cluster.unclaimed_used.as_dict(),
             },
-            "nodes": [self._node(n, placements, observations) for n in nodes],
-            "claims": [self._claim(c, now) for c in await self.ledger.claims()],
+            "nodes": [self._node(n, placements, observations, now) for n in nodes],
+            "claims": [self._claim(c, now) for c in claims],
+            "namespaces": _namespaces(placements, claims, now),
             "pools": [self._pool(name, obs, now) for name, obs in sorted(observations.items())],
             "events": list(reversed(self.events)),
             "reconciler": self.reconciled,
@@ -170,7 +176,11 @@ class UpStatus:
                 self.events.append(recorded.as_dict())
 
     def _node(
-        self, node: NodeState, placements: list[Placement], pools: dict[str, PoolObservation]
+        self,
+        node: NodeState,
+        placements: list[Placement],
+        pools: dict[str, PoolObservation],
+        now: datetime,
     ) -> dict[str, Any]:
         obs = pools.get(node.pool)
         cs = node.metrics.cpu_schedulable
@@ -191,6 +201,26 @@ class UpStatus:
             "cpu_schedulable": cs,
             "demand": round((load or 0.0) + node.expected_demand, 2),
             "budget": None if cs is None else round(self.target_load * cs, 2),
+            "lifetime": self._lifetime(node.name, obs, now),
+        }
+
+    def _lifetime(
+        self, node: str, obs: PoolObservation | None, now: datetime
+    ) -> dict[str, Any] | None:
+        """The node's age against its pool's A, and when Karpenter would expire it by force."""
+        claim = None if obs is None else next((c for c in obs.claims if c.node_name == node), None)
+        if obs is None or claim is None:
+            return None
+        report = self.reports.get(obs.name)
+        d = report.derivation if report is not None else None
+        expire_after = claim.expire_after or obs.expire_after
+        age = max(now - claim.created_at, timedelta(0))
+        return {
+            "age": _rounded(age),
+            "age_seconds": age.total_seconds(),
+            "A": None if d is None else format_duration(d.age_threshold),
+            "A_seconds": None if d is None else d.age_threshold.total_seconds(),
+            "expires_at": None if expire_after is None else iso(claim.created_at + expire_after),
         }
 
     @staticmethod
@@ -219,6 +249,7 @@ class UpStatus:
             "gate": None,
             "census": None,
             "active": _active(obs),
+            "recent": self._recent(name, now),
             "timeline": None,
         }
         if report is None:
@@ -250,6 +281,17 @@ class UpStatus:
             out["timeline"] = self._timeline(name, gov.resolved.schedule, d, now)
         return out
 
+    def _recent(self, pool: str, now: datetime) -> dict[str, Any] | None:
+        """The pool's last finished rotation while it is recent enough to be seen: ended within
+        ``HOLD_REAL_SECONDS`` of real time (that many times ``speed`` of virtual time)."""
+        log = self.rotations.get(pool)
+        last = next((r for r in reversed(log or ()) if r.end is not None), None)
+        if last is None or last.end is None:
+            return None
+        if now - last.end > timedelta(seconds=HOLD_REAL_SECONDS * self.speed):
+            return None
+        return {**last.as_dict(), "ago": _rounded(now - last.end)}
+
     def _timeline(self, pool: str, schedule: Any, d: Any, now: datetime) -> dict[str, Any]:
         period = d.inputs.period if d is not None else TIMELINE_MIN
         span = min(max(2 * period, TIMELINE_MIN), TIMELINE_MAX)
@@ -261,7 +303,40 @@ class UpStatus:
         rotations = [
             r.as_dict() for r in self.rotations.get(pool, ()) if r.end is None or r.end > start
         ]
-        return {"start": iso(start), "end": iso(end), "windows": windows, "rotations": rotations}
+        return {
+            "start": iso(start),
+            "end": iso(end),
+            "zone": _zone(schedule),
+            "windows": windows,
+            "rotations": rotations,
+        }
+
+
+def _zone(schedule: Any) -> str:
+    """The time zone the pool's windows are written in (the first window's; UTC if none)."""
+    rules = getattr(schedule, "rules", ())
+    return str(rules[0].zone.key) if rules else "UTC"
+
+
+def _namespaces(
+    placements: list[Placement], claims: list[Claim], now: datetime
+) -> list[dict[str, Any]]:
+    """What every namespace uses, claimed or not: placements and their resources summed."""
+    used: dict[str, Resources] = {}
+    count: dict[str, int] = {}
+    for p in placements:
+        used[p.namespace] = used.get(p.namespace, Resources()).plus(p.resources)
+        count[p.namespace] = count.get(p.namespace, 0) + 1
+    claimed = {c.namespace for c in claims if c.is_active(now)}
+    return [
+        {
+            "namespace": ns,
+            "placements": count.get(ns, 0),
+            "used": used.get(ns, Resources()).as_dict(),
+            "claimed": ns in claimed,
+        }
+        for ns in sorted(set(used) | claimed)
+    ]
 
 
 def _rounded(span: timedelta) -> str:

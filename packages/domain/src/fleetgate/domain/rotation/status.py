@@ -18,13 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any
 
+from fleetgate.domain.durations import format_duration
 from fleetgate.domain.rotation.annotations import format_timestamp, parse_timestamp
 from fleetgate.domain.rotation.governance import Governance, Status
 from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
+from fleetgate.domain.rotation.windows import Schedule
 
 __all__ = [
     "READY",
@@ -35,6 +37,7 @@ __all__ = [
     "needs_write",
     "stamped",
     "validation_errors",
+    "window_state",
 ]
 
 READY = "Ready"
@@ -61,6 +64,10 @@ class PolicyStatus:
     matched_node_pools: tuple[str, ...]
     rotating_node_pools: tuple[str, ...]
     ready: ReadyCondition
+    # What ``kubectl get rotpol`` shows at a glance (None for an invalid policy: no schedule).
+    window_open: bool | None = None
+    next_window: datetime | None = None
+    age_threshold: str | None = None
 
     def as_manifest(self) -> dict[str, Any]:
         """The JSON ``status`` object (Kubernetes condition conventions)."""
@@ -81,6 +88,13 @@ class PolicyStatus:
             "rotatingNodePoolNames": list(self.rotating_node_pools),
             "conditions": [condition],
         }
+        # Written as null when unknown, never left out: the status is merge-patched, and a
+        # missing key would leave a value that stopped being true (a policy turned invalid).
+        status["windowOpen"] = self.window_open
+        status["nextWindow"] = (
+            None if self.next_window is None else format_timestamp(self.next_window)
+        )
+        status["ageThreshold"] = self.age_threshold
         if self.observed_generation is not None:
             status["observedGeneration"] = self.observed_generation
             condition["observedGeneration"] = self.observed_generation
@@ -104,6 +118,8 @@ class PolicyStatus:
         if ready is None:
             return None
         generation = status.get("observedGeneration")
+        window_open = status.get("windowOpen")
+        age = status.get("ageThreshold")
         return cls(
             observed_generation=generation if type(generation) is int else None,
             matched_node_pools=_names(_listed(status, "matchedNodePool")),
@@ -114,6 +130,9 @@ class PolicyStatus:
                 message=str(ready.get("message") or ""),
                 last_transition_time=parse_timestamp(_text(ready.get("lastTransitionTime"))),
             ),
+            window_open=window_open if isinstance(window_open, bool) else None,
+            next_window=parse_timestamp(_text(status.get("nextWindow"))),
+            age_threshold=age if isinstance(age, str) else None,
         )
 
 
@@ -125,12 +144,42 @@ class PoolGovernance:
     winner: str = ""
     tied: tuple[str, ...] = ()
     anchored: bool = False
+    age_threshold: timedelta | None = None  # A as the pass derived it for this pool
 
     @classmethod
-    def of(cls, pool: str, gov: Governance, anchor: str | None) -> PoolGovernance:
+    def of(
+        cls,
+        pool: str,
+        gov: Governance,
+        anchor: str | None,
+        age_threshold: timedelta | None = None,
+    ) -> PoolGovernance:
         """From a pass's governance and the pool's anchor (an invalid winner still wins)."""
         winner = gov.winner if gov.status is not Status.UNGOVERNED else ""
-        return cls(pool, winner, gov.tied, anchor is not None)
+        return cls(pool, winner, gov.tied, anchor is not None, age_threshold)
+
+
+def window_state(policy: RotationPolicy, now: datetime) -> tuple[bool, datetime | None] | None:
+    """Whether ``policy``'s windows are open at ``now`` and when the next one opens after it
+    (the one after the current when open; None if none ever does); None when it is invalid.
+
+    Both change only at a window transition, so a status carrying them is rewritten there and
+    nowhere else.
+    """
+    schedule = _schedule(policy)
+    if schedule is None:
+        return None
+    is_open = schedule.is_open(now)
+    after = schedule.next_transition(now) if is_open else now
+    return is_open, None if after is None else schedule.next_transition(after)
+
+
+@lru_cache(maxsize=256)
+def _schedule(policy: RotationPolicy) -> Schedule | None:
+    try:
+        return None if _validation_errors(policy) else policy.schedule()
+    except PolicyError:
+        return None
 
 
 def validation_errors(policy: RotationPolicy) -> tuple[str, ...]:
@@ -154,18 +203,25 @@ def desired_statuses(
     policies: Sequence[RotationPolicy],
     errors: Mapping[str, Sequence[str]],
     pools: Iterable[PoolGovernance],
+    now: datetime | None = None,
 ) -> dict[str, PolicyStatus]:
     """The status every policy should carry (no ``lastTransitionTime``; see :func:`stamped`).
 
     ``errors`` are the validation results by policy name (missing: valid), ``pools`` the
-    governance of every known pool. One walk over each: O(policies + pools).
+    governance of every known pool. With ``now``, a valid policy's status also says whether its
+    window is open and when the next opens; A is the one its pools derived (each distinct value
+    once, as pools with different ``expireAfter`` derive different ones), else its
+    ``ageThreshold`` override. One walk over each: O(policies + pools).
     """
+    ages: dict[str, set[timedelta]] = {}
     matched: dict[str, list[str]] = {}
     rotating: dict[str, list[str]] = {}
     ties: dict[str, tuple[set[str], list[str]]] = {}
     for pg in pools:
         if pg.winner:
             matched.setdefault(pg.winner, []).append(pg.pool)
+            if pg.age_threshold is not None:
+                ages.setdefault(pg.winner, set()).add(pg.age_threshold)
             if pg.anchored:
                 rotating.setdefault(pg.winner, []).append(pg.pool)
         for name in pg.tied:
@@ -187,11 +243,18 @@ def desired_statuses(
             ready = ReadyCondition(False, CONFLICT, message)
         else:
             ready = ReadyCondition(True, ACCEPTED, f"valid and governs {len(won)} NodePool(s)")
+        window = None if problems or now is None else window_state(policy, now)
+        derived = sorted(ages.get(name, ()))
+        if not derived and policy.age_threshold is not None:
+            derived = [policy.age_threshold]
         out[name] = PolicyStatus(
             observed_generation=policy.generation,
             matched_node_pools=won,
             rotating_node_pools=tuple(sorted(rotating.get(name, ()))),
             ready=ready,
+            window_open=None if window is None else window[0],
+            next_window=None if window is None else window[1],
+            age_threshold=", ".join(format_duration(a) for a in derived) or None,
         )
     return out
 

@@ -9,13 +9,17 @@ page's Content-Security-Policy can forbid inline styles).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from html import escape
 from string import Template
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 DIMENSIONS = (("cpus", "vCPU", ""), ("memory_mb", "memory", " MB"), ("disk_gb", "disk", " GB"))
-SECTIONS = ("summary", "pools", "nodes", "claims", "events")
+SECTIONS = ("summary", "pools", "nodes", "claims", "namespaces", "events")
+TICK_HOURS = (1, 2, 3, 6, 12, 24)
+"""Hour steps a timeline's axis may use: the smallest that keeps it to ``MAX_TICKS`` ticks."""
+MAX_TICKS = 16
 _PAGE = Template("""<!doctype html>
 <html lang="en">
 <head>
@@ -36,6 +40,8 @@ _PAGE = Template("""<!doctype html>
   <section class="panel wide"><h2>Node pools</h2><div id="pools">$pools</div></section>
   <section class="panel wide"><h2>Nodes</h2><div id="nodes">$nodes</div></section>
   <section class="panel"><h2>Claims</h2><div id="claims">$claims</div></section>
+  <section class="panel"><h2>Usage by namespace</h2><div id="namespaces">$namespaces</div>
+  </section>
   <section class="panel"><h2>Recent events</h2><div id="events">$events</div></section>
 </main>
 <footer>Refreshes every 1.5&nbsp;s from <code>/dashboard/data</code>.
@@ -149,14 +155,48 @@ def nodes(s: Mapping[str, Any]) -> str:
             f'<td class="num">{e(n["placements"])}</td>'
             f'<td class="bars">{bars}</td><td class="bars">{demand}'
             f"<small>load {e(_num(n['load']))} + expected {e(_num(n['expected_demand']))}"
-            f"{e(_budget(s, n))}</small></td></tr>"
+            f"{e(_budget(s, n))}</small></td>{_lifetime(n.get('lifetime'))}</tr>"
         )
     if not rows:
         return '<p class="empty">No nodes in the ledger yet.</p>'
     return (
         '<table class="nodes"><thead><tr><th>node</th><th>state</th><th>placed</th>'
-        "<th>allocation (used / limit)</th><th>demand / budget</th></tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        "<th>allocation (used / limit)</th><th>demand / budget</th>"
+        "<th>age / A · forced expiry</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>{BAR_LEGEND}"
+    )
+
+
+BAR_LEGEND = (
+    '<ul class="legend" data-legend="bars">'
+    '<li><svg viewBox="0 0 10 10" class="swatch"><rect class="bar-fill ok" width="10" '
+    'height="10"/></svg>under 75% of the limit (or budget)</li>'
+    '<li><svg viewBox="0 0 10 10" class="swatch"><rect class="bar-fill high" width="10" '
+    'height="10"/></svg>75% to 100%: close to it</li>'
+    '<li><svg viewBox="0 0 10 10" class="swatch"><rect class="bar-fill over" width="10" '
+    'height="10"/></svg>over it (demand over budget: the guard refuses new placements)</li>'
+    "<li>an age bar uses the same colours against A: red is a node past A, due for rotation"
+    "</li></ul>"
+)
+"""What every bar colour means (allocation, demand and age bars share the three levels)."""
+
+
+def _lifetime(life: Mapping[str, Any] | None) -> str:
+    """The node's age against A (a bar once A is known) and Karpenter's forced expiry."""
+    if not life:
+        return '<td class="bars"><small>no NodeClaim</small></td>'
+    if life.get("A_seconds"):
+        age = bar(life["age_seconds"] / 3600, life["A_seconds"] / 3600, "age", " h")
+        due = "past A" if life["age_seconds"] >= life["A_seconds"] else "under A"
+        text = f"{life['age']} of A {life['A']} ({due})"
+    else:
+        age, text = "", f"{life['age']} old (A not derived yet)"
+    expiry = _when(life["expires_at"]) if life.get("expires_at") else "never (no expireAfter)"
+    return (
+        f'<td class="bars" data-age-seconds="{e(life["age_seconds"])}" '
+        f'data-a-seconds="{e(life.get("A_seconds"))}" '
+        f'data-expires-at="{e(life.get("expires_at"))}">'
+        f"{age}<small>{e(text)}</small><br><small>forced expiry {e(expiry)}</small></td>"
     )
 
 
@@ -180,6 +220,30 @@ def claims(s: Mapping[str, Any]) -> str:
             f"{bars}</div>"
         )
     return "".join(out) or '<p class="empty">No claims.</p>'
+
+
+def namespaces(s: Mapping[str, Any]) -> str:
+    """What every namespace uses, claimed or not (a claim's own block shows its limit)."""
+    rows = []
+    for ns in s.get("namespaces") or ():
+        used = ns["used"]
+        cells = "".join(
+            f'<td class="num">{e(_num(used[d]))}{e(unit)}</td>' for d, _, unit in DIMENSIONS
+        )
+        claimed = "claimed" if ns["claimed"] else "unclaimed"
+        rows.append(
+            f'<tr data-namespace="{e(ns["namespace"])}" '
+            f'data-claimed="{str(ns["claimed"]).lower()}">'
+            f"<td><b>{e(ns['namespace'])}</b> <small>{claimed}</small></td>"
+            f'<td class="num">{e(ns["placements"])}</td>{cells}</tr>'
+        )
+    if not rows:
+        return '<p class="empty">No placements.</p>'
+    heads = "".join(f"<th>{e(label)}</th>" for _, label, _ in DIMENSIONS)
+    return (
+        '<table class="namespaces"><thead><tr><th>namespace</th><th>placements</th>'
+        f"{heads}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def events(s: Mapping[str, Any]) -> str:
@@ -239,7 +303,7 @@ def _pool(p: Mapping[str, Any], now: str) -> str:
         f'<article class="pool" data-pool="{e(p["name"])}">{head}'
         f'<div class="pool-grid"><div>{agc}{findings}</div>'
         f'<div><p>window <b class="window {e(window)}">{e(window)}</b></p>'
-        f"{_why(p)}{_active(p.get('active'))}</div></div>"
+        f"{_why(p)}{_active(p.get('active'))}{_recent(p.get('recent'))}</div></div>"
         f"{timeline(p.get('timeline'), now)}</article>"
     )
 
@@ -273,6 +337,20 @@ def _active(active: Mapping[str, Any] | None) -> str:
     )
 
 
+def _recent(recent: Mapping[str, Any] | None) -> str:
+    """The rotation that just finished, so one that took less than a refresh is still seen."""
+    if not recent:
+        return ""
+    outcome = recent.get("outcome") or "done"
+    forceful = ", forceful fallback" if recent.get("forceful") else ""
+    return (
+        f'<p class="rotation recent {e(outcome)}" data-recent="{e(recent["claim"])}">'
+        f"last rotation <b>{e(recent['claim'])}</b>: {e(outcome)}{e(forceful)}, "
+        f"{e(_short(recent['start']))}–{e(_short(recent['end']))} "
+        f"({e(recent['ago'])} ago)</p>"
+    )
+
+
 def timeline(t: Mapping[str, Any] | None, now: str) -> str:
     """An SVG strip: maintenance windows above, rotations below, a line at now."""
     if not t:
@@ -297,17 +375,85 @@ def timeline(t: Mapping[str, Any] | None, now: str) -> str:
             f'width="{max(x(r["end"]) - x(r["start"]), 3)}" height="14">'
             f"<title>{e(r['claim'])}: {e(outcome)}</title></rect>"
         )
+    zone = _zone(t.get("zone"))
+    ticks = axis_ticks(start, end, zone)
+    for at, _, major in ticks:
+        cls = "tl-tick major" if major else "tl-tick"
+        shapes.append(f'<line class="{cls}" x1="{x(at.isoformat())}" x2="{x(at.isoformat())}" '
+                      'y1="0" y2="40"/>')  # fmt: skip
     shapes.append(f'<line class="tl-now" x1="{x(now)}" x2="{x(now)}" y1="0" y2="40"/>')
+    marks = "".join(
+        f'<text class="tl-mark{" major" if major else ""}" x="{x(at.isoformat())}" y="11" '
+        f'text-anchor="middle">{e(label)}</text>'
+        for at, label, major in ticks
+    )
+    name = getattr(zone, "key", None) or "UTC"
     labels = (
-        f'<div class="tl-labels"><span>{e(_short(t["start"]))}</span>'
-        f"<span>{e(_short(t['end']))}</span></div>"
+        f'<div class="tl-labels"><span>{e(_dated(t["start"], zone))}</span>'
+        f'<span class="tl-zone">times in {e(name)}</span>'
+        f"<span>{e(_dated(t['end'], zone))}</span></div>"
     )
     return (
         '<figure class="timeline"><svg viewBox="0 0 1000 40" preserveAspectRatio="none" '
-        f'role="img" aria-label="windows and rotations">{"".join(shapes)}</svg>{labels}'
-        "<figcaption>maintenance windows (top), rotations (bottom: green done, blue running, "
-        "red failed), the line is now</figcaption></figure>"
+        f'role="img" aria-label="windows and rotations">{"".join(shapes)}</svg>'
+        f'<svg class="tl-axis" viewBox="0 0 1000 14" role="img" '
+        f'aria-label="hours in {e(name)}">{marks}</svg>{labels}'
+        f"<figcaption>{TIMELINE_LEGEND}</figcaption></figure>"
     )
+
+
+TIMELINE_LEGEND = "".join(
+    f'<span class="legend-item"><svg viewBox="0 0 10 10" class="swatch">{shape}</svg>{text}</span>'
+    for shape, text in (
+        ('<rect class="tl-window" width="10" height="10"/>', "maintenance window (top row)"),
+        ('<rect class="tl-rotation" width="10" height="10"/>', "rotation running"),
+        ('<rect class="tl-rotation success" width="10" height="10"/>', "rotation done"),
+        (
+            '<rect class="tl-rotation failure" width="10" height="10"/>',
+            "rotation failed or expired",
+        ),
+        ('<line class="tl-now" x1="5" x2="5" y1="0" y2="10"/>', "now"),
+        ('<line class="tl-tick major" x1="5" x2="5" y1="0" y2="10"/>', "midnight"),
+    )
+)
+"""One swatch per colour the timeline draws."""
+
+
+def _zone(name: str | None) -> ZoneInfo:
+    """The named time zone; UTC when it is missing or does not load."""
+    try:
+        return ZoneInfo(name or "UTC")
+    except (ZoneInfoNotFoundError, ValueError):
+        return ZoneInfo("UTC")
+
+
+def axis_ticks(start: datetime, end: datetime, zone: ZoneInfo) -> list[tuple[datetime, str, bool]]:
+    """Hour ticks in ``zone`` between two instants: (instant, label, is local midnight).
+
+    The step is the smallest of ``TICK_HOURS`` that keeps the axis to ``MAX_TICKS`` ticks, so
+    a day reads in hours and eight days in half-days; a midnight is labelled with its date.
+    Ticks are found in UTC quarter hours, which lands on whole local hours in every zone
+    (including half- and quarter-hour offsets) and across DST changes.
+    """
+    hours = (end - start).total_seconds() / 3600
+    step = next((h for h in TICK_HOURS if hours / h <= MAX_TICKS), TICK_HOURS[-1])
+    quarter = timedelta(minutes=15)
+    at = start.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+    ticks = []
+    while at <= end:
+        local = at.astimezone(zone)
+        if at >= start and local.minute == 0 and local.hour % step == 0:
+            major = local.hour == 0
+            ticks.append(
+                (at, local.strftime("%a %d %b") if major else local.strftime("%H:%M"), major)
+            )
+        at += quarter
+    return ticks
+
+
+def _dated(instant: str, zone: ZoneInfo) -> str:
+    """An instant with its date, in ``zone``, with the zone's abbreviation."""
+    return datetime.fromisoformat(instant).astimezone(zone).strftime("%a %d %b %Y %H:%M %Z")
 
 
 def _when(instant: str) -> str:
@@ -324,6 +470,7 @@ def sections(s: Mapping[str, Any]) -> dict[str, str]:
         "pools": pools(s),
         "nodes": nodes(s),
         "claims": claims(s),
+        "namespaces": namespaces(s),
         "events": events(s),
     }
 
@@ -338,4 +485,12 @@ def login(message: str) -> str:
     return _LOGIN.substitute(message=e(message))
 
 
-__all__: Sequence[str] = ["SECTIONS", "bar", "login", "page", "sections", "timeline"]
+__all__: Sequence[str] = [
+    "SECTIONS",
+    "axis_ticks",
+    "bar",
+    "login",
+    "page",
+    "sections",
+    "timeline",
+]

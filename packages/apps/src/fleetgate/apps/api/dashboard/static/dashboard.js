@@ -4,7 +4,7 @@
 
 (function () {
   const PERIOD_MS = 1500;
-  const SECTIONS = ["summary", "pools", "nodes", "claims", "events"];
+  const SECTIONS = ["summary", "pools", "nodes", "claims", "namespaces", "events"];
   const live = document.getElementById("live");
 
   function show(state, text) {
