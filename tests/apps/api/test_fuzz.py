@@ -16,7 +16,14 @@ from typing import Any
 
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import not_a_server_error, positive_data_acceptance
+from schemathesis import GenerationMode
+from schemathesis.checks import (
+    CHECKS,
+    negative_data_rejection,
+    not_a_server_error,
+    positive_data_acceptance,
+    response_schema_conformance,
+)
 from schemathesis.config import SchemathesisConfig
 
 from fleetgate.adapters.sql.schema import cluster
@@ -30,7 +37,9 @@ EXAMPLES = 25
 # Operations whose bodies carry rules a JSON Schema cannot state: a RotationPolicy manifest is
 # validated by the domain and a duration must parse and be positive; a claim's ``expires_at``
 # must lie in the future. A schema-valid request may rightly be a 422 there, so only "every
-# schema-valid request is accepted" is not asked of them (everything else is).
+# schema-valid request is accepted" is not asked of them (everything else, negative_data_rejection
+# included, is). With that check on for them, these are exactly what schemathesis reports: a claim
+# created or patched with an ``expires_at`` in the past, a check or simulation with "policy": {}.
 SEMANTIC = {
     "POST /v1/rotation/check": [positive_data_acceptance],
     "POST /v1/rotation/simulate": [positive_data_acceptance],
@@ -69,10 +78,26 @@ def _empty_database() -> None:
 app = create_app(build_container(_SETTINGS))
 # The admin token as the bearer scheme's credential: schemathesis then sends it on every valid
 # request, and knows a case it made with a broken Authorization header must be refused.
+# Both generation modes, stated rather than left to the default: positive cases (schema-valid,
+# which positive_data_acceptance says must be accepted) and negative ones (schema-violating,
+# which negative_data_rejection says must be refused: a boolean where a number is expected).
 _CONFIG = SchemathesisConfig.from_dict(
-    {"auth": {"openapi": {"HTTPBearer": {"bearer": ADMIN_TOKEN}}}}
+    {
+        "generation": {"mode": "all"},
+        "auth": {"openapi": {"HTTPBearer": {"bearer": ADMIN_TOKEN}}},
+    }
 )
 schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=_CONFIG)
+
+
+def test_the_fuzzer_sends_both_kinds_of_data_and_runs_the_data_checks() -> None:
+    assert set(_CONFIG.projects.default.generation.modes) == {
+        GenerationMode.POSITIVE,
+        GenerationMode.NEGATIVE,
+    }
+    # call_and_validate runs every registered check unless excluded; the data checks are two.
+    assert {negative_data_rejection, positive_data_acceptance} <= set(CHECKS.get_all())
+    assert response_schema_conformance in CHECKS.get_all()
 
 
 @schema.parametrize()
