@@ -140,18 +140,23 @@ def up(tmp_path: Path) -> Iterator[Up]:
         running.close()
 
 
-@pytest.fixture
-def browser(tmp_path: Path) -> Iterator[Any]:
+def start_chromium(profile: Path, *extra_flags: str) -> Any:
+    """A headless Chromium WebDriver on the profile directory ``profile``, with ``extra_flags``."""
     require_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+    for flag in (*FLAGS, f"--user-data-dir={profile}", *extra_flags):
         options.add_argument(flag)
     options.add_argument("--window-size=1400,1000")
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
+    return webdriver.Chrome(options=options, service=Service(executable_path=str(CHROMEDRIVER)))
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[Any]:
+    driver = start_chromium(tmp_path / "chromium-profile")
     try:
         yield driver
     finally:

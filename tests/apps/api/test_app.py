@@ -76,6 +76,19 @@ async def test_the_docs_page_is_served(api: Api) -> None:
     assert r.status_code == 200 and "openapi.json" in r.text
 
 
+async def test_the_docs_load_their_assets_from_the_server_under_a_strict_csp(api: Api) -> None:
+    r = await api.client.get("/docs")
+    csp = r.headers["content-security-policy"]
+    assert "script-src 'self' 'sha256-" in csp and "default-src 'none'" in csp
+    assert "http" not in csp and "unsafe" not in csp  # no CDN, no inline code but the hashed one
+    assert "cdn" not in r.text
+    for asset in ("swagger-ui-bundle.js", "swagger-ui.css", "favicon.png"):
+        assert f'"/docs/static/{asset}"' in r.text
+        served = await api.client.get(f"/docs/static/{asset}")
+        assert served.status_code == 200 and len(served.content) > 1000, asset
+    assert (await api.client.get("/redoc")).status_code == 404  # it would load from a CDN
+
+
 async def test_the_lifespan_starts_and_closes_the_ledger(tmp_sqlite_url: str) -> None:
     container = build_container(Settings(database_url=tmp_sqlite_url))
     app = create_app(container)

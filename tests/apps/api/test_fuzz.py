@@ -1,36 +1,53 @@
 """schemathesis over the OpenAPI document: no input gives a 5xx, and every response conforms.
 
-Runs on its own SQLite file (the backend sessions already cover every route with the httpx
-tests; the fuzzer's value is in the inputs, which do not depend on the database). Examples per
-operation are kept modest so the suite stays fast. schemathesis starts the app's lifespan in its
-own event-loop thread and stops it after each test.
+Runs on the database under test (FLEETGATE_TEST_DATABASE_URL: a database of its own on that
+server, dropped at exit; else its own SQLite file), so ``-m backend`` fuzzes each server too.
+Examples per operation are kept modest so the suite stays fast. schemathesis starts the app's
+lifespan in its own event-loop thread and stops it after each test.
 """
 
 from __future__ import annotations
 
-import sqlite3
+import asyncio
+import atexit
+import os
+import secrets
 import tempfile
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
-from schemathesis.checks import not_a_server_error, positive_data_acceptance
+from schemathesis import GenerationMode
+from schemathesis.checks import (
+    CHECKS,
+    negative_data_rejection,
+    not_a_server_error,
+    positive_data_acceptance,
+    response_schema_conformance,
+)
 from schemathesis.config import SchemathesisConfig
+from sqlalchemy import delete, update
+from sqlalchemy.ext.asyncio import create_async_engine
 
-from fleetgate.adapters.sql.schema import cluster
+from fleetgate.adapters.sql.schema import api_tokens, claims, cluster, events, nodes, placements
 from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.schemas import MAX_AMOUNT, MAX_THREADS
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, CapacitySettings, Settings
 from tests.apps.api.conftest import ADMIN_TOKEN
+from tests.backends import create_database, drop_database
+
+pytestmark = pytest.mark.backend
 
 EXAMPLES = 25
 # Operations whose bodies carry rules a JSON Schema cannot state: a RotationPolicy manifest is
 # validated by the domain and a duration must parse and be positive; a claim's ``expires_at``
 # must lie in the future. A schema-valid request may rightly be a 422 there, so only "every
-# schema-valid request is accepted" is not asked of them (everything else is).
+# schema-valid request is accepted" is not asked of them (everything else, negative_data_rejection
+# included, is). With that check on for them, these are exactly what schemathesis reports: a claim
+# created or patched with an ``expires_at`` in the past, a check or simulation with "policy": {}.
 SEMANTIC = {
     "POST /v1/rotation/check": [positive_data_acceptance],
     "POST /v1/rotation/simulate": [positive_data_acceptance],
@@ -38,11 +55,24 @@ SEMANTIC = {
     "PATCH /v1/namespaces/{ns}/claims/{claim_id}": [positive_data_acceptance],
 }
 
-# Module level because schemathesis parametrizes at collection time; removed at interpreter exit.
-_WORKDIR = tempfile.TemporaryDirectory(prefix="fleetgate-fuzz-")
-_DB_FILE = Path(_WORKDIR.name) / "fuzz.db"
+
+def _database_url() -> str:
+    """The fuzzer's own database on the server under test (dropped at exit), or a SQLite file."""
+    server_url = os.environ.get("FLEETGATE_TEST_DATABASE_URL", "")
+    if not server_url or server_url.startswith("sqlite"):
+        workdir = tempfile.TemporaryDirectory(prefix="fleetgate-fuzz-")
+        atexit.register(workdir.cleanup)
+        return f"sqlite+aiosqlite:///{Path(workdir.name) / 'fuzz.db'}"
+    name = f"fgt_fuzz_{os.getpid()}_{secrets.token_hex(3)}"
+    url = create_database(server_url, name)
+    atexit.register(drop_database, server_url, name)
+    return url
+
+
+# Module level because schemathesis parametrizes at collection time.
+_DATABASE_URL = _database_url()
 _SETTINGS = Settings(
-    database_url=f"sqlite+aiosqlite:///{_DB_FILE}",
+    database_url=_DATABASE_URL,
     api=ApiSettings(admin_token=ADMIN_TOKEN),
     capacity=CapacitySettings(ranking_seed=3),
 )
@@ -57,22 +87,46 @@ def only_intended_5xx(ctx: Any, response: Any, case: schemathesis.Case) -> None:
             raise AssertionError(f"server error {response.status_code}: {response.text[:300]}")
 
 
+async def _empty(url: str) -> None:
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as db:
+            for table in (placements, claims, events, api_tokens, nodes):  # children first
+                await db.execute(delete(table))
+            counters = [c.name for c in cluster.columns if c.name not in ("id", "updated_at")]
+            await db.execute(update(cluster).values(dict.fromkeys(counters, 0)))
+    finally:
+        await engine.dispose()
+
+
 def _empty_database() -> None:
-    """Delete every row (children first) and zero the cluster row, straight on the SQLite file."""
-    with closing(sqlite3.connect(_DB_FILE, timeout=30)) as db, db:
-        for table in ("placements", "claims", "events", "api_tokens", "nodes"):
-            db.execute(f"DELETE FROM {table}")
-        counters = [c.name for c in cluster.columns if c.name not in ("id", "updated_at")]
-        db.execute(f"UPDATE cluster SET {', '.join(f'{c} = 0' for c in counters)}")
+    """Delete every row (children first) and zero the cluster row, straight on the database."""
+    asyncio.run(_empty(_DATABASE_URL))
 
 
 app = create_app(build_container(_SETTINGS))
 # The admin token as the bearer scheme's credential: schemathesis then sends it on every valid
 # request, and knows a case it made with a broken Authorization header must be refused.
+# Both generation modes, stated rather than left to the default: positive cases (schema-valid,
+# which positive_data_acceptance says must be accepted) and negative ones (schema-violating,
+# which negative_data_rejection says must be refused: a boolean where a number is expected).
 _CONFIG = SchemathesisConfig.from_dict(
-    {"auth": {"openapi": {"HTTPBearer": {"bearer": ADMIN_TOKEN}}}}
+    {
+        "generation": {"mode": "all"},
+        "auth": {"openapi": {"HTTPBearer": {"bearer": ADMIN_TOKEN}}},
+    }
 )
 schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=_CONFIG)
+
+
+def test_the_fuzzer_sends_both_kinds_of_data_and_runs_the_data_checks() -> None:
+    assert set(_CONFIG.projects.default.generation.modes) == {
+        GenerationMode.POSITIVE,
+        GenerationMode.NEGATIVE,
+    }
+    # call_and_validate runs every registered check unless excluded; the data checks are two.
+    assert {negative_data_rejection, positive_data_acceptance} <= set(CHECKS.get_all())
+    assert response_schema_conformance in CHECKS.get_all()
 
 
 @schema.parametrize()

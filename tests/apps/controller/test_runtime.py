@@ -8,6 +8,7 @@ by one replica is finished by the other after a hand-over.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -218,6 +219,24 @@ async def test_preflight_failure_stops_before_campaigning_or_acting(
         await run_on_cluster(replica.controller, loop, endpoints=replica.endpoints)
     assert not ran
     assert api.writes() == []  # no Lease, no annotation, nothing
+
+
+async def test_a_preflight_that_gets_no_answer_fails_within_its_bound(
+    api: KubeAPIServer, clock: VirtualClock, tmp_path: Path
+) -> None:
+    # The API server takes the connection and never answers discovery: preflight used to wait
+    # on it forever (kubernetes-asyncio sets no timeout), which hung this suite once.
+    api.stall_next("GET", "/apis/karpenter.sh/v1$", 10**6, times=10**6)
+    replica = Replica("replica-a", api, clock, tmp_path)
+    replica.gateway.options = dataclasses.replace(replica.gateway.options, request_timeout=0.5)
+
+    async def loop(wake: asyncio.Event) -> list[PassResult]:
+        raise AssertionError("the loop must not run without a preflight")
+
+    async with asyncio.timeout(60):  # the test's own guard; the bound is 4 x 0.5 s
+        with pytest.raises(PreflightFailed, match=r"did not answer within 2s"):
+            await run_on_cluster(replica.controller, loop, endpoints=replica.endpoints)
+    assert api.writes() == []
 
 
 async def test_the_command_runs_preflight_election_and_a_pass_from_settings(

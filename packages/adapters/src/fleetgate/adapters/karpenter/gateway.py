@@ -36,7 +36,7 @@ from fleetgate.adapters.karpenter.connection import (
 from fleetgate.adapters.karpenter.events import KubernetesEventSink
 from fleetgate.adapters.karpenter.leader import LeaderElector
 from fleetgate.adapters.karpenter.podspec import placeholder_pod
-from fleetgate.adapters.karpenter.preflight import preflight
+from fleetgate.adapters.karpenter.preflight import PreflightError, preflight
 from fleetgate.adapters.karpenter.watches import ChangeWatcher
 from fleetgate.domain.rotation.annotations import KARPENTER_NODEPOOL, SURGE_FOR
 from fleetgate.domain.rotation.cluster import ClusterConflict, PlaceholderSpec, PoolObservation
@@ -47,6 +47,11 @@ MERGE_PATCH = "application/merge-patch+json"
 # kubernetes-asyncio honours ``_content_type`` at run time but its stubs omit it; without it a
 # dict body would go out as a strategic merge patch, which custom resources do not accept.
 AS_MERGE_PATCH: dict[str, Any] = {"_content_type": MERGE_PATCH}
+
+
+#: Discovery, then one list per required resource (NodeClaims, NodePools), then one more
+#: discovery for the versions on offer when v1 is missing.
+PREFLIGHT_REQUESTS = 4
 
 
 class KarpenterGateway:
@@ -91,8 +96,21 @@ class KarpenterGateway:
     # --- deployment: preflight, leader election, events -------------------------------------
 
     async def preflight(self) -> None:
-        """Fail with an actionable ``PreflightError`` unless Karpenter v1 is served and listable."""
-        await preflight(await self.api_client())
+        """Fail with an actionable ``PreflightError`` unless Karpenter v1 is served and listable.
+
+        Bounded: kubernetes-asyncio sets no timeout of its own, so an API server that accepts
+        the connection and never answers would otherwise hold the controller's start forever.
+        Each of the (at most) four requests gets ``request_timeout``.
+        """
+        bound = PREFLIGHT_REQUESTS * self.options.request_timeout
+        try:
+            async with asyncio.timeout(bound):
+                await preflight(await self.api_client())
+        except TimeoutError as exc:
+            raise PreflightError(
+                f"preflight: the API server did not answer within {bound:g}s "
+                "(check that it is reachable and healthy, then restart the controller)"
+            ) from exc
 
     def leader_elector(self) -> LeaderElector:
         """A Lease elector in the controller's namespace, with the configured timings."""

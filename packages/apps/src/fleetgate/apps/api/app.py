@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from fastapi import FastAPI
 
 from fleetgate.apps.api.auth import Authenticator
+from fleetgate.apps.api.docs import install_docs
 from fleetgate.apps.api.errors import install_error_handlers
 from fleetgate.apps.api.limits import MAX_BODY_BYTES, BodyLimit
 from fleetgate.apps.api.metrics import ApiMetrics, ObservedRequests
@@ -66,7 +67,10 @@ def create_app(container: Container) -> FastAPI:
         version=_version(),
         description=_DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # install_docs serves /docs from local assets (no CDN)
+        redoc_url=None,
     )
+    install_docs(app)
     app.state.container = container
     app.state.authenticator = Authenticator(settings.api.admin_token, container.token_store())
     install_error_handlers(app)

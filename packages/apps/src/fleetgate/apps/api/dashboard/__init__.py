@@ -30,16 +30,24 @@ from fleetgate.domain import tokens
 Source = Callable[[], Awaitable[Mapping[str, Any]]]
 COOKIE = "fleetgate_dashboard"
 STATIC = Path(__file__).with_name("static")
-HEADERS = {
-    "Cache-Control": "no-store",
-    "Content-Security-Policy": (
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-        "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
-    ),
-    "Referrer-Policy": "no-referrer",
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "DENY",
-}
+
+
+def page_headers(*script_sources: str) -> dict[str, str]:
+    """The strict page headers; ``script_sources`` (e.g. a ``'sha256-…'``) join ``'self'``."""
+    scripts = " ".join(("'self'", *script_sources))
+    return {
+        "Cache-Control": "no-store",
+        "Content-Security-Policy": (
+            f"default-src 'none'; script-src {scripts}; style-src 'self'; img-src 'self' data:; "
+            "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        ),
+        "Referrer-Policy": "no-referrer",
+        "X-Content-Type-Options": "nosniff",
+        "X-Frame-Options": "DENY",
+    }
+
+
+HEADERS = page_headers()
 
 
 class Dashboard:
@@ -106,4 +114,4 @@ def install_dashboard(app: FastAPI, source: Source, admin_token: str | None) -> 
     return dashboard
 
 
-__all__ = ["COOKIE", "Dashboard", "install_dashboard"]
+__all__ = ["COOKIE", "HEADERS", "Dashboard", "install_dashboard", "page_headers"]
