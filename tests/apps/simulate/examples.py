@@ -5,7 +5,9 @@ test in ``test_golden.py`` replays every case and compares all it decided (rotat
 census reasons, breaches, generations). Regenerate only on a deliberate behaviour change:
 ``python -m tests.apps.simulate.examples`` (it rewrites the file). It was regenerated once since,
 when the census gained the ``KarpenterDisrupting`` and ``Drifted`` buckets: every case was
-checked to equal the old file once those two zero counts are left out of the events.
+checked to equal the old file once those two zero counts are left out of the events; and again
+when the summary gained ``breachedNodes`` and the breach diagnostic counted nodes and breaches
+apart (only those two fields changed, in every case).
 """
 
 from __future__ import annotations
