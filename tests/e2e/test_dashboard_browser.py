@@ -236,16 +236,22 @@ def snapshot(driver: Any) -> dict[str, Any]:
 
 
 def wait_for(
-    driver: Any, what: str, check: Callable[[dict[str, Any]], Any], timeout: float = 90.0
+    driver: Any,
+    what: str,
+    check: Callable[[Any], Any],
+    timeout: float = 90.0,
+    read: Callable[[Any], Any] = snapshot,
 ) -> Any:
-    """Poll ``check(snapshot)`` until it is truthy; fail naming ``what`` otherwise."""
+    """Poll ``check(read(driver))`` until it is truthy; fail naming ``what`` otherwise.
+
+    ``read`` is the dashboard's one-read ``snapshot`` by default; a page of another shape passes
+    its own reading (or ``lambda d: d`` to check the driver itself).
+    """
     from selenium.common.exceptions import TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
     try:
-        return WebDriverWait(driver, timeout, poll_frequency=0.25).until(
-            lambda d: check(snapshot(d))
-        )
+        return WebDriverWait(driver, timeout, poll_frequency=0.25).until(lambda d: check(read(d)))
     except TimeoutException:
         pytest.fail(f"the dashboard never showed {what}", pytrace=False)
 

@@ -62,14 +62,15 @@ def test_the_dashboard_dates_its_timelines_and_explains_every_colour(up: Up, bro
     snap = wait_for(
         browser,
         "node ages against A and several namespaces",
-        lambda d: (
-            (s := read(d))["live"] == "live"
+        lambda s: (
+            s["live"] == "live"
             and s["marks"]
             and s["ages"]
             and all(a["bar"] for a in s["ages"])
             and len(s["namespaces"]) > 1
             and s
         ),
+        read=read,
     )
     # The timeline's axis: hour ticks, every local midnight dated, drawn at a readable size.
     labels = [m["label"] for m in snap["marks"]]

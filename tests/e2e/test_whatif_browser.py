@@ -32,6 +32,7 @@ def run(browser: Any, nodes: str, outcome: str) -> None:
         browser,
         f"the page to say {outcome}",
         lambda d: d.find_element(By.ID, "status").get_attribute("data-state") == outcome,
+        read=lambda d: d,
     )
 
 

@@ -13,6 +13,27 @@ from contextvars import ContextVar
 import structlog
 
 
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler on whatever ``sys.stderr`` is when a record is written.
+
+    ``StreamHandler(sys.stderr)`` keeps the stream it was given; where stderr is replaced (a
+    CLI run in-process, as click's test runner does, or a daemon redirecting it) a later record
+    would go to a closed stream and print a "Logging error" traceback instead of the line.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+
+    @property
+    def stream(self) -> object:
+        """The current ``sys.stderr``."""
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value: object) -> None:
+        pass  # always the current one
+
+
 def configure_logging(fmt: str = "console", level: int = logging.INFO) -> None:
     """Route structlog and stdlib logging through one renderer (console or JSON) on stderr."""
     renderer: structlog.types.Processor = (
@@ -31,7 +52,7 @@ def configure_logging(fmt: str = "console", level: int = logging.INFO) -> None:
         wrapper_class=structlog.stdlib.BoundLogger,
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler()
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,

@@ -33,7 +33,7 @@ import uvicorn
 from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.metrics import MULTIPROC_ENV
 from fleetgate.apps.container import build_container
-from fleetgate.apps.logging import configure_logging
+from fleetgate.apps.logging import StderrHandler, configure_logging
 from fleetgate.apps.settings import ConfigError, Settings, load_settings
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
@@ -77,7 +77,7 @@ def cheap_access_log() -> None:
     destination (stderr) are those of every other log line.
     """
     access = logging.getLogger("uvicorn.access")
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler()
     handler.setFormatter(logging.Formatter(ACCESS_FORMAT))
     access.handlers[:] = [handler]
     access.propagate = False
