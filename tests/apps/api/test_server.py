@@ -226,16 +226,17 @@ def test_the_server_serves_on_uvloop_and_httptools() -> None:
     assert (fast_loop(), fast_http()) == ("uvloop", "httptools")
 
 
-def test_the_access_log_is_one_plain_line_off_the_structured_chain() -> None:
+def test_the_access_log_is_one_plain_line_off_the_structured_chain(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     access = logging.getLogger("uvicorn.access")
     saved = (access.handlers[:], access.propagate)
     try:
         cheap_access_log()
         assert not access.propagate and len(access.handlers) == 1
+        assert isinstance(access.handlers[0], logging.StreamHandler)
         stream = io.StringIO()
-        handler = access.handlers[0]
-        assert isinstance(handler, logging.StreamHandler)
-        handler.setStream(stream)
+        monkeypatch.setattr(sys, "stderr", stream)  # the handler writes to the current stderr
         access.setLevel(logging.INFO)
         access.info('%s - "%s %s HTTP/%s" %d', "127.0.0.1:5", "POST", "/v1/x", "1.1", 201)
         line = stream.getvalue()
