@@ -189,6 +189,51 @@ def cluster_guard_rows(draw: st.DrawFn) -> dict[str, object]:
     return row
 
 
+#: Where a batch's requests go: two nodes, and one that does not exist.
+BATCH_NODES = ("a", "b")
+
+
+@st.composite
+def admission_batches(draw: st.DrawFn) -> dict[str, object]:
+    """A small ledger and a batch of enforced requests onto it: some fit, some are refused by
+    the claim, the cluster or a node (allocation or demand clause), some repeat a request id,
+    some name a missing node.
+
+    ``nodes``: name -> (threads, memory_mb, disk_gb, cpu_load_1, cpu_schedulable); ``claim``:
+    the limit of namespace ``claimed``'s claim, or None; ``enforcement``: ``advisory``/``hard``.
+    """
+    nodes = {
+        name: (
+            draw(st.integers(0, 12)),
+            draw(st.integers(8, 64)),
+            draw(st.integers(8, 64)),
+            draw(st.none() | st.sampled_from([0.0, 0.5, 3.0])),
+            draw(st.none() | st.integers(1, 8)),
+        )
+        for name in BATCH_NODES
+    }
+    size = st.builds(Resources, st.integers(0, 5), st.integers(0, 24), st.integers(0, 24))
+    request = st.fixed_dictionaries(
+        {
+            "namespace": st.sampled_from(["team", "team", "claimed"]),
+            "node": st.sampled_from([*BATCH_NODES, "gone"]),
+            "resources": size,
+            "demand_per_cpu": st.sampled_from([0.0, 0.6, 2.5]),
+            "target_load": st.sampled_from([0.0, 0.75, 1.0]),
+            "request_id": st.sampled_from([None, "r1", "r2"]),
+        }
+    )
+    return {
+        "nodes": nodes,
+        "claim": draw(
+            st.none()
+            | st.builds(Resources, st.integers(0, 8), st.integers(0, 40), st.integers(0, 40))
+        ),
+        "enforcement": draw(st.sampled_from(["advisory", "hard"])),
+        "requests": draw(st.lists(request, min_size=1, max_size=10)),
+    }
+
+
 # --- cluster / fleets (rotation controller and simulator) -------------------------------------
 
 SIM_START = datetime(2024, 1, 1, tzinfo=UTC)
