@@ -193,9 +193,9 @@ async def test_a_batch_with_every_outcome_commits_exactly_its_admitted_items(
         outside.connect() as claim_holder,
         outside.connect() as node_holder,
     ):
-        ours = await pid_of(conn)
-        # Our session finds the deadlock (the outside one would only after 60 s).
-        await conn.execute(sa.text("SET LOCAL deadlock_timeout = '2s'"))
+        ours, holding_b = await pid_of(conn), await pid_of(node_holder)
+        # Our session is the one to find the deadlock (the outside one would after a minute).
+        await conn.execute(sa.text("SET LOCAL deadlock_timeout = '1s'"))
         await node_holder.execute(sa.text("SET deadlock_timeout = '60s'"))
         await node_holder.execute(
             sa.text("UPDATE nodes SET updated_at = updated_at WHERE name = 'b'")
@@ -204,22 +204,23 @@ async def test_a_batch_with_every_outcome_commits_exactly_its_admitted_items(
         batch = asyncio.ensure_future(
             postgres_batch_executor(conn, items, ledger.store.now_epoch(), ClaimEnforcement.HARD)
         )
-        # Item 1 waits for the cluster row: a claim for its namespace commits meanwhile (a zero
-        # limit, so the cluster's sums stay right) and another session holds it.
+        # Item 1 waits for the cluster row (item 0 holds node a by now). The session holding
+        # node b starts waiting for node a, so item 9, asking for node b, closes a cycle that
+        # only item 9 is rolled back for.
         await blocked_by(outside, ours, await pid_of(cluster_holder))
-        await insert_claim(ledger, "late", Resources(), claim_id="late-claim")
-        await claim_holder.execute(
-            sa.text("SELECT id FROM claims WHERE id = 'late-claim' FOR UPDATE")
-        )
-        await cluster_holder.rollback()
-        # Item 9 waits for node b, which the outside session holds; it then waits for node a,
-        # which the batch holds: a deadlock that only item 9 is rolled back for.
-        await blocked_by(outside, ours, await pid_of(node_holder))
         crossing = asyncio.ensure_future(
             node_holder.execute(
                 sa.text("UPDATE nodes SET updated_at = updated_at WHERE name = 'a'")
             )
         )
+        await blocked_by(outside, holding_b, ours)
+        # Meanwhile a claim for item 1's namespace commits (a zero limit, so the cluster's sums
+        # stay right) and another session holds it.
+        await insert_claim(ledger, "late", Resources(), claim_id="late-claim")
+        await claim_holder.execute(
+            sa.text("SELECT id FROM claims WHERE id = 'late-claim' FOR UPDATE")
+        )
+        await cluster_holder.rollback()
         results = await batch
         await conn.commit()
         await crossing
