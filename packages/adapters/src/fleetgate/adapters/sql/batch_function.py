@@ -10,9 +10,10 @@ deadlock, the NOWAIT claim check meeting a held claim row, or a serialization fa
 by that element alone (its wait is rolled back, the others keep theirs) and it is admitted on
 its own afterwards. Any other error aborts the call, and with it the batch's transaction.
 
-Every element is one subtransaction that writes, so each takes a subtransaction id: past 64
-in one transaction PostgreSQL's per-backend cache of them overflows and every other session's
-visibility checks get slower. A batch stays well below that bound.
+Each admitted element keeps the id of the subtransaction it wrote in (a rolled-back one gives
+its id up): past 64 in one transaction PostgreSQL's per-backend cache of them overflows, and
+every other session's visibility checks get slower until it ends. Group commit's bound on a
+batch should stay at or below 64 here.
 
 Alembic installs it (revision 0004). Its comment holds a digest of its own text *and* of
 ``fleetgate_admit``'s, since it runs that function: the ledger uses it only while both are
