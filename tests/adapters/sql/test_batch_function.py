@@ -17,7 +17,7 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 from hypothesis import HealthCheck, event, given, settings
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
 
@@ -28,7 +28,7 @@ from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.adapters.sql.migrate import alembic_config, current_revision
 from fleetgate.domain.capacity.claims import Claim, ClaimEnforcement, ClaimRequest, enforcement_of
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
-from fleetgate.domain.capacity.errors import NodeNotFound
+from fleetgate.domain.capacity.errors import LedgerError, NodeNotFound
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, NodeMetrics, NodeSpec
 from fleetgate.domain.events import Event, Level
 from tests.adapters.sql.seed import claim_used, insert_claim
@@ -284,6 +284,34 @@ async def test_advisory_overruns_and_unenforced_writes_go_solo_and_change_nothin
         finally:
             sa.event.remove(ledger.store.engine.sync_engine, "after_cursor_execute", hook)
     assert [r.outcome for r in only] == [Outcome.SOLO] and statements == []
+
+
+async def test_an_error_other_than_a_repeated_request_id_fails_the_whole_call(
+    ledger: SqlLedger, backend: Backend
+) -> None:
+    postgres_only(backend)
+    await ledger.add_node(NodeSpec("a", Capacity(8, 8192, 80)))
+    before = await state(ledger)
+    twins = [BatchItem(AdmitRequest("team", "a", SIZE), "same-id") for _ in range(2)]
+    with pytest.raises(IntegrityError, match="pk_placements"):  # the caller splits the batch
+        async with ledger.store.engine.begin() as conn:
+            await postgres_batch_executor(
+                conn, twins, ledger.store.now_epoch(), ClaimEnforcement.ADVISORY
+            )
+    assert await state(ledger) == before
+
+
+async def test_a_missing_cluster_row_is_a_ledger_error(ledger: SqlLedger, backend: Backend) -> None:
+    postgres_only(backend)
+    await ledger.add_node(NodeSpec("a", Capacity(8, 8192, 80)))
+    async with ledger.store.engine.connect() as conn:
+        await conn.execute(sa.text("DELETE FROM cluster"))
+        with pytest.raises(LedgerError, match="cluster row is missing"):
+            await postgres_batch_executor(
+                conn, [item("team", "a")], ledger.store.now_epoch(), ClaimEnforcement.ADVISORY
+            )
+        await conn.rollback()
+    assert (await ledger.cluster()).total == Resources(24, 8192, 80)
 
 
 # --- faults ------------------------------------------------------------------------------------
