@@ -79,8 +79,9 @@ _RESULT: Final = ("fg_index", "fg_outcome", "fg_claim_id", "fg_refused", "fg_nod
 def definition() -> str:
     """``CREATE OR REPLACE FUNCTION fleetgate_admit_batch …``, running ``fleetgate_admit``."""
     element = ", ".join(f"{name}[i]" for name, _ in ARGUMENTS)
-    # Nothing but the outcome survives a rolled-back element: its refused row (read under the
-    # lock it took) is kept too, so the domain explains the refusal with no second read.
+    # PL/pgSQL variables are not rolled back: an undone element keeps its outcome and its
+    # refused row (read under the lock the rollback then gives up), so the domain explains the
+    # refusal with no second read.
     retried = "\n".join(
         f"      WHEN {condition} THEN\n"
         f"        fg_outcome := '{outcome}'; fg_claim_id := NULL; fg_refused := NULL; "
