@@ -7,7 +7,19 @@ from dataclasses import dataclass, field
 
 from rich.console import Console
 
-from benchmarks import admission, faults, http, ranking, reconcile, rotation, soak
+from benchmarks import (
+    admission,
+    admission_tables,
+    admission_targets,
+    faults,
+    http,
+    machine,
+    pgbench,
+    ranking,
+    reconcile,
+    rotation,
+    soak,
+)
 from benchmarks.invariants import Check
 from benchmarks.report import Section, Verdict, rate
 from benchmarks.sizes import Sizes
@@ -50,16 +62,33 @@ async def run(
 
 async def _admission(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
     cells: list[admission.Cell] = []
+    loads: dict[str, str] = {}
     for target in targets:
         cells += await admission.run_target(target, sizes, console)
+        loads[target.label] = machine.load_average()
+    pg_cells: list[pgbench.PgbenchCell] = []
+    missing = pgbench.available()
+    postgres = [t for t in targets if t.kind == "postgres"]
+    for target in postgres if missing is None else []:
+        with console.status(f"{target.label}: pgbench"):
+            pg_cells += await pgbench.ceilings(
+                target, sizes.scaling_fleet, sizes.writers, sizes.pgbench_seconds
+            )
+        loads[f"{target.label} (pgbench)"] = machine.load_average()
     s = Section("admission", "Admission: the ledger against the raw-driver ceiling")
-    s.tables.append(admission.table(cells))
+    s.tables.append(admission_tables.ceiling_table(cells, loads))
+    if postgres:
+        s.tables.append(admission_tables.pgbench_table(pg_cells, cells, postgres[0].label, loads))
+    s.tables.append(admission_tables.batching_table(cells, loads))
+    s.tables.append(admission_tables.latency_table(cells, loads))
+    growth = admission.cell_writers(sizes, sizes.scaling_fleet)
+    s.tables.append(admission_tables.growth_table(cells, sizes.scaling_fleet, growth, loads))
     for target in targets:
         ratios = admission.ratio(cells, target.label)
         if ratios:
             s.verdicts.append(
                 Verdict(
-                    f"ledger >= 0.5 x ceiling on {target.label} (every cell)",
+                    f"ledger (group commit off) >= 0.5 x ceiling on {target.label} (every cell)",
                     f"ratio {min(ratios):.2f} to {max(ratios):.2f}",
                     min(ratios) >= HALF,
                 )
@@ -71,10 +100,14 @@ async def _admission(targets: Sequence[Target], sizes: Sizes, console: Console) 
             Verdict(
                 ">= 1,000 admissions/s on PostgreSQL (ledger)",
                 f"best {rate(best.load.throughput)}/s ({best.fleet:,} nodes, "
-                f"{best.writers} writers)",
+                f"{best.writers} writers, group commit {best.group_commit})",
                 best.load.throughput >= PG_ADMISSIONS,
             )
         )
+    if postgres:
+        s.verdicts += admission_targets.postgres(cells, pg_cells, sizes.scaling_fleet, missing)
+    if any(t.kind == "sqlite" for t in targets):
+        s.verdicts.append(admission_targets.sqlite(cells, sizes.scaling_fleet))
     _note_checks(s, [c.check for c in cells], "admission")
     return s
 
@@ -100,6 +133,28 @@ async def _http(targets: Sequence[Target], sizes: Sizes, console: Console) -> Se
                     f"client + server CPU {cpu:.1f} ms/op, machine {top.machine_busy:.0%} busy",
                 )
             )
+    pg = [m for m in measured if m.cell.backend == "PostgreSQL"]
+    pg = [m for m in pg if m.cell.fleet == sizes.scaling_fleet]
+    ask = f">= 500 placements/s over HTTP on PostgreSQL ({sizes.scaling_fleet:,} nodes)"
+    if any(t.kind == "postgres" for t in targets):
+        if pg:
+            top = max(pg, key=lambda m: m.cell.load.throughput)
+            cpu = top.cell.load.cpu_ms_per_op + top.server_cpu_ms_per_op
+            met = top.cell.load.throughput >= HTTP_PLACEMENTS
+            s.verdicts.append(
+                Verdict(
+                    ask,
+                    f"best {rate(top.cell.load.throughput)}/s ({top.cell.writers} writers)",
+                    met,
+                    ""
+                    if met
+                    else f"bound by CPU per placement: client + server {cpu:.1f} "
+                    f"ms/op x {rate(top.cell.load.throughput)}/s, machine "
+                    f"{top.machine_busy:.0%} busy",
+                )
+            )
+        else:
+            s.verdicts.append(Verdict(ask, "-", None, "no PostgreSQL HTTP cell at that fleet"))
     _note_checks(s, [m.cell.check for m in measured], "HTTP")
     return s
 
