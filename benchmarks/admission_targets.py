@@ -46,7 +46,7 @@ def bound(cell: Cell) -> str:
     if core >= CLIENT_BOUND:
         parts = [f"bound by the benchmark's one client process: {cpu} of its core"]
     else:
-        parts = [f"the client is not the bound ({cpu} of a core): the database's commits are"]
+        parts = [f"the client is not the bound ({cpu} of a core): the database side is"]
     if cell.batching is None:
         parts.append("one transaction per admission (no group commit in this build)")
     else:
