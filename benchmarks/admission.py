@@ -49,7 +49,8 @@ class Cell:
 
 
 def _warmup(writers: int) -> int:
-    return min(64, writers * 4)
+    # Every ledger cell opens a fresh ledger: at least 16 admissions fill its statement caches.
+    return min(64, max(16, writers * 4))
 
 
 async def ledger_run(

@@ -65,18 +65,19 @@ async def run(
 async def _admission(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
     cells: list[admission.Cell] = []
     loads: dict[str, str] = {}
-    for target in targets:
-        cells += await admission.run_target(target, sizes, console)
-        loads[target.label] = machine.load_average()
     pg_cells: list[pgbench.PgbenchCell] = []
     missing = pgbench.available()
     postgres = [t for t in targets if t.kind == "postgres"]
-    for target in postgres if missing is None else []:
-        with console.status(f"{target.label}: pgbench"):
-            pg_cells += await pgbench.ceilings(
-                target, sizes.scaling_fleet, sizes.writers, sizes.pgbench_seconds
-            )
-        loads[f"{target.label} (pgbench)"] = machine.load_average()
+    for target in targets:
+        cells += await admission.run_target(target, sizes, console)
+        loads[target.label] = machine.load_average()
+        if target.kind == "postgres" and missing is None:
+            # Right after the ledger's own cells, so both ceilings see the same machine.
+            with console.status(f"{target.label}: pgbench"):
+                pg_cells += await pgbench.ceilings(
+                    target, sizes.scaling_fleet, sizes.writers, sizes.pgbench_seconds
+                )
+            loads[f"{target.label} (pgbench)"] = machine.load_average()
     s = Section("admission", "Admission: the ledger against the raw-driver ceiling")
     s.tables.append(admission_tables.ceiling_table(cells, loads))
     if postgres:
