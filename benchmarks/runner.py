@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -21,7 +22,7 @@ from benchmarks import (
     soak,
 )
 from benchmarks.invariants import Check
-from benchmarks.report import Section, Verdict, rate
+from benchmarks.report import Section, Table, Verdict, rate
 from benchmarks.sizes import Sizes
 from benchmarks.targets import Target
 
@@ -50,14 +51,22 @@ async def run(
 ) -> Outcome:
     """Run ``names`` (in the canonical order) over ``targets``."""
     out = Outcome()
+    # What each benchmark took, so the next change to the sizes is budgeted from a measurement.
+    columns = ["benchmark", "wall s", "load average after (1/5/15 min)"]
+    wall = Table(f"Wall time by benchmark ({sizes.name} profile)", columns)
+    began = time.perf_counter()
     for name in NAMES:
         if name not in names:
             continue
         console.rule(f"[bold]{name}")
+        started = time.perf_counter()
         section = await _SECTIONS[name](targets, sizes, console)
+        wall.add(name, f"{time.perf_counter() - started:.0f}", machine.load_average())
         for t in section.tables:
             t.show(console)
         out.sections.append(section)
+    wall.add("all", f"{time.perf_counter() - began:.0f}", machine.load_average())
+    out.sections.append(Section("wall time", "Wall time", tables=[wall]))
     out.clean = not any(f.startswith("FAILED") for s in out.sections for f in s.findings)
     return out
 
