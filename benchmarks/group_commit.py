@@ -71,10 +71,3 @@ def stats(ledger: SqlLedger) -> Batching | None:
     if not hasattr(ledger, "group_commit_stats"):
         return None
     return Batching.of(getattr(ledger, "group_commit_stats")())  # noqa: B009 - see the TODO
-
-
-def describe(batching: Batching | None, admissions: int) -> str:
-    """``mean batch 3.2, 91% batched`` for a table cell (``-`` when not measured)."""
-    if batching is None:
-        return "-"
-    return f"{batching.mean_batch:.1f}, {batching.share(admissions):.0%}"
