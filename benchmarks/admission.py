@@ -16,10 +16,11 @@ from typing import Any
 
 from rich.console import Console
 
-from benchmarks import raw
+from benchmarks import group_commit, raw
 from benchmarks.capture import DEMAND, TARGET_LOAD, Script, capture_admission
+from benchmarks.group_commit import Batching
 from benchmarks.invariants import Check, check
-from benchmarks.report import Table, ms, rate
+from benchmarks.report import rate
 from benchmarks.seed import SIZE, open_ledger, reset, seed_nodes
 from benchmarks.sizes import Sizes
 from benchmarks.stats import Load, closed_loop
@@ -41,16 +42,25 @@ class Cell:
     path: str  # "ledger" | "ceiling" | "http"
     load: Load
     check: Check
+    #: A ledger cell's group commit setting ("off" | "on"); "" for the other paths.
+    group_commit: str = ""
+    #: What the ledger batched in the measured admissions (None: not batching, or not built).
+    batching: Batching | None = None
 
 
 def _warmup(writers: int) -> int:
-    return min(64, writers * 4)
+    # Every ledger cell opens a fresh ledger: at least 16 admissions fill its statement caches.
+    return min(64, max(16, writers * 4))
 
 
-async def ledger_cell(
+async def ledger_run(
     ledger: SqlLedger, names: list[str], writers: int, ops: int, max_seconds: float | None = None
-) -> Load:
-    """``ops`` admissions through the ledger by ``writers`` concurrent writers."""
+) -> tuple[Load, Batching | None]:
+    """``ops`` admissions through the ledger by ``writers`` concurrent writers, and the batching.
+
+    The batching counters are read after the warm-up and after the measured admissions, so they
+    count exactly the admissions the load measured.
+    """
     rngs = [random.Random(w) for w in range(writers)]
 
     async def admit(w: int, _: int) -> str:
@@ -63,7 +73,19 @@ async def ledger_cell(
         return "admitted" if admission.placement is not None else "refused"
 
     await closed_loop(writers, _warmup(writers), admit)
-    return await closed_loop(writers, ops, admit, max_seconds)
+    before = group_commit.stats(ledger)
+    load = await closed_loop(writers, ops, admit, max_seconds)
+    after = group_commit.stats(ledger)
+    batching = None if before is None or after is None else after.since(before)
+    return load, batching
+
+
+async def ledger_cell(
+    ledger: SqlLedger, names: list[str], writers: int, ops: int, max_seconds: float | None = None
+) -> Load:
+    """``ops`` admissions through the ledger by ``writers`` concurrent writers."""
+    load, _ = await ledger_run(ledger, names, writers, ops, max_seconds)
+    return load
 
 
 async def ceiling_cell(
@@ -100,107 +122,94 @@ async def ceiling_cell(
             await conn.close()
 
 
+def cell_writers(sizes: Sizes, fleet: int) -> list[int]:
+    """The writer counts of a fleet's ledger cells: the scaling fleet also sweeps 1 to 64."""
+    extra = sizes.scaling_writers if fleet == sizes.scaling_fleet else ()
+    return sorted({*sizes.writers, *extra})
+
+
 async def run_target(target: Target, sizes: Sizes, console: Console) -> list[Cell]:
-    """Every (fleet, writers) cell of one backend, ledger and ceiling."""
+    """Every (fleet, writers) cell of one backend: the ledger with group commit off and on, and
+    the ceiling (at the profile's writer counts; the 1-to-64 sweep is the ledger's alone).
+
+    Each ledger cell opens a ledger of its own on the seeded database (so a setting and its
+    counters start fresh); a long-lived one, with group commit off, seeds, resets and checks.
+    """
     cells = []
+    off = group_commit.SETTINGS["off"]
     for fleet in sizes.fleets:
         async with (
             fresh_database(target) as url,
-            open_ledger(target, url, pool_size=max(sizes.writers)) as ledger,
+            open_ledger(target, url, pool_size=2, group_commit=off) as base,
         ):
             with console.status(f"{target.label}: seeding {fleet:,} nodes"):
-                names = await seed_nodes(ledger, fleet)
+                names = await seed_nodes(base, fleet)
             script = await capture_admission(target, url, names[0])
-            for writers in sizes.writers:
+            built = group_commit.stats(base) is not None
+            if not built:
+                console.print(f"  [yellow]{target.label}: no group commit in this build[/yellow]")
+            for writers in cell_writers(sizes, fleet):
                 label = f"{target.label}, {fleet:,} nodes, {writers} writer(s)"
-                await reset(ledger)
-                with console.status(f"{label}: ledger"):
-                    load = await ledger_cell(
-                        ledger, names, writers, sizes.admission_ops, sizes.cell_seconds
+                for mode in group_commit.MODES if built else ("off",):
+                    await reset(base)
+                    async with open_ledger(
+                        target,
+                        url,
+                        pool_size=writers,
+                        group_commit=group_commit.SETTINGS[mode],
+                        migrate=False,
+                    ) as ledger:
+                        with console.status(f"{label}: ledger, group commit {mode}"):
+                            load, batching = await ledger_run(
+                                ledger, names, writers, sizes.admission_ops, sizes.cell_seconds
+                            )
+                    cell = Cell(
+                        target.label, fleet, writers, "ledger", load, await check(base), mode
                     )
-                cells.append(
-                    Cell(target.label, fleet, writers, "ledger", load, await check(ledger))
-                )
-                await reset(ledger)
+                    cell.batching = batching if mode == "on" else None
+                    cells.append(cell)
+                    console.print(f"  {_line(cell)}")
+                if writers not in sizes.writers:
+                    continue
+                await reset(base)
                 with console.status(f"{label}: raw driver"):
                     load = await ceiling_cell(
                         target, url, script, names, writers, sizes.admission_ops, sizes.cell_seconds
                     )
-                cells.append(
-                    Cell(target.label, fleet, writers, "ceiling", load, await check(ledger))
-                )
-                console.print(f"  {_line(cells[-2])}  |  ceiling {_line(cells[-1])}")
+                cells.append(Cell(target.label, fleet, writers, "ceiling", load, await check(base)))
+                console.print(f"  {_line(cells[-1])}")
     return cells
+
+
+def find(
+    cells: list[Cell], backend: str, fleet: int, writers: int, path: str, mode: str = ""
+) -> Cell | None:
+    """The one cell of that configuration, if it was measured."""
+    for c in cells:
+        key = (c.backend, c.fleet, c.writers, c.path, c.group_commit)
+        if key == (backend, fleet, writers, path, mode):
+            return c
+    return None
 
 
 def _line(cell: Cell) -> str:
     return (
-        f"{cell.backend} {cell.fleet:,}n {cell.writers}w {cell.path}: "
+        f"{cell.backend} {cell.fleet:,}n {cell.writers}w {cell.path} {cell.group_commit}: "
         f"{rate(cell.load.throughput)}/s p50 {cell.load.p(0.5):.2f} ms "
         f"p99 {cell.load.p(0.99):.2f} ms check {cell.check.summary()}"
     )
 
 
-def _outcomes(load: Load) -> str:
-    refused, errors = load.count("refused"), load.count("error")
-    return "" if not (refused or errors) else f" ({refused} refused, {errors} errors)"
-
-
 def ratio(cells: list[Cell], backend: str) -> list[float]:
-    """fleetgate/ceiling throughput for every (fleet, writers) of ``backend``."""
+    """Ledger (group commit off) / ceiling throughput for every (fleet, writers) of ``backend``.
+
+    Like for like: both commit one admission per transaction, so the ratio is the client's cost.
+    """
     out = []
-    by_key = {(c.fleet, c.writers, c.path): c for c in cells if c.backend == backend}
-    for (fleet, writers, path), cell in by_key.items():
-        ceiling = by_key.get((fleet, writers, "ceiling"))
-        if path == "ledger" and ceiling is not None and ceiling.load.throughput > 0:
-            out.append(cell.load.throughput / ceiling.load.throughput)
-    return out
-
-
-def table(cells: list[Cell]) -> Table:
-    """Ledger beside ceiling, one row per backend, fleet size and writers."""
-    t = Table(
-        "Admission at the ledger vs. the raw-driver ceiling",
-        [
-            "backend",
-            "nodes",
-            "writers",
-            "ledger adm/s",
-            "p50 ms",
-            "p99 ms",
-            "ceiling adm/s",
-            "p50 ms",
-            "p99 ms",
-            "ledger/ceiling",
-            "client CPU ms/op (ledger; ceiling)",
-            "over-commit check (ledger; ceiling)",
-        ],
-    )
-    by_key = {(c.backend, c.fleet, c.writers, c.path): c for c in cells}
-    for (backend, fleet, writers, path), cell in by_key.items():
-        if path != "ledger":
+    for c in cells:
+        if c.backend != backend or c.path != "ledger" or c.group_commit != "off":
             continue
-        ceiling = by_key.get((backend, fleet, writers, "ceiling"))
-        row: list[object] = [
-            backend,
-            f"{fleet:,}",
-            writers,
-            rate(cell.load.throughput) + _outcomes(cell.load),
-            ms(cell.load.p(0.5) / 1000),
-            ms(cell.load.p(0.99) / 1000),
-        ]
-        if ceiling is None:
-            row += ["-", "-", "-", "-", f"{cell.load.cpu_ms_per_op:.2f}", cell.check.summary()]
-        else:
-            share = cell.load.throughput / ceiling.load.throughput if ceiling.load.ops else 0.0
-            row += [
-                rate(ceiling.load.throughput) + _outcomes(ceiling.load),
-                ms(ceiling.load.p(0.5) / 1000),
-                ms(ceiling.load.p(0.99) / 1000),
-                f"{share:.2f}",
-                f"{cell.load.cpu_ms_per_op:.2f}; {ceiling.load.cpu_ms_per_op:.2f}",
-                f"{cell.check.summary()} ({cell.check.placements:,} placements); "
-                f"{ceiling.check.summary()}",
-            ]
-        t.add(*row)
-    return t
+        ceiling = find(cells, backend, c.fleet, c.writers, "ceiling")
+        if ceiling is not None and ceiling.load.throughput > 0:
+            out.append(c.load.throughput / ceiling.load.throughput)
+    return out

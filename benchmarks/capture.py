@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import event
 
+from benchmarks import group_commit
 from benchmarks.seed import SIZE, open_ledger
 from benchmarks.targets import Target
 from fleetgate.adapters.clock import VirtualClock
@@ -85,7 +86,9 @@ async def capture_admission(
     The placement it admits stays: the caller resets the database before measuring.
     """
     clock = VirtualClock(AT)
-    async with open_ledger(target, url, pool_size=1, clock=clock) as ledger:
+    # Group commit off: the script is one admission in one transaction, what a ceiling replays.
+    off = group_commit.SETTINGS["off"]
+    async with open_ledger(target, url, pool_size=1, clock=clock, group_commit=off) as ledger:
         if one_call is not None:
             ledger.one_call = one_call
         sentinels: dict[Any, str] = {

@@ -6,7 +6,8 @@ same work. Two scripts are captured from the real ledger, one admission per tran
 in-process path's statements (the five of the canonical order, ``one_call`` off) and the
 PostgreSQL function's one call. Beside them, the ledger itself on both paths, on the same
 database, reset between runs. ``python -m benchmarks.pgbench [--seconds S] [--writers 1 8 32]``
-prints one Markdown table; it is not part of the full report run.
+prints one Markdown table on its own; the full report runs :func:`ceilings` (pgbench alone,
+on a database of its own) and sets it beside the admission section's ledger cells.
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import make_url
 
+from benchmarks import group_commit
 from benchmarks.admission import ledger_cell
 from benchmarks.capture import Script, Slot, capture_admission
 from benchmarks.machine import load_average
@@ -95,14 +98,63 @@ def run_pgbench(url: str, text: str, writers: int, seconds: float) -> float:
     return float(found.group(1))
 
 
+def available() -> str | None:
+    """None when pgbench can run here, else why not."""
+    try:
+        pgbench()
+    except SystemExit as exc:
+        return str(exc)
+    return None
+
+
+@dataclass(frozen=True)
+class PgbenchCell:
+    """pgbench's rate for one script at one writer count (one admission per transaction)."""
+
+    fleet: int
+    writers: int
+    script: str  # "statements" | "function"
+    tps: float
+
+
+async def ceilings(
+    target: Target, fleet: int, writers: Sequence[int], seconds: float
+) -> list[PgbenchCell]:
+    """pgbench on both captured scripts at every writer count, on a freshly seeded database.
+
+    The function script is measured only when the ledger admits through the function (else it
+    would be the statements again). The database is reset before every run.
+    """
+    cells = []
+    off = group_commit.SETTINGS["off"]
+    async with (
+        fresh_database(target) as url,
+        open_ledger(target, url, pool_size=2, group_commit=off) as ledger,
+    ):
+        names = await seed_nodes(ledger, fleet)
+        scripts = {"statements": await capture_admission(target, url, names[0], one_call=False)}
+        if ledger.one_call:
+            await reset(ledger)  # the captures admit the same placement id
+            scripts["function"] = await capture_admission(target, url, names[0])
+        for w in writers:
+            for name, script in scripts.items():
+                await reset(ledger)
+                tps = await asyncio.to_thread(
+                    run_pgbench, url, script_text(script, fleet), w, seconds
+                )
+                cells.append(PgbenchCell(fleet, w, name, tps))
+    return cells
+
+
 async def measure(writers: Sequence[int], seconds: float, fleet: int) -> list[str]:
     """The table's rows: per writer count, pgbench on both scripts, the ledger on both paths."""
     server = os.environ.get("FLEETGATE_POSTGRES_URL", DEFAULT_POSTGRES)
     target = Target("postgres", "PostgreSQL", "postgres", server)
+    off = group_commit.SETTINGS["off"]  # this table compares one admission per transaction
     rows = []
     async with (
         fresh_database(target) as url,
-        open_ledger(target, url, pool_size=max(writers)) as ledger,
+        open_ledger(target, url, pool_size=max(writers), group_commit=off) as ledger,
     ):
         names = await seed_nodes(ledger, fleet)
         function_script = await capture_admission(target, url, names[0])

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -44,12 +44,20 @@ def node_names(count: int) -> list[str]:
 
 @asynccontextmanager
 async def open_ledger(
-    target: Target, url: str, *, pool_size: int = 8, clock: Clock | None = None
+    target: Target,
+    url: str,
+    *,
+    pool_size: int = 8,
+    clock: Clock | None = None,
+    group_commit: Mapping[str, Any] | None = None,
+    migrate: bool = True,
 ) -> AsyncIterator[SqlLedger]:
-    """A started ledger (schema migrated) on ``url``, built through the plugin manager."""
-    ledger = plugins.make_ledger(
-        plugins.plugin_manager(), url, target.ledger_options(pool_size), clock or SystemClock()
-    )
+    """A started ledger (schema migrated unless ``migrate`` is false) on ``url``.
+
+    Built through the plugin manager; ``group_commit`` None keeps the ledger's default.
+    """
+    options = target.ledger_options(pool_size, group_commit=group_commit, migrate=migrate)
+    ledger = plugins.make_ledger(plugins.plugin_manager(), url, options, clock or SystemClock())
     assert isinstance(ledger, SqlLedger)
     await ledger.start()
     try:

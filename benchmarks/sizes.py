@@ -50,12 +50,21 @@ class Sizes:
     #: The simulator's cost against fleet size: the fleets, and the days each one simulates.
     simulator_scaling: tuple[int, ...] = (100, 1_000, 10_000)
     simulator_scaling_days: int = 3
+    #: The fleet whose ledger cells also sweep ``scaling_writers`` (group commit off and on).
+    scaling_fleet: int = 100
+    scaling_writers: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64)
+    #: Seconds of each pgbench run (PostgreSQL's ceiling beside the replayed one).
+    pgbench_seconds: float = 5.0
 
 
+# The full run's wall time, from the caps (see benchmarks/notes.md for the arithmetic): every
+# admission cell stops at ``cell_seconds`` (6 s, at most 600 admissions: an admission cell's
+# repetitions were cut, from 1,000 in 10 s, to make room for group commit off and on side by
+# side and the 1-to-64 sweep, rather than dropping either comparison).
 FULL = Sizes(
-    admission_ops=1000,
+    admission_ops=600,
     http_ops=600,
-    cell_seconds=10.0,
+    cell_seconds=6.0,
     simulator_seconds=60.0,
     fleets=(100, 10_000),
     writers=(1, 8, 32),
@@ -93,6 +102,8 @@ QUICK = Sizes(
     soak_workers=8,
     soak_check_every=1.0,
     name="quick",
+    scaling_writers=(1, 8, 64),
+    pgbench_seconds=2.0,
     simulator_large_nodes=1_000,
     simulator_large_days=7,
     simulator_scaling=(100, 1_000),
@@ -106,6 +117,9 @@ TINY = replace(
     http_ops=10,
     fleets=(20,),
     writers=(1, 4),
+    scaling_fleet=20,
+    scaling_writers=(1, 2, 4),
+    pgbench_seconds=1.0,
     ranking_nodes=500,
     ranking_decisions=5,
     reconcile_nodes=50,

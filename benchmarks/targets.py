@@ -12,7 +12,7 @@ import os
 import secrets
 import sqlite3
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,13 +35,27 @@ class Target:
     server_url: str = ""
     session_variables: dict[str, str] = field(default_factory=dict)
 
-    def ledger_options(self, pool_size: int = 8, **capacity: Any) -> dict[str, Any]:
-        """Ledger options as the composition root passes them, with a pool sized for the load."""
+    def ledger_options(
+        self,
+        pool_size: int = 8,
+        *,
+        group_commit: Mapping[str, Any] | None = None,
+        migrate: bool = True,
+        **capacity: Any,
+    ) -> dict[str, Any]:
+        """Ledger options as the composition root passes them, with a pool sized for the load.
+
+        ``group_commit`` None leaves the ledger's default (what a deployment gets); ``migrate``
+        False opens a second ledger on a database another one already migrated.
+        """
         options: dict[str, Any] = {
             "capacity": capacity,
             "claims": {"enforcement": "advisory"},
             "session_variables": dict(self.session_variables),
+            "migrate": migrate,
         }
+        if group_commit is not None:
+            options["group_commit"] = dict(group_commit)
         if self.kind != "sqlite":
             # One connection per concurrent writer, as a deployment would size its pool.
             options["engine"] = {"pool_size": pool_size, "max_overflow": 8}

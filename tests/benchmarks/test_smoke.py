@@ -31,8 +31,16 @@ async def test_every_benchmark_runs_and_writes_the_report(tmp_path: Path) -> Non
         "## Controller tick",
         "## Reliability: a connection killed at each statement",
         "## Reliability: concurrent admissions and releases",
+        "## Wall time",
     ):
         assert heading in text
+    for table in (
+        "**Group commit: the ledger with it off and on, side by side**",
+        "**Latency group commit adds (on minus off, same writers)**",
+        "**Throughput from 1 to 4 writers (20 nodes), adm/s**",
+    ):
+        assert table in text
+    assert "| SQLite ledger >= 3 x its rate at 8 writers" in text
     assert "database: SQLite" in text
     assert "**all 0**" in text
     assert "FAILED" not in text
