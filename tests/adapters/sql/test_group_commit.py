@@ -22,14 +22,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.util import await_only
 
 from fleetgate.adapters.clock import VirtualClock
+from fleetgate.adapters.sql.engine import CommitUnknown
 from fleetgate.adapters.sql.group_commit import GroupCommitConfig, GroupCommitStats
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Capacity, Resources
-from fleetgate.domain.capacity.errors import NodeNotFound
+from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, NodeSpec
 from fleetgate.domain.events import Event, Level
 from tests.adapters.sql.test_concurrency import assert_counters_match_placements
+from tests.adapters.sql.test_faults import IDENTITY, kill_session, killer_of
 from tests.conftest import Backend
 from tests.ledgers import START, open_ledger
 from tests.strategies import BATCH_NODES, admission_batches
@@ -414,6 +416,122 @@ async def test_a_caller_cancelled_before_its_batch_runs_is_never_admitted(
     assert ledger.group_commit_stats().batches == 2  # q1 and q2 in the second; q0 dropped
     assert "q0" not in {p.request_id for p in await ledger.placements()}
     await assert_counters_match_placements(ledger)
+
+
+# --- a connection killed around each statement of a batch ---------------------------------
+
+BATCH_STATEMENTS = [
+    "SAVEPOINT",
+    "UPDATE CLAIMS",
+    "UPDATE CLUSTER",
+    "SELECT",
+    "UPDATE NODES",
+    "INSERT INTO PLACEMENTS",
+    "RELEASE SAVEPOINT",
+]
+
+
+def at_nth(ledger: SqlLedger, prefix: str, nth: int, when: str, action: Any) -> Any:
+    """Run ``action(conn, cursor)`` once, before or after the ``nth`` statement ``prefix…``."""
+    seen = [0]
+
+    def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith(prefix):
+            seen[0] += 1
+            if seen[0] == nth:
+                action(conn, cursor)
+
+    sa.event.listen(ledger.store.engine.sync_engine, f"{when}_cursor_execute", hook)
+    return hook
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+@pytest.mark.parametrize(
+    ("prefix", "nth"),
+    [(s, n) for s in BATCH_STATEMENTS for n in (1, 3)] + [("INSERT INTO EVENTS", 1)],
+)
+async def test_a_connection_killed_in_a_batch_loses_and_doubles_nothing(
+    ledger: SqlLedger, backend: Backend, prefix: str, nth: int, when: str
+) -> None:
+    ledger.one_call = False
+    await ledger.add_node(NodeSpec("a", BIG))
+    await ledger.admit(req("a"), audit=placed)
+    before = (await ledger.nodes(), await ledger.cluster(), await ledger.placements())
+    killer, kill = killer_of(backend)
+
+    def cut(conn: Any, cursor: Any) -> None:
+        if killer is None:
+            # SQLite: close the statement too, or sqlite3 keeps the closed connection alive
+            # as a zombie holding the write lock until its last statement is finalised.
+            cursor.close()
+        kill(conn, cursor)
+
+    hook = at_nth(ledger, prefix, nth, when, cut)
+    try:
+        results = await asyncio.gather(
+            *(ledger.admit(req("a", Resources(2, 2, 2)), audit=placed) for _ in range(3)),
+            return_exceptions=True,
+        )
+    finally:
+        sa.event.remove(ledger.store.engine.sync_engine, f"{when}_cursor_execute", hook)
+        if killer is not None:
+            await killer.dispose()
+    stats = ledger.group_commit_stats()
+    assert stats.batches == 1 and stats.largest_batch == 3, stats
+    admitted = [r for r in results if isinstance(r, Admission)]
+    failed = [r for r in results if not isinstance(r, Admission)]
+    assert all(isinstance(e, LedgerUnavailable) for e in failed), failed
+    if any(isinstance(e, CommitUnknown) for e in failed):
+        # Only a kill after the batch's last statement can show first at its COMMIT: every item
+        # is told the outcome is unknown; here the COMMIT never reached the server.
+        assert prefix == "INSERT INTO EVENTS" and when == "after"
+        assert len(failed) == 3
+        assert (await ledger.nodes(), await ledger.cluster(), await ledger.placements()) == before
+        return
+    # Killed before the COMMIT: the batch was split and each item admitted alone, once.
+    assert stats.split_batches == 1
+    assert all(r.admitted for r in admitted)
+    ids = sorted([p.id for p in before[2]] + [r.placement.id for r in admitted if r.placement])
+    assert sorted(p.id for p in await ledger.placements()) == ids
+    assert await placed_events(ledger) == Counter({i: 1 for i in ids})
+    await assert_counters_match_placements(ledger)
+    assert (await ledger.reconcile()).summary.clean
+    # SQLite: a split item may itself have met the closed connection; nothing of it remains.
+    assert backend.kind == "sqlite" or len(admitted) == 3
+
+
+async def test_a_connection_killed_at_the_batch_commit_leaves_every_outcome_unknown(
+    ledger: SqlLedger, backend: Backend
+) -> None:
+    if backend.kind == "sqlite":
+        pytest.skip("SQLite has no server side to kill")
+    ledger.one_call = False
+    await ledger.add_node(NodeSpec("a", BIG))
+    killer = create_async_engine(backend.url)
+    victims: list[int] = []
+
+    def kill_before_commit(conn: Any) -> None:
+        if victims:
+            return
+        cursor = conn.connection.dbapi_connection.cursor()
+        cursor.execute(IDENTITY[backend.kind])
+        victims.append(int(cursor.fetchone()[0]))
+        cursor.close()
+        await_only(kill_session(killer, backend.kind, victims[0]))
+
+    sa.event.listen(ledger.store.engine.sync_engine, "commit", kill_before_commit)
+    try:
+        results = await asyncio.gather(
+            *(ledger.admit(req("a"), audit=placed) for _ in range(3)), return_exceptions=True
+        )
+    finally:
+        sa.event.remove(ledger.store.engine.sync_engine, "commit", kill_before_commit)
+        await killer.dispose()
+    assert victims and ledger.group_commit_stats().batches == 1
+    assert all(isinstance(r, CommitUnknown) and "during commit" in str(r) for r in results)
+    assert ledger.group_commit_stats().split_batches == 0  # never run again: it may have committed
+    assert await ledger.placements() == [] and len(await placed_events(ledger)) == 0
+    assert (await ledger.admit(req("a"))).admitted
 
 
 # --- helpers for outside sessions ------------------------------------------------------------
