@@ -31,6 +31,18 @@ from tests.ledgers import open_ledger
 BIG = Capacity(16, 65536, 1000)
 
 
+@pytest.fixture
+async def ledger(backend: Backend, clock: VirtualClock) -> AsyncIterator[SqlLedger]:
+    """The shared ledger fixture, admitting in-process on PostgreSQL too.
+
+    Like ``admission_function: false``: these tests are of the savepoint executor, and the
+    PostgreSQL function's own batch executor is tested with it.
+    """
+    async with open_ledger(backend, clock) as opened:
+        opened.one_call = False
+        yield opened
+
+
 def req(node: str, size: Resources = Resources(1, 1, 1), **kw: Any) -> AdmitRequest:
     return AdmitRequest("team", node, size, **kw)
 

@@ -39,6 +39,18 @@ from tests.strategies import BATCH_NODES, admission_batches
 BIG = Capacity(16, 65536, 1000)  # 48 vCPUs
 
 
+@pytest.fixture
+async def ledger(backend: Backend, clock: VirtualClock) -> AsyncIterator[SqlLedger]:
+    """The shared ledger fixture, admitting in-process on PostgreSQL too.
+
+    Like ``admission_function: false``: these tests are of the savepoint executor, and the
+    PostgreSQL function's own batch executor is tested with it.
+    """
+    async with open_ledger(backend, clock) as opened:
+        opened.one_call = False
+        yield opened
+
+
 def req(node: str, size: Resources = Resources(1, 1, 1), **kw: Any) -> AdmitRequest:
     return AdmitRequest("team", node, size, **kw)
 
@@ -132,6 +144,7 @@ async def _with_group_commit(ledger: SqlLedger, **config: Any) -> SqlLedger:
     await ledger.close()
     again = SqlLedger(ledger.url, options, ledger.store.dialect, ledger.store.clock)
     await again.start()
+    again.one_call = False
     _opened.append(again)
     return again
 
@@ -306,6 +319,7 @@ async def test_a_batch_answers_as_admitting_its_items_one_by_one(
     backend: Backend, items: list[tuple[str, str, Resources, str | None]]
 ) -> None:
     async with open_ledger(backend, enforcement="hard") as ledger:
+        ledger.one_call = False
         for name in BATCH_NODES:
             await ledger.add_node(NodeSpec(name, NODE_CAPACITY))
         outcome = await ledger.create_claim(ClaimRequest("claimed", CLAIM_LIMIT, 3600))
@@ -339,6 +353,7 @@ async def test_a_batch_answers_as_admitting_its_items_one_by_one(
 
 async def test_close_finishes_the_queued_admissions(backend: Backend, clock: VirtualClock) -> None:
     async with open_ledger(backend, clock) as ledger:
+        ledger.one_call = False
         await ledger.add_node(NodeSpec("a", BIG))
         admitting = [asyncio.ensure_future(ledger.admit(req("a"))) for _ in range(5)]
         await asyncio.sleep(0)  # queued; the writer is starting
