@@ -23,7 +23,7 @@ from sqlalchemy.util import await_only
 
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.sql.engine import CommitUnknown
-from fleetgate.adapters.sql.group_commit import GroupCommitConfig, GroupCommitStats
+from fleetgate.adapters.sql.group_commit import WRITER_TASK, GroupCommitConfig, GroupCommitStats
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Capacity, Resources
@@ -361,8 +361,20 @@ async def test_close_finishes_the_queued_admissions(backend: Backend, clock: Vir
         assert all(f.done() for f in admitting)
         assert all(f.result().admitted for f in admitting)
         assert ledger.group_commit_stats().batches >= 1
+        # No writer is left behind to be destroyed pending when the loop ends.
+        assert not [t for t in asyncio.all_tasks() if t.get_name() == WRITER_TASK]
         # The store reconnects on use: the five committed before close returned.
         assert len(await ledger.placements()) == 5
+
+
+async def test_the_writer_ends_when_nothing_is_queued(ledger: SqlLedger) -> None:
+    await ledger.add_node(NodeSpec("a", BIG))
+    assert all(
+        r.admitted for r in await asyncio.gather(*(ledger.admit(req("a")) for _ in range(3)))
+    )
+    assert ledger.group_commit_stats().batches == 1
+    await asyncio.sleep(0)  # the writer's last step, after it answered the batch
+    assert not [t for t in asyncio.all_tasks() if t.get_name() == WRITER_TASK]
 
 
 def hold_first(ledger: SqlLedger, prefix: str, gate: asyncio.Event, reached: asyncio.Event) -> Any:

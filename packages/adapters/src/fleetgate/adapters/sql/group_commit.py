@@ -48,6 +48,8 @@ _log = logging.getLogger("fleetgate.ledger.group_commit")
 #: Admissions per batch unless configured: enough to amortise a COMMIT many times over, few
 #: enough that one batch's locks are held for a few milliseconds.
 DEFAULT_MAX_BATCH = 32
+#: The writer task's name (it exists only while admissions are queued or in flight).
+WRITER_TASK = "fleetgate-group-commit"
 
 
 @dataclass(frozen=True)
@@ -153,9 +155,12 @@ class GroupCommitter:
             asyncio.get_running_loop().create_future()
         )
         self._pending.append(_Waiting(item, answer))
-        self._arrived.set()
         if self._writer is None:
-            self._writer = asyncio.create_task(self._write(), name="fleetgate-group-commit")
+            # A new writer (and its wake-up event) in the caller's loop: the last one ended
+            # when nothing was left, so no task outlives its work or its event loop.
+            self._arrived = asyncio.Event()
+            self._writer = asyncio.create_task(self._write(), name=WRITER_TASK)
+        self._arrived.set()
         # Cancelling this await cancels only the waiting: the writer skips a cancelled item it
         # has not taken yet, and one it has taken commits with its batch or not at all.
         result = await answer
@@ -323,4 +328,10 @@ def _fail(waiting: _Waiting, error: Exception) -> None:
         waiting.answer.set_exception(error)
 
 
-__all__ = ["DEFAULT_MAX_BATCH", "GroupCommitConfig", "GroupCommitStats", "GroupCommitter"]
+__all__ = [
+    "DEFAULT_MAX_BATCH",
+    "WRITER_TASK",
+    "GroupCommitConfig",
+    "GroupCommitStats",
+    "GroupCommitter",
+]
