@@ -226,6 +226,21 @@ async def test_refused_duplicate_and_unknown_node_items_leave_the_others_committ
     await assert_counters_match_placements(ledger)
 
 
+async def test_an_advisory_claim_charged_past_its_limit_inside_a_batch(ledger: SqlLedger) -> None:
+    await ledger.add_node(NodeSpec("a", BIG))
+    made = await ledger.create_claim(ClaimRequest("team", Resources(2, 2, 2), 3600))
+    assert made.claim is not None
+    results = await asyncio.gather(*(ledger.admit(req("a"), audit=placed) for _ in range(3)))
+    assert ledger.group_commit_stats().largest_batch == 3
+    assert all(r.admitted and r.claim_id == made.claim.id for r in results)
+    # Advisory: the third goes over the claim and says so; its overage is the cluster's.
+    assert [bool(r.claim_over_limit) for r in results] == [False, False, True]
+    claim = await ledger.claim(made.claim.id)
+    assert claim is not None and claim.used == Resources(3, 3, 3)
+    assert (await ledger.cluster()).unclaimed_used == Resources(1, 1, 1)
+    assert (await ledger.reconcile()).summary.clean
+
+
 async def test_a_repeat_across_batches_replays(ledger: SqlLedger) -> None:
     await ledger.add_node(NodeSpec("a", BIG))
     one = await asyncio.gather(*(ledger.admit(req("a", request_id=f"r{i}")) for i in range(3)))
