@@ -31,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql import admission
@@ -267,7 +268,16 @@ class GroupCommitter:
             return
         except Exception as exc:
             # Nothing of the batch committed: each item is admitted alone, by its own caller.
-            _log.info("splitting a batch of %d after %s", len(batch), exc)
+            # A database's refusal to go on is expected now and then; anything else is a bug
+            # the split would hide, so it is logged loudly.
+            expected = isinstance(exc, DBAPIError | LedgerUnavailable)
+            _log.log(
+                logging.INFO if expected else logging.WARNING,
+                "splitting a batch of %d after %s",
+                len(batch),
+                exc,
+                exc_info=not expected,
+            )
             self._count(split_batches=1)
             for waiting in batch:
                 _settle(waiting, _ALONE)
