@@ -365,3 +365,26 @@ def sim_faults(draw: st.DrawFn) -> list[tuple[timedelta, str, int]]:
             max_size=8,
         ).map(sorted)
     )
+
+
+# --- group commit -----------------------------------------------------------------------------
+
+#: The namespaces of a batch: one under a (hard) claim, one charged to the unclaimed sums.
+BATCH_NAMESPACES = ("claimed", "free")
+BATCH_NODES = ("n1", "n2", "n3")
+
+
+@st.composite
+def admission_batches(draw: st.DrawFn) -> list[tuple[str, str, Resources, str | None]]:
+    """2 to 12 admissions ``(namespace, node, size, request id)`` queued for one batch.
+
+    Sizes are small next to the test's nodes and claim, so refusals and fits mix; request ids
+    come from a pool of two, so a batch often repeats one (an in-batch replay).
+    """
+    item = st.tuples(
+        st.sampled_from(BATCH_NAMESPACES),
+        st.sampled_from(BATCH_NODES),
+        small_resources(4),
+        st.none() | st.sampled_from(["r1", "r2"]),
+    )
+    return draw(st.lists(item, min_size=2, max_size=12))

@@ -110,3 +110,42 @@ def test_a_pasted_database_url_gets_the_async_driver_said_once(
         assert said == [
             f"fleetgate: database_url: reading {scheme}:// as {used.partition('://')[0]}://"
         ]
+
+
+def test_group_commit_is_on_by_default_and_reaches_the_ledger_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert load_settings().ledger_options()["group_commit"] == {"max_batch": 32, "max_wait_ms": 0}
+    monkeypatch.setenv("FLEETGATE_ADMISSION__GROUP_COMMIT_MAX_BATCH", "1")
+    monkeypatch.setenv("FLEETGATE_ADMISSION__GROUP_COMMIT_MAX_WAIT_MS", "2.5")
+    options = load_settings().ledger_options()["group_commit"]
+    assert options == {"max_batch": 1, "max_wait_ms": 2.5}
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "GROUP_COMMIT_MAX_BATCH",
+            "0",
+            r"admission\.group_commit_max_batch: .*greater than or equal to 1",
+        ),
+        ("GROUP_COMMIT_MAX_BATCH", "many", r"admission\.group_commit_max_batch: .*valid integer"),
+        (
+            "GROUP_COMMIT_MAX_WAIT_MS",
+            "-1",
+            r"admission\.group_commit_max_wait_ms: .*greater than or equal to 0",
+        ),
+        (
+            "GROUP_COMMIT_MAX_WAIT_MS",
+            "nan",
+            r"admission\.group_commit_max_wait_ms: .*finite number",
+        ),
+    ],
+)
+def test_a_bad_group_commit_setting_names_the_field(
+    monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(f"FLEETGATE_ADMISSION__{variable}", value)
+    with pytest.raises(ConfigError, match=message):
+        load_settings()

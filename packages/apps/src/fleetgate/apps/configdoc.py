@@ -40,6 +40,12 @@ DESCRIPTIONS: dict[str, str] = {
     "capacity.ranking_seed": "Seed of the candidate ranking's random draw (unset: random).",
     "capacity.snapshot_seconds": "Longest age of the node snapshot placements rank (0: none).",
     "claims.enforcement": "`advisory`: a claim reports overage; `hard`: it refuses it (403).",
+    "admission.group_commit_max_batch": (
+        "Most concurrent admissions committed in one transaction (1: group commit off)."
+    ),
+    "admission.group_commit_max_wait_ms": (
+        "Longest wait for more admissions to join a batch (0: a lone request never waits)."
+    ),
     "reconciler.interval_seconds": "Seconds between reconcile passes.",
     "reconciler.metrics_host": "Address the reconciler serves `/metrics` on.",
     "reconciler.metrics_port": "Port of the reconciler's `/metrics` (null: not served).",

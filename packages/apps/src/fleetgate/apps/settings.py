@@ -81,6 +81,16 @@ class ClaimSettings(_Section):
     enforcement: ClaimEnforcement = ClaimEnforcement.ADVISORY
 
 
+class AdmissionSettings(_Section):
+    """How the ledger runs admissions: group commit of concurrent ones (issue 18 item 4)."""
+
+    # Admissions waiting at one moment share one transaction, up to this many (1: off). The
+    # ledger's own default, repeated here because the apps never import an adapter.
+    group_commit_max_batch: int = Field(32, ge=1)
+    # How long the writer may hold a batch open for more (0: never adds latency to a request).
+    group_commit_max_wait_ms: float = Field(0.0, ge=0, allow_inf_nan=False)
+
+
 class ReconcilerSettings(_Section):
     """The capacity reconciler loop."""
 
@@ -131,6 +141,7 @@ class Settings(BaseSettings):
     log_format: Literal["console", "json"] = "console"
     capacity: CapacitySettings = Field(default_factory=CapacitySettings)
     claims: ClaimSettings = Field(default_factory=ClaimSettings)
+    admission: AdmissionSettings = Field(default_factory=AdmissionSettings)
     reconciler: ReconcilerSettings = Field(default_factory=ReconcilerSettings)
     api: ApiSettings = Field(default_factory=ApiSettings)
     controller: ControllerSettings = Field(default_factory=ControllerSettings)
@@ -158,6 +169,10 @@ class Settings(BaseSettings):
             "capacity": self.capacity.model_dump(),
             "claims": self.claims.model_dump(),
             "session_variables": dict(self.database_session_variables),
+            "group_commit": {
+                "max_batch": self.admission.group_commit_max_batch,
+                "max_wait_ms": self.admission.group_commit_max_wait_ms,
+            },
         }
 
 

@@ -436,7 +436,7 @@ async def admit(
         # One answer for all three: a repeat of an earlier request answers with its placement
         # (a racing twin committed first, its node has left since, or it no longer fits);
         # otherwise a refusal is the result and anything else is raised as it was.
-        replay = await _replay(store, request)
+        replay = await replay_of(store, request)
         if replay is not None:
             return replay
         if isinstance(exc, Refused):
@@ -444,11 +444,12 @@ async def admit(
         raise
 
 
-async def _replay(store: Store, request: AdmitRequest) -> Admission | None:
+async def replay_of(store: Store, request: AdmitRequest) -> Admission | None:
+    """The earlier placement of a repeated request id, as a replay; None for a new request."""
     if request.request_id is None:
         return None
     existing = await reads.placement_by_request(store, request.namespace, request.request_id)
     return None if existing is None else Admission(placement=existing, replayed=True)
 
 
-__all__ = ["Audit", "Refused", "admit", "admit_in", "charge_node"]
+__all__ = ["Audit", "Refused", "admit", "admit_in", "charge_node", "replay_of"]

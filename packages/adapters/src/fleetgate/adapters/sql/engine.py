@@ -28,6 +28,10 @@ T = TypeVar("T")
 Work = Callable[[AsyncConnection], Awaitable[T]]
 
 
+class CommitUnknown(LedgerUnavailable):
+    """The connection was lost during the COMMIT: whether the transaction committed is unknown."""
+
+
 class Store:
     """An engine bound to a dialect's quirks and a clock; runs transactions with retries."""
 
@@ -77,23 +81,34 @@ class Store:
         """The current instant as stored: epoch seconds."""
         return epoch(self.clock.now())
 
-    async def write(self, work: Work[T], *, what: str, isolation: str | None = None) -> T:
+    async def write(
+        self, work: Work[T], *, what: str, isolation: str | None = None, retry: bool = True
+    ) -> T:
         """Run ``work`` in one writing transaction (BEGIN IMMEDIATE on SQLite), with retries.
 
         ``isolation`` (e.g. ``"READ COMMITTED"``) is the level the transaction runs at on the
-        server databases; SQLite, which has one writer at a time, ignores it.
+        server databases; SQLite, which has one writer at a time, ignores it. ``retry=False``
+        runs it once and raises what made it fail as it is (a retryable ``DBAPIError``, a lost
+        connection before the COMMIT); a connection lost during the COMMIT is always
+        :class:`CommitUnknown`. Group commit runs its batches so, and splits a failed one.
         """
         if self.dialect.serialize_writers:
             async with self._writers:
-                return await self._run(work, what=what, read_only=False)
-        return await self._run(work, what=what, read_only=False, isolation=isolation)
+                return await self._run(work, what=what, read_only=False, retry=retry)
+        return await self._run(work, what=what, read_only=False, isolation=isolation, retry=retry)
 
     async def read(self, work: Work[T], *, what: str) -> T:
         """Run ``work`` in one read-only transaction, with retries."""
         return await self._run(work, what=what, read_only=True)
 
     async def _run(
-        self, work: Work[T], *, what: str, read_only: bool, isolation: str | None = None
+        self,
+        work: Work[T],
+        *,
+        what: str,
+        read_only: bool,
+        isolation: str | None = None,
+        retry: bool = True,
     ) -> T:
         async def once() -> T:
             committing = False
@@ -123,7 +138,7 @@ class Store:
                 if exc.connection_invalidated and not committing:
                     raise  # rolled back by the server: with_retries runs it on a fresh connection
                 if exc.connection_invalidated:
-                    raise LedgerUnavailable(
+                    raise CommitUnknown(
                         f"{what}: lost the database connection during commit, so whether it "
                         f"committed is unknown: {exc.orig}"
                     ) from exc
@@ -131,6 +146,8 @@ class Store:
             except (OSError, TimeoutError) as exc:
                 raise LedgerUnavailable(f"{what}: cannot reach the database: {exc}") from exc
 
+        if not retry:
+            return await once()
         return await with_retries(
             once, retryable=self._retryable, what=what, attempts=self.attempts, rng=self.rng
         )

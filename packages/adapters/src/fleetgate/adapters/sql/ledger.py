@@ -16,6 +16,7 @@ from typing import Any
 from fleetgate.adapters.sql import (
     admission,
     admit_function,
+    batch_savepoints,
     events,
     migrate,
     nodes,
@@ -25,8 +26,10 @@ from fleetgate.adapters.sql import (
 )
 from fleetgate.adapters.sql import claims as claim_ops
 from fleetgate.adapters.sql import reconcile as reconcile_ops
+from fleetgate.adapters.sql.batch_items import BatchExecutor
 from fleetgate.adapters.sql.dialect import DialectSupport
 from fleetgate.adapters.sql.engine import Store
+from fleetgate.adapters.sql.group_commit import GroupCommitConfig, GroupCommitStats, GroupCommitter
 from fleetgate.domain.capacity.claims import (
     Claim,
     ClaimDeletion,
@@ -96,6 +99,18 @@ class SqlLedger:
         self._sink = events.SqlEventSink(self.store)
         #: Admit through the PostgreSQL function (decided at start: only if installed, current).
         self.one_call = False
+        #: Concurrent admissions share transactions (``options["group_commit"]``; on by default).
+        self.group_commit = GroupCommitConfig.from_options(options)
+        self._batcher: GroupCommitter | None = None
+        if self.group_commit.enabled:
+            self._batcher = GroupCommitter(
+                self.store,
+                self.group_commit,
+                self.enforcement,
+                self._batch_executor,
+                self._sink.committed,
+                lambda: self.one_call,
+            )
 
     # lifecycle ----------------------------------------------------------------------------
 
@@ -123,8 +138,22 @@ class SqlLedger:
         return current
 
     async def close(self) -> None:
-        """Dispose of the engine's connections."""
+        """Finish the admissions already queued for a batch, then dispose of the connections."""
+        if self._batcher is not None:
+            await self._batcher.close()
         await self.store.dispose()
+
+    def _batch_executor(self) -> BatchExecutor:
+        """What runs a batch's admissions: the one place that chooses, per dialect.
+
+        Each item in a savepoint of its own, on every dialect (PostgreSQL's one-call batch
+        function, where installed, is chosen here too once it exists).
+        """
+        return batch_savepoints.admit_each
+
+    def group_commit_stats(self) -> GroupCommitStats:
+        """What group commit has done so far (zeros when it is off)."""
+        return GroupCommitStats() if self._batcher is None else self._batcher.stats()
 
     async def migrate(self, revision: str = "head") -> str:
         """Migrate to ``revision``; return the current revision."""
@@ -171,7 +200,12 @@ class SqlLedger:
     # placements ---------------------------------------------------------------------------
 
     async def admit(self, request: AdmitRequest, *, audit: Audit | None = None) -> Admission:
-        """Admit a placement or refuse it; ``audit``'s events commit with the admission."""
+        """Admit a placement or refuse it; ``audit``'s events commit with the admission.
+
+        With group commit on, the admission joins the next batch (a lone one runs alone).
+        """
+        if self._batcher is not None:
+            return await self._batcher.admit(request, audit)
         return await admission.admit(
             self.store,
             request,
