@@ -44,7 +44,7 @@ class Cell:
     check: Check
     #: A ledger cell's group commit setting ("off" | "on"); "" for the other paths.
     group_commit: str = ""
-    #: What the ledger batched in the measured admissions (None: not batching, or not built).
+    #: What the ledger batched in the measured admissions (None: not a group-commit-on cell).
     batching: Batching | None = None
 
 
@@ -55,7 +55,7 @@ def _warmup(writers: int) -> int:
 
 async def ledger_run(
     ledger: SqlLedger, names: list[str], writers: int, ops: int, max_seconds: float | None = None
-) -> tuple[Load, Batching | None]:
+) -> tuple[Load, Batching]:
     """``ops`` admissions through the ledger by ``writers`` concurrent writers, and the batching.
 
     The batching counters are read after the warm-up and after the measured admissions, so they
@@ -76,8 +76,7 @@ async def ledger_run(
     before = group_commit.stats(ledger)
     load = await closed_loop(writers, ops, admit, max_seconds)
     after = group_commit.stats(ledger)
-    batching = None if before is None or after is None else after.since(before)
-    return load, batching
+    return load, after.since(before)
 
 
 async def ledger_cell(
@@ -145,12 +144,9 @@ async def run_target(target: Target, sizes: Sizes, console: Console) -> list[Cel
             with console.status(f"{target.label}: seeding {fleet:,} nodes"):
                 names = await seed_nodes(base, fleet)
             script = await capture_admission(target, url, names[0])
-            built = group_commit.stats(base) is not None
-            if not built:
-                console.print(f"  [yellow]{target.label}: no group commit in this build[/yellow]")
             for writers in cell_writers(sizes, fleet):
                 label = f"{target.label}, {fleet:,} nodes, {writers} writer(s)"
-                for mode in group_commit.MODES if built else ("off",):
+                for mode in group_commit.MODES:
                     await reset(base)
                     async with open_ledger(
                         target,

@@ -48,7 +48,7 @@ def bound(cell: Cell) -> str:
     else:
         parts = [f"the client is not the bound ({cpu} of a core): the database side is"]
     if cell.batching is None:
-        parts.append("one transaction per admission (no group commit in this build)")
+        parts.append("group commit off: one transaction per admission")
     else:
         b = cell.batching
         parts.append(f"mean batch {b.mean_batch:.1f}, {b.share(load.ops):.0%} batched")

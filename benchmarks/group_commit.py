@@ -64,10 +64,6 @@ class Batching:
         return min(1.0, self.batched_admissions / admissions) if admissions else 0.0
 
 
-def stats(ledger: SqlLedger) -> Batching | None:
-    """The ledger's group-commit counters, or None when this build of the ledger has none."""
-    # TODO(merge): group commit is being built beside this change and is not on main yet; once
-    # SqlLedger.group_commit_stats() lands, drop this check and the getattr and call it directly.
-    if not hasattr(ledger, "group_commit_stats"):
-        return None
-    return Batching.of(getattr(ledger, "group_commit_stats")())  # noqa: B009 - see the TODO
+def stats(ledger: SqlLedger) -> Batching:
+    """The ledger's group-commit counters so far."""
+    return Batching.of(ledger.group_commit_stats())

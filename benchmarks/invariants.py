@@ -15,8 +15,8 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from fleetgate.adapters.sql.dialect import READ_ONLY
 from fleetgate.adapters.sql.ledger import SqlLedger
-from fleetgate.adapters.sql.plugin_sqlite import READ_ONLY
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
 from fleetgate.domain.capacity.dimensions import ALLOCATION
 

@@ -375,7 +375,7 @@ BATCH_NODES = ("n1", "n2", "n3")
 
 
 @st.composite
-def admission_batches(draw: st.DrawFn) -> list[tuple[str, str, Resources, str | None]]:
+def queued_admissions(draw: st.DrawFn) -> list[tuple[str, str, Resources, str | None]]:
     """2 to 12 admissions ``(namespace, node, size, request id)`` queued for one batch.
 
     Sizes are small next to the test's nodes and claim, so refusals and fits mix; request ids

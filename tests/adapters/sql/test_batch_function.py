@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.util import await_only
 
 from fleetgate.adapters.sql import admission, admit_function, batch_function
-from fleetgate.adapters.sql.batch_function import arguments_for, postgres_batch_executor
+from fleetgate.adapters.sql.batch_function import postgres_batch_executor
 from fleetgate.adapters.sql.batch_items import BatchItem, ItemResult, Outcome
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.adapters.sql.migrate import alembic_config, current_revision
@@ -101,32 +101,29 @@ def test_the_digest_covers_the_admission_function_it_runs(monkeypatch: pytest.Mo
 # --- arguments ------------------------------------------------------------------------------
 
 
-async def test_each_element_gets_what_admit_by_function_sends(
-    ledger: SqlLedger, backend: Backend, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    postgres_only(backend)
-    await ledger.add_node(NodeSpec("a", Capacity(8, 8192, 80)))
-    sent: list[dict[str, Any]] = []
-    real_call = admit_function.call
-
-    async def spy(conn: AsyncConnection, arguments: dict[str, Any]) -> Any:
-        sent.append(dict(arguments))
-        return await real_call(conn, arguments)
-
-    monkeypatch.setattr(admit_function, "call", spy)
-    requests = [
-        AdmitRequest("team", "a", Resources(1, 2, 3), demand=0.6, target_load=0.75),
-        AdmitRequest("team", "a", Resources(2, 1, 0), demand=2, target_load=0, request_id="r"),
-        AdmitRequest("team", "a", Resources(0, 1, 1), target_load=1),
+def test_each_element_carries_the_domains_decisions() -> None:
+    # The one call and every batch element are given their arguments by the same
+    # ``admit_function.arguments_for``; here its decisions, as values: the claim rule is hard
+    # only under hard enforcement, and a target load of 0 waives the demand clause.
+    cases = [
+        (AdmitRequest("team", "a", Resources(1, 2, 3), demand=0.6, target_load=0.75), True),
+        (AdmitRequest("team", "a", Resources(0, 1, 1), target_load=0), False),
     ]
-    for enforcement in ClaimEnforcement:
-        for i, request in enumerate(requests):
-            now = ledger.store.now_epoch() + i
-            placement_id = f"p-{enforcement}-{i}"
-            async with ledger.store.engine.begin() as conn:
-                await admission.admit_by_function(conn, request, placement_id, now, enforcement)
-                await conn.rollback()
-            assert sent.pop() == arguments_for(request, placement_id, now, enforcement)
+    for request, demand_clause in cases:
+        for enforcement, hard in (
+            (ClaimEnforcement.HARD, True),
+            (ClaimEnforcement.ADVISORY, False),
+        ):
+            sent = admit_function.arguments_for(request, "p-1", 12.5, enforcement)
+            assert sent["p_hard"] is hard
+            assert sent["p_demand_clause"] is demand_clause
+            assert (sent["p_cpus"], sent["p_memory_mb"], sent["p_disk_gb"]) == (
+                request.resources.cpus,
+                request.resources.memory_mb,
+                request.resources.disk_gb,
+            )
+            assert (sent["p_id"], sent["p_now"], sent["p_request_id"]) == ("p-1", 12.5, None)
+            assert set(sent) == {name for name, _ in admit_function.ARGUMENTS}
 
 
 # --- every outcome in one batch ------------------------------------------------------------

@@ -34,7 +34,7 @@ from tests.adapters.sql.test_concurrency import assert_counters_match_placements
 from tests.adapters.sql.test_faults import IDENTITY, kill_session, killer_of
 from tests.conftest import Backend
 from tests.ledgers import START, open_ledger
-from tests.strategies import BATCH_NODES, admission_batches
+from tests.strategies import BATCH_NODES, queued_admissions
 
 BIG = Capacity(16, 65536, 1000)  # 48 vCPUs
 
@@ -329,7 +329,7 @@ def answer(result: Admission) -> str:
 
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(items=admission_batches())
+@given(items=queued_admissions())
 async def test_a_batch_answers_as_admitting_its_items_one_by_one(
     backend: Backend, items: list[tuple[str, str, Resources, str | None]]
 ) -> None:

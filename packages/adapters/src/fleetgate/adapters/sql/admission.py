@@ -36,7 +36,7 @@ from fleetgate.domain.capacity.claims import ClaimCharge, ClaimEnforcement, clai
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail, deny, over_limit
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.errors import LedgerError, LedgerUnavailable, NodeNotFound
-from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, NODE_GUARD, node_guard
+from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_guard
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, MoveRequest, Placement
 from fleetgate.domain.capacity.overage import overage_increase
 from fleetgate.domain.events import Event
@@ -326,21 +326,8 @@ async def admit_by_function(
     """
     rule = claim_charge(enforcement, request.enforce)
     guard = node_guard(request.target_load)
-    x, params = request.resources, request.guard_params()
-    arguments = {
-        "p_namespace": request.namespace,
-        "p_node": request.node,
-        "p_cpus": x.cpus,
-        "p_memory_mb": x.memory_mb,
-        "p_disk_gb": x.disk_gb,
-        "p_demand": float(request.demand),
-        "p_target_load": float(request.target_load),
-        "p_demand_clause": guard is NODE_GUARD,
-        "p_hard": rule.guard is not None,
-        "p_now": now,
-        "p_id": placement_id,
-        "p_request_id": request.request_id,
-    }
+    params = request.guard_params()
+    arguments = admit_function.arguments_for(request, placement_id, now, enforcement)
     try:
         result = await admit_function.call(conn, arguments)
     except DBAPIError as exc:

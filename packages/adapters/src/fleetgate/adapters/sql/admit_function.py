@@ -33,6 +33,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 
 from fleetgate.adapters.sql import prepared
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
+from fleetgate.domain.capacity.claims import ClaimEnforcement, claim_charge
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.guards import (
     CLAIM_GUARD,
@@ -40,7 +41,9 @@ from fleetgate.domain.capacity.guards import (
     NODE_GUARD,
     NODE_GUARD_WAIVED,
     Guard,
+    node_guard,
 )
+from fleetgate.domain.capacity.model import AdmitRequest
 
 NAME: Final = "fleetgate_admit"
 #: The function's arguments, in order, with their PostgreSQL types.
@@ -245,6 +248,32 @@ _CALL = sa.text(
 )
 
 
+def arguments_for(
+    request: AdmitRequest, placement_id: str, now: float, enforcement: ClaimEnforcement
+) -> dict[str, Any]:
+    """The function's arguments for one admission (the one call's and each batch element's).
+
+    The domain decides as on the in-process path: which claim rule (``claim_charge``: hard
+    under the claim guard, else advisory) and whether the node guard keeps its demand clause
+    (``node_guard``).
+    """
+    x = request.resources
+    return {
+        "p_namespace": request.namespace,
+        "p_node": request.node,
+        "p_cpus": x.cpus,
+        "p_memory_mb": x.memory_mb,
+        "p_disk_gb": x.disk_gb,
+        "p_demand": float(request.demand),
+        "p_target_load": float(request.target_load),
+        "p_demand_clause": node_guard(request.target_load) is NODE_GUARD,
+        "p_hard": claim_charge(enforcement, request.enforce).guard is not None,
+        "p_now": now,
+        "p_id": placement_id,
+        "p_request_id": request.request_id,
+    }
+
+
 async def call(conn: AsyncConnection, arguments: Mapping[str, Any]) -> sa.Row[Any]:
     """Run the function with ``arguments`` (named as in ``ARGUMENTS``); its one result row."""
     return (await conn.execute(_CALL, dict(arguments))).one()
@@ -269,6 +298,7 @@ __all__ = [
     "NO_CLUSTER",
     "NO_NODE",
     "REFUSED",
+    "arguments_for",
     "call",
     "definition",
     "digest",

@@ -36,12 +36,11 @@ from fleetgate.adapters.sql.admission import ChargedClaim, record
 from fleetgate.adapters.sql.batch_items import BatchItem, ItemResult, Outcome
 from fleetgate.adapters.sql.rows import guard_row
 from fleetgate.adapters.sql.schema import claims, cluster, nodes, placements
-from fleetgate.domain.capacity.claims import ClaimEnforcement, claim_charge
+from fleetgate.domain.capacity.claims import ClaimEnforcement
 from fleetgate.domain.capacity.denials import deny
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.errors import LedgerError
-from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, NODE_GUARD, node_guard
-from fleetgate.domain.capacity.model import AdmitRequest
+from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_guard
 
 NAME: Final = "fleetgate_admit_batch"
 #: ``fleetgate_admit``'s arguments, each an array of one element per admission.
@@ -180,31 +179,6 @@ async def call(conn: AsyncConnection, elements: Sequence[Mapping[str, Any]]) -> 
     return rows
 
 
-def arguments_for(
-    request: AdmitRequest, placement_id: str, now: float, enforcement: ClaimEnforcement
-) -> dict[str, Any]:
-    """``fleetgate_admit``'s arguments for one admission (what ``admit_by_function`` sends).
-
-    The domain decides as there: which claim rule (``claim_charge``: hard under the claim
-    guard, else advisory) and whether the node guard keeps its demand clause (``node_guard``).
-    """
-    x = request.resources
-    return {
-        "p_namespace": request.namespace,
-        "p_node": request.node,
-        "p_cpus": x.cpus,
-        "p_memory_mb": x.memory_mb,
-        "p_disk_gb": x.disk_gb,
-        "p_demand": float(request.demand),
-        "p_target_load": float(request.target_load),
-        "p_demand_clause": node_guard(request.target_load) is NODE_GUARD,
-        "p_hard": claim_charge(enforcement, request.enforce).guard is not None,
-        "p_now": now,
-        "p_id": placement_id,
-        "p_request_id": request.request_id,
-    }
-
-
 def _solo(reason: str) -> ItemResult:
     return ItemResult(Outcome.SOLO, reason=reason)
 
@@ -271,7 +245,8 @@ async def postgres_batch_executor(
     if not sent:
         return results
     elements = [
-        arguments_for(items[i].request, items[i].placement_id, now, enforcement) for i in sent
+        admit_function.arguments_for(items[i].request, items[i].placement_id, now, enforcement)
+        for i in sent
     ]
     for i, row in zip(sent, await call(conn, elements), strict=True):
         results[i] = await _result(conn, items[i], row, now)
@@ -283,7 +258,6 @@ __all__ = [
     "DUPLICATE",
     "NAME",
     "RETRIED",
-    "arguments_for",
     "call",
     "definition",
     "digest",

@@ -16,6 +16,7 @@ from typing import Any
 from fleetgate.adapters.sql import (
     admission,
     admit_function,
+    batch_function,
     batch_savepoints,
     events,
     migrate,
@@ -99,6 +100,8 @@ class SqlLedger:
         self._sink = events.SqlEventSink(self.store)
         #: Admit through the PostgreSQL function (decided at start: only if installed, current).
         self.one_call = False
+        #: Run batches through the PostgreSQL batch function (the same decision, for it).
+        self.batch_call = False
         #: Concurrent admissions share transactions (``options["group_commit"]``; on by default).
         self.group_commit = GroupCommitConfig.from_options(options)
         self._batcher: GroupCommitter | None = None
@@ -121,6 +124,9 @@ class SqlLedger:
         else:
             await reads.cluster_row(self.store)  # connect now: fail fast on a bad URL
         self.one_call = await self._function_is_current()
+        self.batch_call = self.one_call and await self.store.read(
+            batch_function.installed, what="check fleetgate_admit_batch"
+        )
 
     async def _function_is_current(self) -> bool:
         # ``admission_function: false`` keeps PostgreSQL on the in-process path (to compare).
@@ -146,9 +152,11 @@ class SqlLedger:
     def _batch_executor(self) -> BatchExecutor:
         """What runs a batch's admissions: the one place that chooses, per dialect.
 
-        Each item in a savepoint of its own, on every dialect (PostgreSQL's one-call batch
-        function, where installed, is chosen here too once it exists).
+        PostgreSQL's batch function where it and ``fleetgate_admit`` are installed and current
+        (one round trip for the whole batch); else each item in a savepoint of its own.
         """
+        if self.batch_call:
+            return batch_function.postgres_batch_executor
         return batch_savepoints.admit_each
 
     def group_commit_stats(self) -> GroupCommitStats:
