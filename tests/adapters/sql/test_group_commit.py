@@ -469,7 +469,7 @@ BATCH_STATEMENTS = [
     "SELECT",
     "UPDATE NODES",
     "INSERT INTO PLACEMENTS",
-    "RELEASE SAVEPOINT",
+    "ROLLBACK TO SAVEPOINT",  # the refused item's
 ]
 
 
@@ -490,18 +490,25 @@ def at_nth(ledger: SqlLedger, prefix: str, nth: int, when: str, action: Any) -> 
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize(
     ("prefix", "nth"),
-    [(s, n) for s in BATCH_STATEMENTS for n in (1, 3)] + [("INSERT INTO EVENTS", 1)],
+    # The first occurrence and the last item's (the refused item inserts no placement).
+    [(s, n) for s in BATCH_STATEMENTS[:-2] for n in (1, 4)]
+    + [("INSERT INTO PLACEMENTS", 1), ("INSERT INTO PLACEMENTS", 3)]
+    + [("ROLLBACK TO SAVEPOINT", 1), ("INSERT INTO EVENTS", 1)],
 )
 async def test_a_connection_killed_in_a_batch_loses_and_doubles_nothing(
     ledger: SqlLedger, backend: Backend, prefix: str, nth: int, when: str
 ) -> None:
     ledger.one_call = False
     await ledger.add_node(NodeSpec("a", BIG))
+    await ledger.add_node(NodeSpec("small", Capacity(1, 1024, 10)))  # 3 vCPUs
     await ledger.admit(req("a"), audit=placed)
     before = (await ledger.nodes(), await ledger.cluster(), await ledger.placements())
     killer, kill = killer_of(backend)
 
+    cuts: list[str] = []
+
     def cut(conn: Any, cursor: Any) -> None:
+        cuts.append(prefix)
         if killer is None:
             # SQLite: close the statement too, or sqlite3 keeps the closed connection alive
             # as a zombie holding the write lock until its last statement is finalised.
@@ -509,17 +516,23 @@ async def test_a_connection_killed_in_a_batch_loses_and_doubles_nothing(
         kill(conn, cursor)
 
     hook = at_nth(ledger, prefix, nth, when, cut)
+    # An item the node refuses first (its savepoint rolled back), then three that fit.
+    batch = [req("small", Resources(4, 1, 1))] + [req("a", Resources(2, 2, 2))] * 3
     try:
         results = await asyncio.gather(
-            *(ledger.admit(req("a", Resources(2, 2, 2)), audit=placed) for _ in range(3)),
-            return_exceptions=True,
+            *(ledger.admit(r, audit=placed) for r in batch), return_exceptions=True
         )
     finally:
         sa.event.remove(ledger.store.engine.sync_engine, f"{when}_cursor_execute", hook)
         if killer is not None:
             await killer.dispose()
+    assert cuts == [prefix], "the batch never sent the statement"
     stats = ledger.group_commit_stats()
-    assert stats.batches == 1 and stats.largest_batch == 3, stats
+    assert stats.batches == 1 and stats.largest_batch == 4, stats
+    refused, results = results[0], results[1:]
+    assert isinstance(refused, LedgerUnavailable) or (
+        isinstance(refused, Admission) and refused.denial is not None
+    ), refused
     admitted = [r for r in results if isinstance(r, Admission)]
     failed = [r for r in results if not isinstance(r, Admission)]
     assert all(isinstance(e, LedgerUnavailable) for e in failed), failed
