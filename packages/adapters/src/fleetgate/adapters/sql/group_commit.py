@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import uuid
 from collections import deque
@@ -159,8 +160,12 @@ class GroupCommitter:
         if self._writer is None:
             # A new writer (and its wake-up event) in the caller's loop: the last one ended
             # when nothing was left, so no task outlives its work or its event loop.
+            # Its own empty context: the writer serves many requests, so it must not carry
+            # the first caller's context variables (request ids in logs) into the others'.
             self._arrived = asyncio.Event()
-            self._writer = asyncio.create_task(self._write(), name=WRITER_TASK)
+            self._writer = asyncio.create_task(
+                self._write(), name=WRITER_TASK, context=contextvars.Context()
+            )
         self._arrived.set()
         # Cancelling this await cancels only the waiting: the writer skips a cancelled item it
         # has not taken yet, and one it has taken commits with its batch or not at all.
