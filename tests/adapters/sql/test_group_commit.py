@@ -11,6 +11,7 @@ Batches are made deterministic by queueing every admission before the writer wak
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -97,6 +98,33 @@ async def test_admissions_queued_together_commit_in_one_batch(ledger: SqlLedger)
         node = await ledger.node(name)
         assert node is not None and node.used == Resources(3, 30, 3)
     await assert_counters_match_placements(ledger)
+
+
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="nobody")
+
+
+async def test_each_audit_is_built_in_its_callers_context(ledger: SqlLedger) -> None:
+    """The writer builds every item's events, but as its caller would (a request's id lives in
+    a context variable): no item's events carry another caller's, or none."""
+    await ledger.add_node(NodeSpec("a", BIG))
+
+    def audit(admission: Admission) -> list[Event]:
+        assert admission.placement is not None
+        return [Event("placed", START, admission.placement.id, "team", Level.INFO,
+                      {"caller": CALLER.get()})]  # fmt: skip
+
+    async def caller(name: str) -> tuple[str, Admission]:
+        CALLER.set(name)
+        return name, await ledger.admit(req("a"), audit=audit)
+
+    # A lone one (run by the writer as a batch of one), then a batch of four.
+    answers = [await caller("lone")]
+    answers += await asyncio.gather(*(caller(f"c{i}") for i in range(4)))
+    stats = ledger.group_commit_stats()
+    assert stats.batches == 1 and stats.largest_batch == 4 and stats.solo_admissions == 1
+    recorded = {r.event.subject: r.event.data["caller"] for r in await ledger.events()}
+    assert recorded == {a.placement.id: name for name, a in answers if a.placement is not None}
+    assert len(recorded) == 5
 
 
 async def test_max_batch_bounds_a_batch(backend: Backend, clock: VirtualClock) -> None:

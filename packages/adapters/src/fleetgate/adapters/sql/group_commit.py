@@ -152,7 +152,7 @@ class GroupCommitter:
 
     async def admit(self, request: AdmitRequest, audit: Audit | None) -> Admission:
         """Queue ``request`` for the next batch and answer as the one-admission path would."""
-        item = BatchItem(request, request.placement_id or str(uuid.uuid4()), audit)
+        item = BatchItem(request, request.placement_id or str(uuid.uuid4()), _in_context(audit))
         answer: asyncio.Future[ItemResult | _Alone | Admission] = (
             asyncio.get_running_loop().create_future()
         )
@@ -331,6 +331,16 @@ class GroupCommitter:
         if writer is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(writer)
+
+
+def _in_context(audit: Audit | None) -> Audit | None:
+    """``audit`` bound to the caller's context: the writer builds the events, but they are the
+    caller's (the request id an audit event carries is a context variable of the request)."""
+    if audit is None:
+        return None
+    context = contextvars.copy_context()
+    bound: Audit = audit
+    return lambda admission: context.run(bound, admission)
 
 
 def _settle(waiting: _Waiting, result: ItemResult | _Alone | Admission) -> None:
