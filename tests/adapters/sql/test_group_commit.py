@@ -11,6 +11,7 @@ Batches are made deterministic by queueing every admission before the writer wak
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -99,6 +100,33 @@ async def test_admissions_queued_together_commit_in_one_batch(ledger: SqlLedger)
     await assert_counters_match_placements(ledger)
 
 
+CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="nobody")
+
+
+async def test_each_audit_is_built_in_its_callers_context(ledger: SqlLedger) -> None:
+    """The writer builds every item's events, but as its caller would (a request's id lives in
+    a context variable): no item's events carry another caller's, or none."""
+    await ledger.add_node(NodeSpec("a", BIG))
+
+    def audit(admission: Admission) -> list[Event]:
+        assert admission.placement is not None
+        return [Event("placed", START, admission.placement.id, "team", Level.INFO,
+                      {"caller": CALLER.get()})]  # fmt: skip
+
+    async def caller(name: str) -> tuple[str, Admission]:
+        CALLER.set(name)
+        return name, await ledger.admit(req("a"), audit=audit)
+
+    # A lone one (run by the writer as a batch of one), then a batch of four.
+    answers = [await caller("lone")]
+    answers += await asyncio.gather(*(caller(f"c{i}") for i in range(4)))
+    stats = ledger.group_commit_stats()
+    assert stats.batches == 1 and stats.largest_batch == 4 and stats.solo_admissions == 1
+    recorded = {r.event.subject: r.event.data["caller"] for r in await ledger.events()}
+    assert recorded == {a.placement.id: name for name, a in answers if a.placement is not None}
+    assert len(recorded) == 5
+
+
 async def test_max_batch_bounds_a_batch(backend: Backend, clock: VirtualClock) -> None:
     async with open_ledger(backend, clock) as ledger:
         ledger = await _with_group_commit(ledger, max_batch=4)
@@ -106,9 +134,10 @@ async def test_max_batch_bounds_a_batch(backend: Backend, clock: VirtualClock) -
         results = await asyncio.gather(*(ledger.admit(req("a")) for _ in range(10)))
         assert all(r.admitted for r in results)
         stats = ledger.group_commit_stats()
-        # 10 queued at once: batches of 4 and 4, then the last 2 (or 1 + 1 alone).
-        assert stats.largest_batch == 4 and stats.batches >= 2
-        assert stats.batched_admissions + stats.solo_admissions == 10
+        # 10 queued before the writer woke: batches of 4, 4 and the last 2.
+        assert stats == GroupCommitStats(
+            batches=3, batched_admissions=10, largest_batch=4, solo_admissions=0, split_batches=0
+        )
         await assert_counters_match_placements(ledger)
 
 
@@ -469,7 +498,7 @@ BATCH_STATEMENTS = [
     "SELECT",
     "UPDATE NODES",
     "INSERT INTO PLACEMENTS",
-    "RELEASE SAVEPOINT",
+    "ROLLBACK TO SAVEPOINT",  # the refused item's
 ]
 
 
@@ -490,18 +519,25 @@ def at_nth(ledger: SqlLedger, prefix: str, nth: int, when: str, action: Any) -> 
 @pytest.mark.parametrize("when", ["before", "after"])
 @pytest.mark.parametrize(
     ("prefix", "nth"),
-    [(s, n) for s in BATCH_STATEMENTS for n in (1, 3)] + [("INSERT INTO EVENTS", 1)],
+    # The first occurrence and the last item's (the refused item inserts no placement).
+    [(s, n) for s in BATCH_STATEMENTS[:-2] for n in (1, 4)]
+    + [("INSERT INTO PLACEMENTS", 1), ("INSERT INTO PLACEMENTS", 3)]
+    + [("ROLLBACK TO SAVEPOINT", 1), ("INSERT INTO EVENTS", 1)],
 )
 async def test_a_connection_killed_in_a_batch_loses_and_doubles_nothing(
     ledger: SqlLedger, backend: Backend, prefix: str, nth: int, when: str
 ) -> None:
     ledger.one_call = False
     await ledger.add_node(NodeSpec("a", BIG))
+    await ledger.add_node(NodeSpec("small", Capacity(1, 1024, 10)))  # 3 vCPUs
     await ledger.admit(req("a"), audit=placed)
     before = (await ledger.nodes(), await ledger.cluster(), await ledger.placements())
     killer, kill = killer_of(backend)
 
+    cuts: list[str] = []
+
     def cut(conn: Any, cursor: Any) -> None:
+        cuts.append(prefix)
         if killer is None:
             # SQLite: close the statement too, or sqlite3 keeps the closed connection alive
             # as a zombie holding the write lock until its last statement is finalised.
@@ -509,17 +545,23 @@ async def test_a_connection_killed_in_a_batch_loses_and_doubles_nothing(
         kill(conn, cursor)
 
     hook = at_nth(ledger, prefix, nth, when, cut)
+    # An item the node refuses first (its savepoint rolled back), then three that fit.
+    batch = [req("small", Resources(4, 1, 1))] + [req("a", Resources(2, 2, 2))] * 3
     try:
         results = await asyncio.gather(
-            *(ledger.admit(req("a", Resources(2, 2, 2)), audit=placed) for _ in range(3)),
-            return_exceptions=True,
+            *(ledger.admit(r, audit=placed) for r in batch), return_exceptions=True
         )
     finally:
         sa.event.remove(ledger.store.engine.sync_engine, f"{when}_cursor_execute", hook)
         if killer is not None:
             await killer.dispose()
+    assert cuts == [prefix], "the batch never sent the statement"
     stats = ledger.group_commit_stats()
-    assert stats.batches == 1 and stats.largest_batch == 3, stats
+    assert stats.batches == 1 and stats.largest_batch == 4, stats
+    refused, results = results[0], results[1:]
+    assert isinstance(refused, LedgerUnavailable) or (
+        isinstance(refused, Admission) and refused.denial is not None
+    ), refused
     admitted = [r for r in results if isinstance(r, Admission)]
     failed = [r for r in results if not isinstance(r, Admission)]
     assert all(isinstance(e, LedgerUnavailable) for e in failed), failed

@@ -2,9 +2,10 @@
 
 Every dialect has savepoints (SQLite under our ``BEGIN IMMEDIATE``, MariaDB, PostgreSQL), so one
 executor serves all three; PostgreSQL may use a server-side one instead (``batch_items``). An
-item runs the one-admission statements (``admission.admit_in``) in canonical order inside
-``SAVEPOINT``; anything that stops it rolls back to the savepoint, which undoes that item's
-writes and nothing of the items before it. What the item came to is reported as an
+item sets a ``SAVEPOINT`` of its own, then runs the one-admission statements
+(``admission.admit_in``) in canonical order; anything that stops it rolls back to the
+savepoint, which undoes that item's writes and nothing of the items before it. What the item
+came to is reported as an
 :class:`~fleetgate.adapters.sql.batch_items.ItemResult`; an error the savepoint cannot survive
 (the transaction itself is gone) is raised, and the group committer splits the batch.
 """
@@ -35,33 +36,47 @@ def _placement_insert(exc: IntegrityError) -> bool:
 
 
 async def admit_one(
-    conn: AsyncConnection, item: BatchItem, now: float, enforcement: ClaimEnforcement
+    conn: AsyncConnection,
+    item: BatchItem,
+    now: float,
+    enforcement: ClaimEnforcement,
+    savepoint: str = "fg_item",
 ) -> ItemResult:
-    """One item inside its savepoint; its result, or raise when the transaction is unusable."""
+    """One item inside its savepoint; its result, or raise when the transaction is unusable.
+
+    The savepoint is never released: the COMMIT releases every savepoint at once, and a RELEASE
+    per item would be one more round trip per admission (``begin_nested`` always sends it).
+    """
     request = item.request
+    await conn.exec_driver_sql(f"SAVEPOINT {savepoint}")
     try:
-        async with conn.begin_nested():
-            made = await admission.admit_in(
-                conn, request, item.placement_id, now, enforcement, audit=None
-            )
-    except admission.Refused as exc:
-        return ItemResult(Outcome.REFUSED, denial=exc.denial)
-    except NodeNotFound:
-        return ItemResult(Outcome.NO_NODE)
-    except admission.ClaimAppeared:
-        return ItemResult(Outcome.SOLO, reason="a claim appeared for the namespace")
-    except IntegrityError as exc:
-        if _placement_insert(exc):
-            return ItemResult(Outcome.DUPLICATE)
-        raise
-    except DBAPIError as exc:
-        # Reached only when the savepoint's ROLLBACK worked (else that error is raised instead):
-        # the transaction is still ours, only this item has to run again.
-        if error_code(exc) in SURVIVABLE and not exc.connection_invalidated:
-            return ItemResult(Outcome.SOLO, reason=f"met {exc.orig} inside the batch")
-        raise
+        made = await admission.admit_in(
+            conn, request, item.placement_id, now, enforcement, audit=None
+        )
+    except (admission.Refused, NodeNotFound, admission.ClaimAppeared, DBAPIError) as exc:
+        # If the transaction itself is gone (MariaDB's deadlock, a lost connection), this
+        # fails too, and that error goes up: the group committer splits the batch.
+        await conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {savepoint}")
+        return _undone(exc)
     events = tuple(item.audit(made)) if item.audit is not None else ()
     return ItemResult(Outcome.ADMITTED, admission=made, events=events)
+
+
+def _undone(exc: Exception) -> ItemResult:
+    """What an item rolled back to its savepoint came to; raises ``exc`` if nothing it knows."""
+    if isinstance(exc, admission.Refused):
+        return ItemResult(Outcome.REFUSED, denial=exc.denial)
+    if isinstance(exc, NodeNotFound):
+        return ItemResult(Outcome.NO_NODE)
+    if isinstance(exc, admission.ClaimAppeared):
+        return ItemResult(Outcome.SOLO, reason="a claim appeared for the namespace")
+    if isinstance(exc, IntegrityError) and _placement_insert(exc):
+        return ItemResult(Outcome.DUPLICATE)
+    if isinstance(exc, DBAPIError) and error_code(exc) in SURVIVABLE:
+        # The savepoint's ROLLBACK worked: the transaction is still ours, only this item has
+        # to run again.
+        return ItemResult(Outcome.SOLO, reason=f"met {exc.orig} inside the batch")
+    raise exc
 
 
 async def admit_each(
@@ -71,7 +86,10 @@ async def admit_each(
     enforcement: ClaimEnforcement,
 ) -> list[ItemResult]:
     """The BatchExecutor: every item in order, each in its own savepoint."""
-    return [await admit_one(conn, item, now, enforcement) for item in items]
+    return [
+        await admit_one(conn, item, now, enforcement, f"fg_item_{i}")
+        for i, item in enumerate(items)
+    ]
 
 
 __all__ = ["SURVIVABLE", "admit_each", "admit_one"]

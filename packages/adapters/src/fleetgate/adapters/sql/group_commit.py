@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import uuid
 from collections import deque
@@ -151,7 +152,7 @@ class GroupCommitter:
 
     async def admit(self, request: AdmitRequest, audit: Audit | None) -> Admission:
         """Queue ``request`` for the next batch and answer as the one-admission path would."""
-        item = BatchItem(request, request.placement_id or str(uuid.uuid4()), audit)
+        item = BatchItem(request, request.placement_id or str(uuid.uuid4()), _in_context(audit))
         answer: asyncio.Future[ItemResult | _Alone | Admission] = (
             asyncio.get_running_loop().create_future()
         )
@@ -159,8 +160,12 @@ class GroupCommitter:
         if self._writer is None:
             # A new writer (and its wake-up event) in the caller's loop: the last one ended
             # when nothing was left, so no task outlives its work or its event loop.
+            # Its own empty context: the writer serves many requests, so it must not carry
+            # the first caller's context variables (request ids in logs) into the others'.
             self._arrived = asyncio.Event()
-            self._writer = asyncio.create_task(self._write(), name=WRITER_TASK)
+            self._writer = asyncio.create_task(
+                self._write(), name=WRITER_TASK, context=contextvars.Context()
+            )
         self._arrived.set()
         # Cancelling this await cancels only the waiting: the writer skips a cancelled item it
         # has not taken yet, and one it has taken commits with its batch or not at all.
@@ -326,6 +331,16 @@ class GroupCommitter:
         if writer is not None:
             with contextlib.suppress(Exception):
                 await asyncio.shield(writer)
+
+
+def _in_context(audit: Audit | None) -> Audit | None:
+    """``audit`` bound to the caller's context: the writer builds the events, but they are the
+    caller's (the request id an audit event carries is a context variable of the request)."""
+    if audit is None:
+        return None
+    context = contextvars.copy_context()
+    bound: Audit = audit
+    return lambda admission: context.run(bound, admission)
 
 
 def _settle(waiting: _Waiting, result: ItemResult | _Alone | Admission) -> None:
