@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.util import await_only
 
 from fleetgate.adapters.clock import VirtualClock
+from fleetgate.adapters.sql import batch_function
 from fleetgate.adapters.sql.engine import CommitUnknown
 from fleetgate.adapters.sql.group_commit import WRITER_TASK, GroupCommitConfig, GroupCommitStats
 from fleetgate.adapters.sql.ledger import SqlLedger
@@ -40,13 +41,29 @@ from tests.strategies import BATCH_NODES, queued_admissions
 BIG = Capacity(16, 65536, 1000)  # 48 vCPUs
 
 
-@pytest.fixture
-async def ledger(backend: Backend, clock: VirtualClock) -> AsyncIterator[SqlLedger]:
-    """The shared ledger fixture, admitting in-process on PostgreSQL too.
+@pytest.fixture(params=["savepoints", "function"])
+async def ledger(
+    backend: Backend, clock: VirtualClock, request: pytest.FixtureRequest
+) -> AsyncIterator[SqlLedger]:
+    """The shared ledger fixture, once per batch executor.
 
-    Like ``admission_function: false``: these tests are of the savepoint executor, and the
-    PostgreSQL function's own batch executor is tested with it.
+    ``savepoints`` admits in-process on PostgreSQL too (like ``admission_function: false``), so
+    every backend runs the savepoint executor; ``function`` is PostgreSQL's default, each batch
+    one call of ``fleetgate_admit_batch``, held to the same tests.
     """
+    if request.param == "function" and backend.kind != "postgres":
+        pytest.skip("the batch function is PostgreSQL's; this backend batches with savepoints")
+    async with open_ledger(backend, clock) as opened:
+        if request.param == "savepoints":
+            opened.one_call = False
+        else:
+            assert opened.batch_call, "fleetgate_admit_batch is installed at head"
+        yield opened
+
+
+@pytest.fixture
+async def savepoint_ledger(backend: Backend, clock: VirtualClock) -> AsyncIterator[SqlLedger]:
+    """A ledger on the savepoint executor on every backend (for tests of its statements)."""
     async with open_ledger(backend, clock) as opened:
         opened.one_call = False
         yield opened
@@ -101,6 +118,27 @@ async def test_admissions_queued_together_commit_in_one_batch(ledger: SqlLedger)
 
 
 CALLER: contextvars.ContextVar[str] = contextvars.ContextVar("caller", default="nobody")
+
+
+async def test_postgres_runs_a_batch_as_one_call_of_its_batch_function(
+    ledger: SqlLedger, backend: Backend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if backend.kind != "postgres" or not ledger.one_call:
+        pytest.skip("the batch function is PostgreSQL's default; here batches use savepoints")
+    calls: list[int] = []
+    real_call = batch_function.call
+
+    async def counted(conn: Any, elements: Any) -> Any:
+        calls.append(len(elements))
+        return await real_call(conn, elements)
+
+    monkeypatch.setattr(batch_function, "call", counted)
+    await ledger.add_node(NodeSpec("a", BIG))
+    results = await asyncio.gather(*(ledger.admit(req("a"), audit=placed) for _ in range(6)))
+    assert all(r.admitted for r in results)
+    assert calls == [6]  # the whole batch, one round trip
+    assert len(await placed_events(ledger)) == 6
+    await assert_counters_match_placements(ledger)
 
 
 async def test_each_audit_is_built_in_its_callers_context(ledger: SqlLedger) -> None:
@@ -421,6 +459,11 @@ async def test_the_writer_ends_when_nothing_is_queued(ledger: SqlLedger) -> None
     assert not [t for t in asyncio.all_tasks() if t.get_name() == WRITER_TASK]
 
 
+def first_batch_statement(ledger: SqlLedger) -> str:
+    """How the batch's first statement begins: its first guarded UPDATE, or the one call."""
+    return "SELECT FG_INDEX" if ledger.one_call and ledger.batch_call else "UPDATE"
+
+
 def hold_first(ledger: SqlLedger, prefix: str, gate: asyncio.Event, reached: asyncio.Event) -> Any:
     """Make the first statement ``prefix…`` wait for ``gate``, setting ``reached`` there."""
     armed = [True]
@@ -440,7 +483,7 @@ async def test_a_caller_cancelled_inside_its_batch_gets_its_placement_once(
 ) -> None:
     await ledger.add_node(NodeSpec("a", BIG))
     gate, reached = asyncio.Event(), asyncio.Event()
-    hook = hold_first(ledger, "UPDATE", gate, reached)
+    hook = hold_first(ledger, first_batch_statement(ledger), gate, reached)
     try:
         tasks = [
             asyncio.ensure_future(ledger.admit(req("a", request_id=f"c{i}"))) for i in range(4)
@@ -467,7 +510,7 @@ async def test_a_caller_cancelled_before_its_batch_runs_is_never_admitted(
 ) -> None:
     await ledger.add_node(NodeSpec("a", BIG))
     gate, reached = asyncio.Event(), asyncio.Event()
-    hook = hold_first(ledger, "UPDATE", gate, reached)
+    hook = hold_first(ledger, first_batch_statement(ledger), gate, reached)
     try:
         first = [asyncio.ensure_future(ledger.admit(req("a"))) for _ in range(2)]
         await reached.wait()  # the writer holds the first batch at the gate
@@ -525,9 +568,9 @@ def at_nth(ledger: SqlLedger, prefix: str, nth: int, when: str, action: Any) -> 
     + [("ROLLBACK TO SAVEPOINT", 1), ("INSERT INTO EVENTS", 1)],
 )
 async def test_a_connection_killed_in_a_batch_loses_and_doubles_nothing(
-    ledger: SqlLedger, backend: Backend, prefix: str, nth: int, when: str
+    savepoint_ledger: SqlLedger, backend: Backend, prefix: str, nth: int, when: str
 ) -> None:
-    ledger.one_call = False
+    ledger = savepoint_ledger  # the function's call is killed in test_batch_function
     await ledger.add_node(NodeSpec("a", BIG))
     await ledger.add_node(NodeSpec("small", Capacity(1, 1024, 10)))  # 3 vCPUs
     await ledger.admit(req("a"), audit=placed)
@@ -585,11 +628,11 @@ async def test_a_connection_killed_in_a_batch_loses_and_doubles_nothing(
 
 
 async def test_a_connection_killed_at_the_batch_commit_leaves_every_outcome_unknown(
-    ledger: SqlLedger, backend: Backend
+    savepoint_ledger: SqlLedger, backend: Backend
 ) -> None:
     if backend.kind == "sqlite":
         pytest.skip("SQLite has no server side to kill")
-    ledger.one_call = False
+    ledger = savepoint_ledger  # the function's call is killed in test_batch_function
     await ledger.add_node(NodeSpec("a", BIG))
     killer = create_async_engine(backend.url)
     victims: list[int] = []

@@ -155,7 +155,7 @@ class SqlLedger:
         PostgreSQL's batch function where it and ``fleetgate_admit`` are installed and current
         (one round trip for the whole batch); else each item in a savepoint of its own.
         """
-        if self.batch_call:
+        if self.one_call and self.batch_call:
             return batch_function.postgres_batch_executor
         return batch_savepoints.admit_each
 
