@@ -13,6 +13,8 @@ import atexit
 import os
 import secrets
 import tempfile
+import zlib
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +30,13 @@ from schemathesis.checks import (
     response_schema_conformance,
 )
 from schemathesis.config import SchemathesisConfig
+from schemathesis.hooks import HookContext
 from sqlalchemy import delete, update
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from fleetgate.adapters.sql.schema import api_tokens, claims, cluster, events, nodes, placements
 from fleetgate.apps.api.app import create_app
-from fleetgate.apps.api.schemas import MAX_AMOUNT, MAX_THREADS
+from fleetgate.apps.api.schemas import MAX_AMOUNT, MAX_CLAIM_SECONDS, MAX_THREADS
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, CapacitySettings, Settings
 from tests.apps.api.conftest import ADMIN_TOKEN
@@ -42,17 +45,16 @@ from tests.backends import create_database, drop_database
 pytestmark = pytest.mark.backend
 
 EXAMPLES = 25
-# Operations whose bodies carry rules a JSON Schema cannot state: a RotationPolicy manifest is
-# validated by the domain and a duration must parse and be positive; a claim's ``expires_at``
-# must lie in the future. A schema-valid request may rightly be a 422 there, so only "every
-# schema-valid request is accepted" is not asked of them (everything else, negative_data_rejection
-# included, is). With that check on for them, these are exactly what schemathesis reports: a claim
-# created or patched with an ``expires_at`` in the past, a check or simulation with "policy": {}.
+#: Operations whose body may carry ``expires_at``: its rule ("after the server's clock, within
+#: MAX_CLAIM_SECONDS") is stated in the schema's description, as JSON Schema cannot say "after
+#: now"; positive cases draw it from that range (``_future_expiry``), so every check,
+#: positive_data_acceptance included, runs on every operation.
+CLAIM_EXPIRY = {"POST /v1/namespaces/{ns}/claims", "PATCH /v1/namespaces/{ns}/claims/{claim_id}"}
+EXPIRY_MARGIN = 60
+# Until the policy's schema is published: "policy": {} is schema-valid and refused.
 SEMANTIC = {
     "POST /v1/rotation/check": [positive_data_acceptance],
     "POST /v1/rotation/simulate": [positive_data_acceptance],
-    "POST /v1/namespaces/{ns}/claims": [positive_data_acceptance],
-    "PATCH /v1/namespaces/{ns}/claims/{claim_id}": [positive_data_acceptance],
 }
 
 
@@ -119,6 +121,33 @@ _CONFIG = SchemathesisConfig.from_dict(
 schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=_CONFIG)
 
 
+@schema.hook("map_case")
+def _future_expiry(context: HookContext, case: schemathesis.Case) -> schemathesis.Case:
+    """A positive claim case's ``expires_at`` moved into the range its description states.
+
+    Only schema-valid cases are touched, and the new value is schema-valid too, so a positive
+    case stays positive and a negative one keeps the violation it was made with. The instant
+    drawn picks where in the range it lands (a hash, so a replayed case maps the same way), from
+    a minute to MAX_CLAIM_SECONDS less a minute ahead: the margins absorb the request's delay.
+    """
+    body = case.body
+    meta = case.meta
+    if (
+        context.operation is not None
+        and context.operation.label in CLAIM_EXPIRY
+        and isinstance(body, dict)
+        and isinstance(body.get("expires_at"), str)
+        and meta is not None
+        and meta.generation.mode.is_positive
+    ):
+        ahead = EXPIRY_MARGIN + zlib.crc32(body["expires_at"].encode()) % (
+            MAX_CLAIM_SECONDS - 2 * EXPIRY_MARGIN
+        )
+        at = datetime.now(UTC) + timedelta(seconds=ahead)
+        case.body = {**body, "expires_at": at.isoformat()}
+    return case
+
+
 def test_the_fuzzer_sends_both_kinds_of_data_and_runs_the_data_checks() -> None:
     assert set(_CONFIG.projects.default.generation.modes) == {
         GenerationMode.POSITIVE,
@@ -136,8 +165,10 @@ def test_the_fuzzer_sends_both_kinds_of_data_and_runs_the_data_checks() -> None:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 def test_no_input_is_a_server_error_and_every_response_conforms(case: schemathesis.Case) -> None:
-    excluded = [not_a_server_error, *SEMANTIC.get(case.operation.label, [])]
-    case.call_and_validate(excluded_checks=excluded, additional_checks=[only_intended_5xx])
+    case.call_and_validate(
+        excluded_checks=[not_a_server_error, *SEMANTIC.get(case.operation.label, [])],
+        additional_checks=[only_intended_5xx],
+    )
 
 
 class Workflow(schema.as_state_machine()):  # type: ignore[misc]
