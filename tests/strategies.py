@@ -320,3 +320,11 @@ def sim_faults(draw: st.DrawFn) -> list[tuple[timedelta, str, int]]:
             max_size=8,
         ).map(sorted)
     )
+
+
+# --- the API's published patterns -----------------------------------------------------------------
+
+
+def matching(pattern: str) -> st.SearchStrategy[str]:
+    """Whole strings a published schema ``pattern`` admits (what a schema-driven client sends)."""
+    return st.from_regex(pattern, fullmatch=True)

@@ -20,6 +20,7 @@ from fleetgate.apps.api.schemas import (
     RotationCheckRequest,
     RotationSimulateRequest,
 )
+from fleetgate.apps.api.schemas.policy import RotationPolicyManifest
 from fleetgate.apps.api.schemas.rotation import (
     MAX_SIMULATE_DAYS,
     MAX_SIMULATE_NODES,
@@ -56,15 +57,15 @@ def _invalid(field: str, problems: list[str] | tuple[str, ...]) -> ApiError:
     return ApiError(422, "invalid_request", message, fields=fields)
 
 
-def _policy(value: dict[str, Any] | str) -> RotationPolicy:
-    """The one RotationPolicy in a manifest object or YAML text."""
+def _policy(value: RotationPolicyManifest | str) -> RotationPolicy:
+    """The one RotationPolicy in a manifest object (its schema already checked) or YAML text."""
     try:
         if isinstance(value, str):
             policies = policies_from_text(value, "policy")
             if len(policies) != 1:
                 raise _invalid("policy", [f"expected one RotationPolicy, found {len(policies)}"])
             return policies[0]
-        return policy_from_manifest(value)
+        return policy_from_manifest(value.document())
     except PolicyFileError as exc:
         # Text errors already start with the source name ("policy: ..."); keep the reason.
         raise _invalid("policy", [e.removeprefix("policy: ") for e in exc.errors]) from exc
