@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from pydantic import TypeAdapter
 from schemathesis import GenerationMode
 from schemathesis.checks import (
     CHECKS,
@@ -37,6 +38,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from fleetgate.adapters.sql.schema import api_tokens, claims, cluster, events, nodes, placements
 from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.schemas import MAX_AMOUNT, MAX_CLAIM_SECONDS, MAX_THREADS
+from fleetgate.apps.api.schemas.policy import Instant
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, CapacitySettings, Settings
 from tests.apps.api.conftest import ADMIN_TOKEN
@@ -59,6 +61,8 @@ EXPIRY_MARGIN = 60
 POLICY_BODY = {"POST /v1/rotation/check", "POST /v1/rotation/simulate"}
 #: The YAML a positive text-form case sends: a documented example policy.
 POLICY_TEXT = (Path(__file__).resolve().parents[3] / "examples" / "tokyo-policy.yaml").read_text()
+#: An exclusion's instants, read as the server reads them.
+INSTANT = TypeAdapter(Instant)
 # The one exemption left. Its policy is published like the check's, but its fleet is still a
 # free-form object or YAML text, and a simulation also needs what no schema of one field can say:
 # the policy's selector must match the fleet's labels, createdAt must not be after start, and the
@@ -129,25 +133,36 @@ _CONFIG = SchemathesisConfig.from_dict(
 schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=_CONFIG)
 
 
+def _positive_body(
+    context: HookContext, case: schemathesis.Case, operations: set[str]
+) -> dict[str, Any] | None:
+    """The JSON body of a positive (schema-valid) case of one of ``operations``, else None.
+
+    The hooks below touch only these, and only to put in schema-valid values, so a positive case
+    stays positive and a negative one keeps the violation it was made with.
+    """
+    body, meta = case.body, case.meta
+    if (
+        context.operation is not None
+        and context.operation.label in operations
+        and isinstance(body, dict)
+        and meta is not None
+        and meta.generation.mode.is_positive
+    ):
+        return body
+    return None
+
+
 @schema.hook("map_case")
 def _future_expiry(context: HookContext, case: schemathesis.Case) -> schemathesis.Case:
     """A positive claim case's ``expires_at`` moved into the range its description states.
 
-    Only schema-valid cases are touched, and the new value is schema-valid too, so a positive
-    case stays positive and a negative one keeps the violation it was made with. The instant
-    drawn picks where in the range it lands (a hash, so a replayed case maps the same way), from
-    a minute to MAX_CLAIM_SECONDS less a minute ahead: the margins absorb the request's delay.
+    The instant drawn picks where in the range it lands (a hash, so a replayed case maps the same
+    way), from a minute to MAX_CLAIM_SECONDS less a minute ahead: the margins absorb the delay
+    between drawing and sending.
     """
-    body = case.body
-    meta = case.meta
-    if (
-        context.operation is not None
-        and context.operation.label in CLAIM_EXPIRY
-        and isinstance(body, dict)
-        and isinstance(body.get("expires_at"), str)
-        and meta is not None
-        and meta.generation.mode.is_positive
-    ):
+    body = _positive_body(context, case, CLAIM_EXPIRY)
+    if body is not None and isinstance(body.get("expires_at"), str):
         ahead = EXPIRY_MARGIN + zlib.crc32(body["expires_at"].encode()) % (
             MAX_CLAIM_SECONDS - 2 * EXPIRY_MARGIN
         )
@@ -165,8 +180,8 @@ def _within_cross_field_rules(policy: dict[str, Any]) -> dict[str, Any]:
     ]
     exclusions = []
     for exclusion in spec.get("exclusions") or ():
-        start = datetime.fromisoformat(exclusion["start"])
-        end = datetime.fromisoformat(exclusion["end"])
+        start = INSTANT.validate_python(exclusion["start"])  # read as the server reads it
+        end = INSTANT.validate_python(exclusion["end"])
         if end <= start:
             end = start + timedelta(seconds=1)
         exclusions.append({"start": start.isoformat(), "end": end.isoformat()})
@@ -178,15 +193,8 @@ def _within_cross_field_rules(policy: dict[str, Any]) -> dict[str, Any]:
 @schema.hook("map_case")
 def _policy_rules(context: HookContext, case: schemathesis.Case) -> schemathesis.Case:
     """A positive policy case brought within the rules JSON Schema cannot state (see above)."""
-    body = case.body
-    meta = case.meta
-    if (
-        context.operation is not None
-        and context.operation.label in POLICY_BODY
-        and isinstance(body, dict)
-        and meta is not None
-        and meta.generation.mode.is_positive
-    ):
+    body = _positive_body(context, case, POLICY_BODY)
+    if body is not None:
         policy = body.get("policy")
         if isinstance(policy, str):
             case.body = {**body, "policy": POLICY_TEXT}
