@@ -160,3 +160,23 @@ async def test_bad_simulation_input_is_a_422_naming_the_field(
 async def test_simulating_needs_a_token(api: Api) -> None:
     body = {"policy": POLICY.read_text(), "fleet": FLEET.read_text()}
     assert (await api.client.post(SIMULATE, json=body)).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("start", "fleet_change", "field"),
+    [
+        ("9999-12-20T00:00:00Z", {}, "span"),  # start + span is past 9999
+        ("0001-01-01T00:00:00Z", {}, "fleet"),  # the generated nodes were created before year 1
+        ("2024-01-01T00:00:00Z", {"terminationGracePeriod": "999999d"}, "fleet"),
+    ],
+)
+async def test_a_simulation_past_the_calendar_is_422_not_500(
+    api: Api, start: str, fleet_change: dict[str, Any], field: str
+) -> None:
+    fleet = yaml.safe_load(FLEET.read_text())
+    fleet["fleet"].update(fleet_change)
+    body = {"policy": POLICY.read_text(), "fleet": fleet, "start": start, "span": "30d"}
+    r = await api.client.post(SIMULATE, json=body, headers=ADMIN)
+    assert r.status_code == 422, r.text
+    (named,) = r.json()["fields"]
+    assert named["field"] == field and "years 1 to 9999" in named["reason"]

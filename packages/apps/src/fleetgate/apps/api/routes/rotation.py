@@ -93,6 +93,17 @@ async def rotation_check(body: RotationCheckRequest) -> JSONResponse:
     return JSONResponse(report)
 
 
+def _outside_the_calendar(field: str) -> ApiError:
+    """422 for a simulation whose instants fall outside the years 1 to 9999."""
+    return _invalid(
+        field,
+        [
+            "start with the span and the fleet's durations reaches outside the years 1 to 9999; "
+            "choose a start nearer today or shorter durations"
+        ],
+    )
+
+
 class _TooSlow(Exception):
     """The simulation ran past the request's wall-clock bound."""
 
@@ -161,7 +172,13 @@ async def rotation_simulate(body: RotationSimulateRequest) -> JSONResponse:
         fleet = load_fleet(_fleet_document(body.fleet), start)
     except FleetError as exc:
         raise _invalid("fleet", [str(exc)]) from exc
-    inputs = Inputs(policy, fleet, start, start + span, provisioning, drain)
+    except OverflowError:
+        raise _outside_the_calendar("fleet") from None
+    try:
+        end = start + span
+    except OverflowError:
+        raise _outside_the_calendar("span") from None
+    inputs = Inputs(policy, fleet, start, end, provisioning, drain)
     began = time.monotonic()
 
     def progress(_: datetime) -> None:
@@ -174,6 +191,9 @@ async def rotation_simulate(body: RotationSimulateRequest) -> JSONResponse:
     except SimulationError as exc:
         field = "span" if str(exc).startswith("--to") else "policy"
         raise _invalid(field, [str(exc)]) from exc
+    except OverflowError:
+        # An instant the run needs (a node's expiry, its grace period's end) is past 9999.
+        raise _outside_the_calendar("fleet") from None
     except _TooSlow:
         raise _invalid(
             "span",
