@@ -388,3 +388,11 @@ def queued_admissions(draw: st.DrawFn) -> list[tuple[str, str, Resources, str | 
         st.none() | st.sampled_from(["r1", "r2"]),
     )
     return draw(st.lists(item, min_size=2, max_size=12))
+
+
+# --- the API's published patterns -----------------------------------------------------------------
+
+
+def matching(pattern: str) -> st.SearchStrategy[str]:
+    """Whole strings a published schema ``pattern`` admits (what a schema-driven client sends)."""
+    return st.from_regex(pattern, fullmatch=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import threading
 import time
@@ -23,7 +22,7 @@ from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, ControllerSettings, Settings
 from fleetgate.client import ClientError, FleetgateClient
 from tests.apps.api.routes.test_rotation_status import POLICY
-from tests.apps.api.test_server import FLEETGATE, api_process, free_port, wait_until_serving
+from tests.servers import FLEETGATE, free_port, running_api
 
 ADMIN_TOKEN = "client-cli-admin-token"
 NS = "team-a"
@@ -37,12 +36,8 @@ def size(cpus: int, memory_mb: int, disk_gb: int, **where: str) -> PlacementCrea
 @pytest.fixture(scope="module")
 def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One running API for the module, with two nodes, a claim and two placements."""
-    port = free_port()
     db = tmp_path_factory.mktemp("clientcli") / "api.db"
-    proc = api_process(db, port, token=ADMIN_TOKEN)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(url, proc, seconds=90)
+    with running_api(db, token=ADMIN_TOKEN, seconds=90) as url:
         with FleetgateClient(url, ADMIN_TOKEN) as api:
             http = api._http  # seeding through the API itself, as an operator would
             for name, threads in (("hv-1", 8), ("hv-2", 16)):
@@ -53,13 +48,6 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             api.place(NS, size(2, 1024, 10, node="hv-1", request_id="job-1"))
             api.place(NS, size(1, 512, 5, node="hv-2"))
         yield url
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> Result:

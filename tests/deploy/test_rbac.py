@@ -29,6 +29,7 @@ from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, KubeAPIServer, Request, Resource
 from tests.apps.controller.test_runtime import FAST, karpenter_loop
 from tests.deploy.helm import template
+from tests.waiting import until
 
 NAMESPACE = "fleetgate-system"
 Grant = tuple[str, str, str]  # (api group, resource[/subresource], verb)
@@ -101,14 +102,6 @@ class Replica:
         await self.controller.cluster.close()
 
 
-async def _until(predicate: Callable[[], bool]) -> None:
-    async with asyncio.timeout(30):  # generous: the machine may be loaded
-        while True:
-            if predicate():
-                return
-            await asyncio.sleep(0.01)
-
-
 @pytest.fixture
 async def api() -> AsyncIterator[tuple[KubeAPIServer, VirtualClock]]:
     clock = VirtualClock(datetime(2026, 1, 7, 2, 0, tzinfo=UTC))
@@ -162,12 +155,12 @@ async def _rotate_with_hand_over(api: KubeAPIServer, clock: VirtualClock, tmp: P
     a, b = Replica("replica-a", api, clock, tmp), Replica("replica-b", api, clock, tmp)
     sim.shortage = True  # the surge waits, so the hand-over happens mid-rotation
     a.start(karpenter_loop(a, sim, clock))  # type: ignore[arg-type]
-    await _until(lambda: bool(a.passes))
+    await until(lambda: bool(a.passes))
     b.start(karpenter_loop(b, sim, clock))  # type: ignore[arg-type]
-    await _until(lambda: bool(api.list("Pod", NAMESPACE)))  # a created the placeholder
+    await until(lambda: bool(api.list("Pod", NAMESPACE)))  # a created the placeholder
     await a.stop()
     sim.shortage = False
-    await _until(lambda: ann.LAST_ROTATION_AT in _annotations(api))
+    await until(lambda: ann.LAST_ROTATION_AT in _annotations(api))
     assert b.passes and api.get("NodeClaim", old) is None  # b finished what a started
     for name in ("always", "reference"):
         status = _policy(api, name).get("status") or {}

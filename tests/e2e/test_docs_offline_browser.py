@@ -10,16 +10,14 @@ Chromium the test fails and says how to install it.
 
 from __future__ import annotations
 
-import signal
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.apps.api.test_server import api_process, free_port, wait_until_serving
 from tests.e2e.test_dashboard_browser import start_chromium
+from tests.servers import running_api
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -35,19 +33,8 @@ CDN = "cdn.jsdelivr.net"
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    proc = api_process(tmp_path / "api.db", port, token="docs-offline-token")
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_serving(base, proc, seconds=120)
+    with running_api(tmp_path / "api.db", token="docs-offline-token") as base:
         yield base
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 @pytest.fixture

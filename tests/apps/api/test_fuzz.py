@@ -13,12 +13,15 @@ import atexit
 import os
 import secrets
 import tempfile
+import zlib
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from pydantic import TypeAdapter
 from schemathesis import GenerationMode
 from schemathesis.checks import (
     CHECKS,
@@ -28,12 +31,14 @@ from schemathesis.checks import (
     response_schema_conformance,
 )
 from schemathesis.config import SchemathesisConfig
+from schemathesis.hooks import HookContext
 from sqlalchemy import delete, update
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from fleetgate.adapters.sql.schema import api_tokens, claims, cluster, events, nodes, placements
 from fleetgate.apps.api.app import create_app
-from fleetgate.apps.api.schemas import MAX_AMOUNT, MAX_THREADS
+from fleetgate.apps.api.schemas import MAX_AMOUNT, MAX_CLAIM_SECONDS, MAX_THREADS
+from fleetgate.apps.api.schemas.policy import Instant
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, CapacitySettings, Settings
 from tests.apps.api.conftest import ADMIN_TOKEN
@@ -42,18 +47,27 @@ from tests.backends import create_database, drop_database
 pytestmark = pytest.mark.backend
 
 EXAMPLES = 25
-# Operations whose bodies carry rules a JSON Schema cannot state: a RotationPolicy manifest is
-# validated by the domain and a duration must parse and be positive; a claim's ``expires_at``
-# must lie in the future. A schema-valid request may rightly be a 422 there, so only "every
-# schema-valid request is accepted" is not asked of them (everything else, negative_data_rejection
-# included, is). With that check on for them, these are exactly what schemathesis reports: a claim
-# created or patched with an ``expires_at`` in the past, a check or simulation with "policy": {}.
-SEMANTIC = {
-    "POST /v1/rotation/check": [positive_data_acceptance],
-    "POST /v1/rotation/simulate": [positive_data_acceptance],
-    "POST /v1/namespaces/{ns}/claims": [positive_data_acceptance],
-    "PATCH /v1/namespaces/{ns}/claims/{claim_id}": [positive_data_acceptance],
-}
+#: Operations whose body may carry ``expires_at``: its rule ("after the server's clock, within
+#: MAX_CLAIM_SECONDS") is stated in the schema's description, as JSON Schema cannot say "after
+#: now"; positive cases draw it from that range (``_future_expiry``), so every check,
+#: positive_data_acceptance included, runs on every operation.
+CLAIM_EXPIRY = {"POST /v1/namespaces/{ns}/claims", "PATCH /v1/namespaces/{ns}/claims/{claim_id}"}
+EXPIRY_MARGIN = 60
+#: Operations whose body carries a RotationPolicy (``policy``): an object whose schema is the
+#: CRD's, or its YAML text. Two cross-field rules are stated in descriptions only (a window's end
+#: differs from its start, an exclusion ends after it starts), and the text form's content is
+#: declared by contentMediaType, which no generator fills in: positive cases are brought within
+#: those rules by ``_policy_rules``; everything else of the manifest is the schema's to generate.
+POLICY_BODY = {"POST /v1/rotation/check", "POST /v1/rotation/simulate"}
+#: The YAML a positive text-form case sends: a documented example policy.
+POLICY_TEXT = (Path(__file__).resolve().parents[3] / "examples" / "tokyo-policy.yaml").read_text()
+#: An exclusion's instants, read as the server reads them.
+INSTANT = TypeAdapter(Instant)
+# The one exemption left. Its policy is published like the check's, but its fleet is still a
+# free-form object or YAML text, and a simulation also needs what no schema of one field can say:
+# the policy's selector must match the fleet's labels, createdAt must not be after start, and the
+# run must end within SIMULATE_SECONDS of wall time. Everything else is asked of it.
+SEMANTIC = {"POST /v1/rotation/simulate": [positive_data_acceptance]}
 
 
 def _database_url() -> str:
@@ -119,6 +133,76 @@ _CONFIG = SchemathesisConfig.from_dict(
 schema = schemathesis.openapi.from_asgi("/openapi.json", app, config=_CONFIG)
 
 
+def _positive_body(
+    context: HookContext, case: schemathesis.Case, operations: set[str]
+) -> dict[str, Any] | None:
+    """The JSON body of a positive (schema-valid) case of one of ``operations``, else None.
+
+    The hooks below touch only these, and only to put in schema-valid values, so a positive case
+    stays positive and a negative one keeps the violation it was made with.
+    """
+    body, meta = case.body, case.meta
+    if (
+        context.operation is not None
+        and context.operation.label in operations
+        and isinstance(body, dict)
+        and meta is not None
+        and meta.generation.mode.is_positive
+    ):
+        return body
+    return None
+
+
+@schema.hook("map_case")
+def _future_expiry(context: HookContext, case: schemathesis.Case) -> schemathesis.Case:
+    """A positive claim case's ``expires_at`` moved into the range its description states.
+
+    The instant drawn picks where in the range it lands (a hash, so a replayed case maps the same
+    way), from a minute to MAX_CLAIM_SECONDS less a minute ahead: the margins absorb the delay
+    between drawing and sending.
+    """
+    body = _positive_body(context, case, CLAIM_EXPIRY)
+    if body is not None and isinstance(body.get("expires_at"), str):
+        ahead = EXPIRY_MARGIN + zlib.crc32(body["expires_at"].encode()) % (
+            MAX_CLAIM_SECONDS - 2 * EXPIRY_MARGIN
+        )
+        at = datetime.now(UTC) + timedelta(seconds=ahead)
+        case.body = {**body, "expires_at": at.isoformat()}
+    return case
+
+
+def _within_cross_field_rules(policy: dict[str, Any]) -> dict[str, Any]:
+    """``policy`` with each window's end moved off its start and each exclusion ordered."""
+    spec = dict(policy["spec"])
+    spec["maintenanceWindows"] = [
+        {**window, "end": "24:00"} if window["end"] == window["start"] else window
+        for window in spec["maintenanceWindows"]
+    ]
+    exclusions = []
+    for exclusion in spec.get("exclusions") or ():
+        start = INSTANT.validate_python(exclusion["start"])  # read as the server reads it
+        end = INSTANT.validate_python(exclusion["end"])
+        if end <= start:
+            end = start + timedelta(seconds=1)
+        exclusions.append({"start": start.isoformat(), "end": end.isoformat()})
+    if exclusions:
+        spec["exclusions"] = exclusions
+    return {**policy, "spec": spec}
+
+
+@schema.hook("map_case")
+def _policy_rules(context: HookContext, case: schemathesis.Case) -> schemathesis.Case:
+    """A positive policy case brought within the rules JSON Schema cannot state (see above)."""
+    body = _positive_body(context, case, POLICY_BODY)
+    if body is not None:
+        policy = body.get("policy")
+        if isinstance(policy, str):
+            case.body = {**body, "policy": POLICY_TEXT}
+        elif isinstance(policy, dict):
+            case.body = {**body, "policy": _within_cross_field_rules(policy)}
+    return case
+
+
 def test_the_fuzzer_sends_both_kinds_of_data_and_runs_the_data_checks() -> None:
     assert set(_CONFIG.projects.default.generation.modes) == {
         GenerationMode.POSITIVE,
@@ -136,8 +220,10 @@ def test_the_fuzzer_sends_both_kinds_of_data_and_runs_the_data_checks() -> None:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 def test_no_input_is_a_server_error_and_every_response_conforms(case: schemathesis.Case) -> None:
-    excluded = [not_a_server_error, *SEMANTIC.get(case.operation.label, [])]
-    case.call_and_validate(excluded_checks=excluded, additional_checks=[only_intended_5xx])
+    case.call_and_validate(
+        excluded_checks=[not_a_server_error, *SEMANTIC.get(case.operation.label, [])],
+        additional_checks=[only_intended_5xx],
+    )
 
 
 class Workflow(schema.as_state_machine()):  # type: ignore[misc]

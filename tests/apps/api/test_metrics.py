@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 
 from fleetgate.apps.api.metrics import route_template
 from tests.apps.api.conftest import ADMIN, Api
-from tests.apps.api.test_server import api_process, free_port, wait_until_serving
+from tests.servers import api_process, free_port, wait_until_serving
 
 NS = "team-a"
 URL = f"/v1/namespaces/{NS}/placements"

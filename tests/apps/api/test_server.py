@@ -27,47 +27,9 @@ from fleetgate.apps.api.server import (
     with_admin_token,
 )
 from fleetgate.apps.settings import ApiSettings, Settings
+from tests.servers import FLEETGATE, free_port, stop, wait_until_serving
 
-FLEETGATE = Path(sys.executable).with_name("fleetgate")
 ADMIN_TOKEN = "real-server-admin-token"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-def wait_until_serving(base: str, proc: subprocess.Popen[str], seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"fleetgate api exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    pytest.fail("fleetgate api did not become ready")
-
-
-def api_process(
-    db: Path, port: int, *extra: str, token: str | None = None
-) -> subprocess.Popen[str]:
-    """``fleetgate api`` on 127.0.0.1:``port`` over the SQLite file ``db``, output discarded."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETGATE_", "PROMETHEUS"))}
-    env["FLEETGATE_DATABASE_URL"] = f"sqlite+aiosqlite:///{db}"
-    if token is not None:
-        env["FLEETGATE_API__ADMIN_TOKEN"] = token
-    return subprocess.Popen(
-        [str(FLEETGATE), "api", "--host", "127.0.0.1", "--port", str(port), *extra],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
 
 
 @pytest.fixture
@@ -89,13 +51,7 @@ def server(tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[str]]]:
         wait_until_serving(base, proc)
         yield base, proc
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc)
         assert proc.stdout is not None and proc.stderr is not None
         proc.stdout.close()
         proc.stderr.close()

@@ -34,6 +34,7 @@ from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import KubeAPIServer
+from tests.waiting import until
 
 NAMESPACE = "fleetgate-system"
 ALWAYS = MaintenanceWindow(
@@ -134,14 +135,6 @@ def karpenter_loop(
     return loop
 
 
-async def _until(predicate: Callable[[], bool]) -> None:
-    async with asyncio.timeout(30):  # generous: the machine may be loaded
-        while True:
-            if predicate():
-                return
-            await asyncio.sleep(0.01)
-
-
 async def _probed(replica: Replica, probe: Callable[[], Awaitable[int]], status: int) -> None:
     async with asyncio.timeout(10):  # the replica's task may not even have started yet
         while True:
@@ -166,10 +159,10 @@ async def test_leader_hand_over_mid_rotation_and_the_other_replica_finishes_it(
     # Karpenter is slow to provision while a leads, so the rotation is mid-flight at hand-over.
     sim.shortage = True
     a.start(karpenter_loop(a, sim, clock))
-    await _until(lambda: bool(a.passes))
+    await until(lambda: bool(a.passes))
     b.start(karpenter_loop(b, sim, clock))
-    await _until(lambda: _pool(api).get(ann.ACTIVE_ROTATION) == old)
-    await _until(lambda: bool(api.list("Pod", NAMESPACE)))  # a created the placeholder
+    await until(lambda: _pool(api).get(ann.ACTIVE_ROTATION) == old)
+    await until(lambda: bool(api.list("Pod", NAMESPACE)))  # a created the placeholder
     await _probed(b, b.ready, 200)  # a standby is Ready too, once its preflight passed
     assert await a.ready() == 200
     assert (await a.leads(), await b.leads()) == (200, 503)  # leadership is reported apart
@@ -179,10 +172,10 @@ async def test_leader_hand_over_mid_rotation_and_the_other_replica_finishes_it(
         await a.stop()  # SIGTERM: the lease is released and b takes over at once
     else:
         api.fail_next("*", "", 503, times=10**6, token="replica-a")  # a is cut off entirely
-        await _until(lambda: b.passes != [])  # b waited out the lease a could not renew
+        await until(lambda: b.passes != [])  # b waited out the lease a could not renew
         assert await a.leads() == 503
     sim.shortage = False
-    await _until(lambda: ann.LAST_ROTATION_AT in _pool(api))
+    await until(lambda: ann.LAST_ROTATION_AT in _pool(api))
 
     assert b.passes, "the second replica finished the rotation"
     assert api.get("NodeClaim", old) is None
@@ -289,12 +282,12 @@ async def test_a_watch_event_wakes_the_real_loop_before_its_requeue(
             endpoints=replica.endpoints,
         )
     )
-    await _until(lambda: len(replica.passes) == 1)
+    await until(lambda: len(replica.passes) == 1)
     assert replica.controller.next_due() == clock.now() + timedelta(minutes=1)
     await asyncio.sleep(0.3)
     assert len(replica.passes) == 1  # the loop sleeps towards its 1-minute requeue...
     sim.node("pool")  # ...until Karpenter adds a Ready node to the pool
-    await _until(lambda: len(replica.passes) == 2)
+    await until(lambda: len(replica.passes) == 2)
     stop.set()
     assert await task == []
     await replica.gateway.close()

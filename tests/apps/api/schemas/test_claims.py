@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import ValidationError
 
-from fleetgate.apps.api.schemas import ClaimCreate, ClaimPatch, seconds_until
+from fleetgate.apps.api.schemas import MAX_CLAIM_SECONDS, ClaimCreate, ClaimPatch, seconds_until
 
 NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -37,3 +37,12 @@ def test_seconds_until_rounds_up_and_refuses_the_past() -> None:
     for at in (NOW, NOW - timedelta(days=1), NOW + timedelta(days=20 * 366)):
         with pytest.raises(ValueError, match="expires_at"):
             seconds_until(at, NOW)
+
+
+def test_the_published_schema_states_the_expiry_rule_json_schema_cannot() -> None:
+    # "After now" has no JSON Schema keyword: the description is what tells a client (and the
+    # fuzz test, which draws its positive expires_at values from this range).
+    for model in (ClaimCreate, ClaimPatch):
+        described = model.model_json_schema()["properties"]["expires_at"]["description"]
+        assert "at least 1 s" in described and f"at most {MAX_CLAIM_SECONDS} s" in described
+        assert "422 naming expires_at" in described

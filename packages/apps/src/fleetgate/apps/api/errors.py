@@ -112,11 +112,15 @@ def as_sent(
         return loc
     data: Any = sent[str(loc[0])]
     kept: list[int | str] = [loc[0]]
-    for part in loc[1:]:
+    last = len(loc) - 1
+    for index, part in enumerate(loc[1:], start=1):
         indexed = isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data)
         if not indexed and not (isinstance(data, Mapping) and part in data):
-            if kind == "missing" and isinstance(data, Mapping):
+            if kind == "missing" and isinstance(data, Mapping) and index == last:
                 kept.append(part)  # a required field the client left out
+                break
+            if isinstance(data, Mapping) and isinstance(part, str) and index < last:
+                continue  # a union member's name inside an object: the client's keys go on
             break
         data = data[part]
         kept.append(part)

@@ -20,6 +20,7 @@ from fleetgate.apps.api.schemas import (
     RotationCheckRequest,
     RotationSimulateRequest,
 )
+from fleetgate.apps.api.schemas.policy import RotationPolicyManifest
 from fleetgate.apps.api.schemas.rotation import (
     MAX_SIMULATE_DAYS,
     MAX_SIMULATE_NODES,
@@ -56,15 +57,15 @@ def _invalid(field: str, problems: list[str] | tuple[str, ...]) -> ApiError:
     return ApiError(422, "invalid_request", message, fields=fields)
 
 
-def _policy(value: dict[str, Any] | str) -> RotationPolicy:
-    """The one RotationPolicy in a manifest object or YAML text."""
+def _policy(value: RotationPolicyManifest | str) -> RotationPolicy:
+    """The one RotationPolicy in a manifest object (its schema already checked) or YAML text."""
     try:
         if isinstance(value, str):
             policies = policies_from_text(value, "policy")
             if len(policies) != 1:
                 raise _invalid("policy", [f"expected one RotationPolicy, found {len(policies)}"])
             return policies[0]
-        return policy_from_manifest(value)
+        return policy_from_manifest(value.document())
     except PolicyFileError as exc:
         # Text errors already start with the source name ("policy: ..."); keep the reason.
         raise _invalid("policy", [e.removeprefix("policy: ") for e in exc.errors]) from exc
@@ -90,6 +91,17 @@ async def rotation_check(body: RotationCheckRequest) -> JSONResponse:
     except PolicyError as exc:
         raise _invalid("policy", exc.errors) from exc
     return JSONResponse(report)
+
+
+def _outside_the_calendar(field: str) -> ApiError:
+    """422 for a simulation whose instants fall outside the years 1 to 9999."""
+    return _invalid(
+        field,
+        [
+            "start with the span and the fleet's durations reaches outside the years 1 to 9999; "
+            "choose a start nearer today or shorter durations"
+        ],
+    )
 
 
 class _TooSlow(Exception):
@@ -160,7 +172,13 @@ async def rotation_simulate(body: RotationSimulateRequest) -> JSONResponse:
         fleet = load_fleet(_fleet_document(body.fleet), start)
     except FleetError as exc:
         raise _invalid("fleet", [str(exc)]) from exc
-    inputs = Inputs(policy, fleet, start, start + span, provisioning, drain)
+    except OverflowError:
+        raise _outside_the_calendar("fleet") from None
+    try:
+        end = start + span
+    except OverflowError:
+        raise _outside_the_calendar("span") from None
+    inputs = Inputs(policy, fleet, start, end, provisioning, drain)
     began = time.monotonic()
 
     def progress(_: datetime) -> None:
@@ -173,6 +191,9 @@ async def rotation_simulate(body: RotationSimulateRequest) -> JSONResponse:
     except SimulationError as exc:
         field = "span" if str(exc).startswith("--to") else "policy"
         raise _invalid(field, [str(exc)]) from exc
+    except OverflowError:
+        # An instant the run needs (a node's expiry, its grace period's end) is past 9999.
+        raise _outside_the_calendar("fleet") from None
     except _TooSlow:
         raise _invalid(
             "span",

@@ -28,8 +28,19 @@ def _no_default_in_schema(schema: dict[str, Any]) -> None:
     schema.pop("default", None)
 
 
-def _optional() -> Any:
-    return Field(None, json_schema_extra=_no_default_in_schema)
+def _optional(description: str | None = None) -> Any:
+    return Field(None, description=description, json_schema_extra=_no_default_in_schema)
+
+
+# JSON Schema cannot say "after now", so the rule is stated here and enforced by the server. A
+# past instant is refused rather than taken as "already expired": a claim that reserves nothing
+# from the moment it is written is a mistake (a wrong zone, a skewed clock), and the other form,
+# expires_in_seconds, already starts at 1.
+_EXPIRES_AT = (
+    "When the claim ends: an RFC3339 instant with a UTC offset, at least 1 s and at most "
+    f"{MAX_CLAIM_SECONDS} s after the server's clock; an earlier or later one is a 422 naming "
+    "expires_at."
+)
 
 
 def seconds_until(at: datetime, now: datetime) -> int:
@@ -54,7 +65,7 @@ class ClaimCreate(RequestBody):
     memory_mb: Amount
     disk_gb: Amount
     expires_in_seconds: ClaimSeconds | SkipJsonSchema[None] = _optional()
-    expires_at: AwareDatetime | SkipJsonSchema[None] = _optional()
+    expires_at: AwareDatetime | SkipJsonSchema[None] = _optional(_EXPIRES_AT)
 
     @field_validator(*_EXPIRY_FORMS, mode="before")
     @classmethod
@@ -87,7 +98,7 @@ class ClaimPatch(RequestBody):
     memory_mb: Amount | SkipJsonSchema[None] = _optional()
     disk_gb: Amount | SkipJsonSchema[None] = _optional()
     expires_in_seconds: ClaimSeconds | SkipJsonSchema[None] = _optional()
-    expires_at: AwareDatetime | SkipJsonSchema[None] = _optional()
+    expires_at: AwareDatetime | SkipJsonSchema[None] = _optional(_EXPIRES_AT)
 
     @field_validator("cpus", "memory_mb", "disk_gb", *_EXPIRY_FORMS, mode="before")
     @classmethod

@@ -7,10 +7,22 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from fleetgate.apps.api.schemas.common import WHOLE_NUMBER, RequestBody
+from fleetgate.apps.api.schemas.durations import DURATION, POSITIVE_DURATION
+from fleetgate.apps.api.schemas.policy import RotationPolicyManifest
 
 #: The largest YAML policy text accepted (a policy is a few hundred bytes).
 MAX_POLICY_TEXT = 64 * 1024
 Duration = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+PolicyText = Annotated[
+    str,
+    StringConstraints(max_length=MAX_POLICY_TEXT),
+    Field(
+        description="The same manifest as YAML text (one document).",
+        json_schema_extra={"contentMediaType": "application/yaml"},
+    ),
+]
+#: The policy: a RotationPolicy manifest as an object (its schema is the CRD's), or its YAML.
+Policy = RotationPolicyManifest | PolicyText
 
 
 class RotationCheckRequest(RequestBody):
@@ -19,11 +31,13 @@ class RotationCheckRequest(RequestBody):
     ``policy`` is the manifest as a JSON object, or its YAML text (one document).
     """
 
-    policy: dict[str, Any] | Annotated[str, StringConstraints(max_length=MAX_POLICY_TEXT)]
-    expire_after: Duration = Field(description='NodePool expireAfter, e.g. "14d", or "Never".')
-    termination_grace_period: Duration | None = Field(
-        None, description="NodePool terminationGracePeriod; unset uses the drain fallback."
-    )
+    policy: Policy
+    expire_after: Annotated[
+        str, StringConstraints(max_length=64, pattern=f"^Never$|{POSITIVE_DURATION}")
+    ] = Field(description='NodePool expireAfter, e.g. "14d", or "Never".')
+    termination_grace_period: (
+        Annotated[str, StringConstraints(max_length=64, pattern=DURATION)] | None
+    ) = Field(None, description="NodePool terminationGracePeriod; unset uses the drain fallback.")
     nodes: Annotated[int, Field(strict=True, ge=0, le=1_000_000), WHOLE_NUMBER] = Field(
         0, description="NodeClaims in the pool (N)."
     )
@@ -72,7 +86,7 @@ class RotationSimulateRequest(RequestBody):
     (``{"fleet": {...}, "env": {...}}``, see docs/rotation-simulator.md) as an object or YAML.
     """
 
-    policy: dict[str, Any] | Annotated[str, StringConstraints(max_length=MAX_POLICY_TEXT)]
+    policy: Policy
     fleet: dict[str, Any] | Annotated[str, StringConstraints(max_length=MAX_FLEET_TEXT)]
     start: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(
         "2024-01-01T00:00:00Z", description="Where virtual time starts (RFC3339)."
