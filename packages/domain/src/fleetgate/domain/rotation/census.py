@@ -143,9 +143,13 @@ class CensusCache:
         self._arrivals: list[tuple[datetime, str, int]] = []
         self._triggers: list[tuple[datetime, str, int]] = []
         self._triggered: set[str] = set()
-        # Karpenter's marks: claims on tainted nodes, claims under an active Pod opt-out.
+        # Karpenter's marks: claims on tainted nodes, claims under an active Pod opt-out. The
+        # tainted nodes and the Pods carrying the annotation are kept from the changed objects
+        # alone: a walk over every node or Pod per pass is most of a pass in a large pool.
         self._taint_nodes: tuple[NodeView, ...] | None = None
+        self._tainted: set[str] = set()
         self._opt_pods: tuple[PodView, ...] | None = None
+        self._annotated: dict[int, PodView] = {}
         self._opt_until: datetime | None = None
         self._disrupted: frozenset[str] = frozenset()
         self._pod_opted: frozenset[str] = frozenset()
@@ -189,15 +193,28 @@ class CensusCache:
         """Bring Karpenter's disruption taints and the Pods' opt-outs up to ``obs`` at ``now``."""
         disrupted, pod_opted = self._disrupted, self._pod_opted
         if obs.nodes is not self._taint_nodes:
+            added, gone, _ = _diff(self._taint_nodes, obs.nodes)
             self._taint_nodes = obs.nodes
-            tainted = [n.name for n in obs.nodes if node_disrupted(n)]
-            disrupted = frozenset(self._on_node[n] for n in tainted if n in self._on_node)
+            tainted = self._tainted
+            tainted.difference_update(n.name for n in gone)
+            tainted.update(n.name for n in added if node_disrupted(n))
+            on_node = self._on_node
+            disrupted = frozenset(on_node[n] for n in tainted if n in on_node)
         if obs.pods is not self._opt_pods or (
             self._opt_until is not None and now >= self._opt_until
         ):
-            self._opt_pods = obs.pods
-            self._opt_until = opt_out_expiry(obs.pods, now)
-            blocked = {p.node_name for p in obs.pods if p.node_name and pod_opt_out_active(p, now)}
+            if obs.pods is not self._opt_pods:
+                added_pods, gone_pods, _ = _diff(self._opt_pods, obs.pods)
+                self._opt_pods = obs.pods
+                annotated = self._annotated
+                for pod in gone_pods:
+                    annotated.pop(id(pod), None)
+                for pod in added_pods:
+                    if ann.KARPENTER_DO_NOT_DISRUPT in pod.annotations:
+                        annotated[id(pod)] = pod
+            pods = self._annotated.values()
+            self._opt_until = opt_out_expiry(pods, now)
+            blocked = {p.node_name for p in pods if p.node_name and pod_opt_out_active(p, now)}
             pod_opted = frozenset(self._on_node[n] for n in blocked if n in self._on_node)
         changed = (disrupted ^ self._disrupted) | (pod_opted ^ self._pod_opted)
         self._disrupted, self._pod_opted = disrupted, pod_opted
@@ -363,6 +380,10 @@ class CensusCache:
     def retry_count(self) -> int:
         """The highest retry count of any claim (0 when none has one)."""
         return max((n for n, k in self._retries.items() if k > 0), default=0)
+
+    def opt_out_expiry(self, now: datetime) -> datetime | None:
+        """``opt_out_expiry`` over the observed Pods at ``now`` (only annotated ones count)."""
+        return opt_out_expiry(self._annotated.values(), now)
 
     def next_eligibility(self, now: datetime) -> datetime | None:
         """The first instant after ``now`` at which some claim could become eligible by time."""

@@ -20,7 +20,7 @@ def next_eligibility(p: Pass) -> datetime | None:
     """The first instant after now at which some claim could become eligible by time alone."""
     if p.cache is not None:
         # A Pod's duration-valued do-not-disrupt runs out by time alone, too.
-        return earliest(p.cache.next_eligibility(p.now), opt_out_expiry(p.obs.pods, p.now))
+        return earliest(p.cache.next_eligibility(p.now), p.cache.opt_out_expiry(p.now))
     rules = p.policy.selection
     opted = p.opted
     instants = []
