@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TypeVar
 
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import (
@@ -86,7 +85,6 @@ def earliest(*instants: datetime | None) -> datetime | None:
     return min((i for i in instants if i is not None), default=None)
 
 
-_V = TypeVar("_V", NodeClaimView, NodeView)
 Advance = Callable[[Pass, str], tuple[list[Action], "datetime | None"]]
 _PREDICTABLE = (AnnotatePool, AnnotateClaim, AnnotateNode, SetUnschedulable, DeleteClaim)
 
@@ -135,27 +133,7 @@ def predicted(obs: PoolObservation, writes: Sequence[Action], now: datetime) -> 
                 nodes[name] = replace(node, annotations=_merged(node.annotations, a.patch))
             else:
                 nodes[name] = replace(node, unschedulable=a.unschedulable)
-    return replace(
-        obs,
-        annotations=pool,
-        claims=_substituted(obs.claims, claims, obs.claim),
-        nodes=_substituted(obs.nodes, nodes, obs.node),
-    )
-
-
-def _substituted(
-    values: tuple[_V, ...], by_name: Mapping[str, _V], lookup: Callable[[str], _V | None]
-) -> tuple[_V, ...]:
-    """``values`` with each named one (the first of its name, as ``lookup`` finds) replaced."""
-    if not by_name:
-        return values
-    out = list(values)
-    ids = list(map(id, values))  # positions by identity, in C (no dataclass comparisons)
-    for name, value in by_name.items():
-        original = lookup(name)
-        if original is not None:
-            out[ids.index(id(original))] = value
-    return tuple(out)
+    return obs.with_changes(pool, claims, nodes)
 
 
 def _merge(target: dict[str, str], patch: Mapping[str, str | None]) -> None:
