@@ -28,7 +28,13 @@ from operator import attrgetter, is_not, not_
 from typing import Any
 
 from fleetgate.domain.rotation import annotations as ann
-from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PodView, PoolObservation
+from fleetgate.domain.rotation.cluster import (
+    MemberChanges,
+    NodeClaimView,
+    NodeView,
+    PodView,
+    PoolObservation,
+)
 from fleetgate.domain.rotation.disruption import node_disrupted, opt_out_expiry, pod_opt_out_active
 from fleetgate.domain.rotation.selection import (
     Bucket,
@@ -149,6 +155,11 @@ class CensusCache:
         self._taint_nodes: tuple[NodeView, ...] | None = None
         self._tainted: set[str] = set()
         self._opt_pods: tuple[PodView, ...] | None = None
+        # The serial of the observation last taken in: an observation carrying the member
+        # changes since that one is taken in from them alone.
+        self._serial: int | None = None
+        self._known: MemberChanges | None = None
+        self._positions_stale = False
         self._annotated: dict[int, PodView] = {}
         self._opt_until: datetime | None = None
         self._disrupted: frozenset[str] = frozenset()
@@ -166,6 +177,10 @@ class CensusCache:
         if key != self._rules or (self._now is not None and now < self._now):
             self._reset(key)
         self._now = now
+        changes = obs.changes
+        known = self._serial is not None and changes is not None and changes.since == self._serial
+        self._known = changes if known else None
+        self._serial = obs.serial
         marks_changed: set[str] = set()
         if obs.nodes is not self._nodes:
             marks_changed = self._refresh_nodes(obs.nodes)
@@ -180,9 +195,9 @@ class CensusCache:
             item = heapq.heappop(triggers)
             if self._live(item):
                 self._triggered.add(item[1])
-        changes = self._changes
-        while changes and changes[0][0] <= now:
-            _, name, token = heapq.heappop(changes)
+        due = self._changes
+        while due and due[0][0] <= now:
+            _, name, token = heapq.heappop(due)
             entry = self._entries.get(name)
             if entry is not None and entry.token == token:
                 self._classify(entry.view, entry.opted, rules, lead_time_base, now)
@@ -193,7 +208,11 @@ class CensusCache:
         """Bring Karpenter's disruption taints and the Pods' opt-outs up to ``obs`` at ``now``."""
         disrupted, pod_opted = self._disrupted, self._pod_opted
         if obs.nodes is not self._taint_nodes:
-            added, gone, _ = _diff(self._taint_nodes, obs.nodes)
+            known = self._known
+            if known is not None:
+                added, gone = list(known.nodes_added), list(known.nodes_gone)
+            else:
+                added, gone, _ = _diff(self._taint_nodes, obs.nodes)
             self._taint_nodes = obs.nodes
             tainted = self._tainted
             tainted.difference_update(n.name for n in gone)
@@ -204,7 +223,13 @@ class CensusCache:
             self._opt_until is not None and now >= self._opt_until
         ):
             if obs.pods is not self._opt_pods:
-                added_pods, gone_pods, _ = _diff(self._opt_pods, obs.pods)
+                if self._known is not None:
+                    added_pods, gone_pods = (
+                        list(self._known.pods_added),
+                        list(self._known.pods_gone),
+                    )
+                else:
+                    added_pods, gone_pods, _ = _diff(self._opt_pods, obs.pods)
                 self._opt_pods = obs.pods
                 annotated = self._annotated
                 for pod in gone_pods:
@@ -230,7 +255,11 @@ class CensusCache:
     def _refresh_nodes(self, nodes: tuple[NodeView, ...]) -> set[str]:
         """Track each node's opt-out mark; return the nodes whose mark changed."""
         previous, self._nodes = self._nodes, nodes
-        added, gone, _ = _diff(previous, nodes)
+        known = self._known
+        if known is not None:
+            added, gone = list(known.nodes_added), list(known.nodes_gone)
+        else:
+            added, gone, _ = _diff(previous, nodes)
         marks = self._node_marks
         changed: set[str] = set()
         present = {n.name for n in added}
@@ -266,13 +295,18 @@ class CensusCache:
     ) -> None:
         entries = self._entries
         previous, self._claims = self._claims, claims
-        # Values are rebuilt only for claims that changed: compare by identity, in C.
-        added, gone, moved = _diff(previous, claims)
-        if moved:
-            names = list(map(_name, claims))
-            self._position = dict(zip(names, range(len(names)), strict=True))
-            if len(self._position) != len(claims):
-                raise ValueError("claims: two observed NodeClaims share a name")
+        known = self._known
+        if known is not None:
+            # Handed over by the gateway: a claim joining or leaving is the only move, and the
+            # positions are rebuilt when next asked for.
+            added, gone = list(known.claims_added), list(known.claims_gone)
+            if {c.name for c in added} != {c.name for c in gone}:
+                self._positions_stale = True
+        else:
+            # Values are rebuilt only for claims that changed: compare by identity, in C.
+            added, gone, moved = _diff(previous, claims)
+            if moved:
+                self._positions()
         for view in gone:
             entry = entries.get(view.name)
             if entry is not None and entry.view is view:
@@ -281,6 +315,22 @@ class CensusCache:
             self._classify(view, self._opted(view), rules, lead, now)
         for node in marks_changed:
             self._remark(node, rules, lead, now)
+
+    def _positions(self) -> dict[str, int]:
+        """Each observed claim's place in observation order (rebuilt after a move)."""
+        claims = self._claims or ()
+        names = list(map(_name, claims))
+        self._position = dict(zip(names, range(len(names)), strict=True))
+        self._positions_stale = False
+        if len(self._position) != len(claims):
+            raise ValueError("claims: two observed NodeClaims share a name")
+        return self._position
+
+    def _ordered(self, names: set[str]) -> list[str]:
+        if not names:
+            return []
+        position = self._positions() if self._positions_stale else self._position
+        return sorted(names, key=position.__getitem__)
 
     def _drop(self, entry: _Entry) -> None:
         node = entry.view.node_name
@@ -369,11 +419,11 @@ class CensusCache:
 
     def short_lead(self) -> tuple[str, ...]:
         """The claims whose whole life is within their lead time, in observation order."""
-        return tuple(sorted(self._short, key=self._position.__getitem__))
+        return tuple(self._ordered(self._short))
 
     def due_hosts(self) -> list[str]:
         """The nodes of the claims old enough to rotate (``is_triggered``), in observation order."""
-        names = sorted(self._triggered, key=self._position.__getitem__)
+        names = self._ordered(self._triggered)
         hosts = (self._entries[name].view.node_name for name in names)
         return [host for host in hosts if host]
 

@@ -149,6 +149,23 @@ class PodView:
 
 
 @dataclass(frozen=True)
+class MemberChanges:
+    """Which member values one observation has that the one before it had not (``added``,
+    new and rebuilt ones) and which it lost (``gone``), for claims, nodes and Pods; ``since``
+    is the earlier observation's ``serial``. A gateway that keeps its members by change (an
+    informer cache, the fake cluster) knows them; handed over, they spare a reader the
+    comparison of every member of both observations. None from a gateway that does not."""
+
+    since: int
+    claims_added: tuple[NodeClaimView, ...] = ()
+    claims_gone: tuple[NodeClaimView, ...] = ()
+    nodes_added: tuple[NodeView, ...] = ()
+    nodes_gone: tuple[NodeView, ...] = ()
+    pods_added: tuple[PodView, ...] = ()
+    pods_gone: tuple[PodView, ...] = ()
+
+
+@dataclass(frozen=True)
 class PoolObservation:
     """Everything one pass over one NodePool needs, read at (nearly) one instant.
 
@@ -179,6 +196,10 @@ class PoolObservation:
     placeholders: tuple[PodView, ...] = ()
     replicas: int | None = None
     ready: bool = True
+    serial: int | None = field(default=None, compare=False)
+    """The gateway's number for this observation value (None: it numbers none)."""
+    changes: MemberChanges | None = field(default=None, compare=False, repr=False)
+    """The member changes since the gateway's observation ``changes.since`` (None: unknown)."""
 
     @property
     def static(self) -> bool:
@@ -227,6 +248,8 @@ class PoolObservation:
         a copy in C, not a rebuild from every member."""
         changed = replace(
             self,
+            serial=None,
+            changes=None,
             annotations=annotations,
             claims=_substituted(self.claims, claims, self.claim),
             nodes=_substituted(self.nodes, nodes, self.node),
