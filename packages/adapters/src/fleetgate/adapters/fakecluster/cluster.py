@@ -432,6 +432,8 @@ class FakeCluster(KarpenterLifecycle):
             serial=self._serial,
             changes=changes,
         )
+        if observed is not None:
+            obs.inherit_indexes(observed[1])
         self._observed[pool] = (revisions.any, obs)
         return obs
 

@@ -28,44 +28,49 @@ class _Sorted:
         self.keys: list[Any] = []
         self.records: list[Any] = []
         self.views: list[Any] = []
-        # The values shown since the last ``take`` and the ones no longer shown.
-        self.added: list[Any] = []
-        self.gone: list[Any] = []
+        # Per key touched since the last ``take``, the value it showed then (None: absent).
+        self.touched: dict[Any, Any] = {}
 
     def put(self, key: Any, record: Any) -> None:
         """Add or refresh ``record`` under ``key``."""
         i = bisect.bisect_left(self.keys, key)
-        view = record.view()
         if i < len(self.keys) and self.keys[i] == key:
+            self.touched.setdefault(key, self.views[i])
             self.records[i] = record
-            self.gone.append(self.views[i])
-            self.views[i] = view
+            self.views[i] = record.view()
         else:
+            self.touched.setdefault(key, None)
             self.keys.insert(i, key)
             self.records.insert(i, record)
-            self.views.insert(i, view)
-        self.added.append(view)
+            self.views.insert(i, record.view())
 
     def drop(self, key: Any) -> Any:
         """Remove the member under ``key``; return it (None when absent)."""
         i = bisect.bisect_left(self.keys, key)
         if i < len(self.keys) and self.keys[i] == key:
-            self.gone.append(self.views[i])
+            self.touched.setdefault(key, self.views[i])
             del self.keys[i], self.views[i]
             return self.records.pop(i)
         return None
 
+    def view(self, key: Any) -> Any:
+        """The value shown under ``key``, or None."""
+        i = bisect.bisect_left(self.keys, key)
+        return self.views[i] if i < len(self.keys) and self.keys[i] == key else None
+
     def take(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
         """The values shown now that were not at the last call, and those shown then but no
-        longer (a value both added and dropped in between was never shown: it is in neither)."""
-        added, gone, self.added, self.gone = self.added, self.gone, [], []
-        if not added and not gone:
-            return (), ()
-        added_ids, gone_ids = {id(v) for v in added}, {id(v) for v in gone}
-        return (
-            tuple(v for v in added if id(v) not in gone_ids),
-            tuple(v for v in gone if id(v) not in added_ids),
-        )
+        longer: per key touched in between, its value then against its value now."""
+        touched, self.touched = self.touched, {}
+        added, gone = [], []
+        for key, then in touched.items():
+            now = self.view(key)
+            if now is not then:
+                if then is not None:
+                    gone.append(then)
+                if now is not None:
+                    added.append(now)
+        return tuple(added), tuple(gone)
 
     def get(self, key: Any) -> Any:
         """The member under ``key``, or None."""
