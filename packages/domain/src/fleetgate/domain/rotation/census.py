@@ -36,6 +36,13 @@ from fleetgate.domain.rotation.cluster import (
     PoolObservation,
 )
 from fleetgate.domain.rotation.disruption import node_disrupted, opt_out_expiry, pod_opt_out_active
+from fleetgate.domain.rotation.reference import (
+    REFERENCE_CLAIM_STATE,
+    REFERENCE_CORDONED,
+    REFERENCE_DO_NOT_DISRUPT_OWNED,
+    REFERENCE_IN_FLIGHT_STATES,
+    REFERENCE_SURGE_FOR,
+)
 from fleetgate.domain.rotation.selection import (
     Bucket,
     Census,
@@ -50,6 +57,7 @@ from fleetgate.domain.rotation.selection import (
 )
 
 _TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
+_REFERENCE_NODE_KEYS = (REFERENCE_DO_NOT_DISRUPT_OWNED, REFERENCE_CORDONED, REFERENCE_SURGE_FOR)
 
 
 def trigger_instant(claim: ClaimView, rules: SelectionRules) -> datetime | None:
@@ -158,6 +166,10 @@ class CensusCache:
         # The serial of the observation last taken in: an observation carrying the member
         # changes since that one is taken in from them alone.
         self._serial: int | None = None
+        # Claims and nodes carrying one of the reference controller's in-flight markers: the
+        # start gate walks the pool for them only when some exist.
+        self._reference_claims: set[str] = set()
+        self._reference_nodes: set[str] = set()
         self._known: MemberChanges | None = None
         self._positions_stale = False
         self._annotated: dict[int, PodView] = {}
@@ -263,10 +275,14 @@ class CensusCache:
         marks = self._node_marks
         changed: set[str] = set()
         present = {n.name for n in added}
+        referenced = self._reference_nodes
         for node in gone:
+            referenced.discard(node.name)
             if node.name not in present and marks.pop(node.name, False):
                 changed.add(node.name)
         for node in added:
+            if any(key in node.annotations for key in _REFERENCE_NODE_KEYS):
+                referenced.add(node.name)
             mark = is_opted_out(node.annotations)
             if marks.get(node.name, False) != mark:
                 changed.add(node.name)
@@ -340,6 +356,7 @@ class CensusCache:
         self._retries[entry.retry] -= 1
         self._short.discard(entry.view.name)
         self._triggered.discard(entry.view.name)
+        self._reference_claims.discard(entry.view.name)
 
     def _classify(
         self,
@@ -377,6 +394,8 @@ class CensusCache:
         self._retries[retry] += 1
         if entry.short:
             self._short.add(view.name)
+        if view.annotations.get(REFERENCE_CLAIM_STATE) in REFERENCE_IN_FLIGHT_STATES:
+            self._reference_claims.add(view.name)
         at = _reclassify_at(claim, bucket, rules)
         if at is not None:
             heapq.heappush(self._changes, (at, view.name, token))
@@ -426,6 +445,11 @@ class CensusCache:
         names = self._ordered(self._triggered)
         hosts = (self._entries[name].view.node_name for name in names)
         return [host for host in hosts if host]
+
+    @property
+    def reference_marked(self) -> bool:
+        """Whether some claim or node carries a reference controller's in-flight marker."""
+        return bool(self._reference_claims or self._reference_nodes)
 
     def retry_count(self) -> int:
         """The highest retry count of any claim (0 when none has one)."""

@@ -140,7 +140,8 @@ def step(
         return Step(
             tuple(actions), now + LONG_REQUEUE, _with(report, reason="fatal"), quiet_until=None
         )
-    blocked = reference_gate(obs) or start_gate(
+    marked = census is None or census.reference_marked
+    blocked = reference_gate(obs, marked) or start_gate(
         now, p.policy, PoolMarks.from_annotations(obs.annotations)
     )
     blocked = blocked or pool_state_gate(obs.static, obs.ready)
