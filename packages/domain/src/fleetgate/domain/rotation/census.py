@@ -170,6 +170,12 @@ class CensusCache:
         # start gate walks the pool for them only when some exist.
         self._reference_claims: set[str] = set()
         self._reference_nodes: set[str] = set()
+        # Claims not bound to a node yet, and the nodes serving a rotation (surge-for value ->
+        # node names), so a pass finds the surge's claim and nodes without walking the pool.
+        self._unbound: set[str] = set()
+        self._node_surge: dict[str, str] = {}
+        self._surge_nodes: dict[str, set[str]] = {}
+        self._observed: PoolObservation | None = None
         self._known: MemberChanges | None = None
         self._positions_stale = False
         self._annotated: dict[int, PodView] = {}
@@ -193,6 +199,7 @@ class CensusCache:
         known = self._serial is not None and changes is not None and changes.since == self._serial
         self._known = changes if known else None
         self._serial = obs.serial
+        self._observed = obs
         marks_changed: set[str] = set()
         if obs.nodes is not self._nodes:
             marks_changed = self._refresh_nodes(obs.nodes)
@@ -278,9 +285,11 @@ class CensusCache:
         referenced = self._reference_nodes
         for node in gone:
             referenced.discard(node.name)
+            self._serving(node.name, None)
             if node.name not in present and marks.pop(node.name, False):
                 changed.add(node.name)
         for node in added:
+            self._serving(node.name, node.annotations.get(ann.SURGE_FOR))
             if any(key in node.annotations for key in _REFERENCE_NODE_KEYS):
                 referenced.add(node.name)
             mark = is_opted_out(node.annotations)
@@ -288,6 +297,18 @@ class CensusCache:
                 changed.add(node.name)
             marks[node.name] = mark
         return changed
+
+    def _serving(self, node: str, claim: str | None) -> None:
+        """Record that ``node`` serves the rotation of ``claim`` (None: no rotation)."""
+        before = self._node_surge.pop(node, None)
+        if before is not None:
+            nodes = self._surge_nodes[before]
+            nodes.discard(node)
+            if not nodes:
+                del self._surge_nodes[before]
+        if claim is not None:
+            self._node_surge[node] = claim
+            self._surge_nodes.setdefault(claim, set()).add(node)
 
     def _remark(self, node: str, rules: SelectionRules, lead: timedelta, now: datetime) -> None:
         """Reclassify the claim on ``node``, whose opt-out mark changed."""
@@ -357,6 +378,7 @@ class CensusCache:
         self._short.discard(entry.view.name)
         self._triggered.discard(entry.view.name)
         self._reference_claims.discard(entry.view.name)
+        self._unbound.discard(entry.view.name)
 
     def _classify(
         self,
@@ -396,6 +418,8 @@ class CensusCache:
             self._short.add(view.name)
         if view.annotations.get(REFERENCE_CLAIM_STATE) in REFERENCE_IN_FLIGHT_STATES:
             self._reference_claims.add(view.name)
+        if view.node_name is None:
+            self._unbound.add(view.name)
         at = _reclassify_at(claim, bucket, rules)
         if at is not None:
             heapq.heappush(self._changes, (at, view.name, token))
@@ -450,6 +474,24 @@ class CensusCache:
     def reference_marked(self) -> bool:
         """Whether some claim or node carries a reference controller's in-flight marker."""
         return bool(self._reference_claims or self._reference_nodes)
+
+    def unbound_claims(self) -> list[NodeClaimView]:
+        """The claims bound to no node yet (in no particular order)."""
+        return [self._entries[name].view for name in self._unbound]
+
+    def surge_hosts(self, claim: str, obs: PoolObservation) -> list[NodeView] | None:
+        """The nodes of ``obs`` serving the rotation of ``claim``, in observation order; None
+        when only a walk can tell (``obs`` is not the one the census was brought to, or
+        several nodes serve it and their order is the observation's)."""
+        if obs is not self._observed:
+            return None
+        names = self._surge_nodes.get(claim)
+        if not names:
+            return []
+        if len(names) > 1:
+            return None
+        node = obs.node(next(iter(names)))
+        return [node] if node is not None else None
 
     def retry_count(self) -> int:
         """The highest retry count of any claim (0 when none has one)."""

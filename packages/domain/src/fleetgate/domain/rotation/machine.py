@@ -257,7 +257,7 @@ def advance(p: Pass, name: str) -> tuple[list[Action], datetime | None]:
 
 
 def _claim_gone(p: Pass, name: str, draining: bool) -> tuple[list[Action], datetime | None]:
-    host = next((n.name for n in p.obs.nodes if n.annotations.get(ann.SURGE_FOR) == name), None)
+    host = next((n.name for n in p.surge_hosts(name)), None)
     actions = p.release(name)
     if not draining:
         actions += [
