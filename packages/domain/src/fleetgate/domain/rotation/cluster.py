@@ -10,6 +10,7 @@ Resource quantities are integers in milli-units, like Kubernetes' ``Quantity.Mil
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -245,8 +246,8 @@ class PoolObservation:
     ) -> PoolObservation:
         """This observation with the pool's annotations replaced and the named claims and
         nodes (the first of each name, as the look-ups find) replaced by new values of the same
-        name, node binding and place. Its indexes are this one's with those entries changed:
-        a copy in C, not a rebuild from every member."""
+        name, node binding and place. Its indexes are this one's with those entries in front,
+        not a rebuild from every member."""
         changed = replace(
             self,
             serial=None,
@@ -255,18 +256,18 @@ class PoolObservation:
             claims=_substituted(self.claims, claims, self.claim),
             nodes=_substituted(self.nodes, nodes, self.node),
         )
-        by_name = {**self._claims_by_name, **claims}
-        by_node = dict(self._claims_by_node)
+        by_node: dict[str, NodeClaimView] = {}
         for claim in claims.values():
-            if claim.node_name is not None and by_node.get(claim.node_name) is self.claim(
+            if claim.node_name is not None and self.claim_on(claim.node_name) is self.claim(
                 claim.name
             ):
                 by_node[claim.node_name] = claim
-        # The cached properties' slots, filled as their first use would fill them.
+        # The cached properties' slots, filled with the changed entries in front of this
+        # observation's indexes (they are only ever read with ``get``).
         changed.__dict__.update(
-            _claims_by_name=by_name,
-            _nodes_by_name={**self._nodes_by_name, **nodes},
-            _claims_by_node=by_node,
+            _claims_by_name=ChainMap(dict(claims), self._claims_by_name),
+            _nodes_by_name=ChainMap(dict(nodes), self._nodes_by_name),
+            _claims_by_node=ChainMap(by_node, self._claims_by_node),
         )
         return changed
 
