@@ -256,19 +256,22 @@ class PoolObservation:
             claims=_substituted(self.claims, claims, self.claim),
             nodes=_substituted(self.nodes, nodes, self.node),
         )
-        by_node: dict[str, NodeClaimView] = {}
-        for claim in claims.values():
-            if claim.node_name is not None and self.claim_on(claim.node_name) is self.claim(
-                claim.name
-            ):
-                by_node[claim.node_name] = claim
         # The cached properties' slots, filled with the changed entries in front of this
         # observation's indexes (they are only ever read with ``get``).
         changed.__dict__.update(
             _claims_by_name=ChainMap(dict(claims), self._claims_by_name),
             _nodes_by_name=ChainMap(dict(nodes), self._nodes_by_name),
-            _claims_by_node=ChainMap(by_node, self._claims_by_node),
         )
+        if "_pods_by_node" in self.__dict__:  # the Pods are the same: so is their index
+            changed.__dict__["_pods_by_node"] = self._pods_by_node
+        if "_claims_by_node" in self.__dict__:  # built already; else built when first asked
+            by_node: dict[str, NodeClaimView] = {}
+            for claim in claims.values():
+                if claim.node_name is not None and self.claim_on(claim.node_name) is self.claim(
+                    claim.name
+                ):
+                    by_node[claim.node_name] = claim
+            changed.__dict__["_claims_by_node"] = ChainMap(by_node, self._claims_by_node)
         return changed
 
     def inherit_indexes(self, previous: PoolObservation) -> None:
@@ -314,7 +317,16 @@ class PoolObservation:
 
     def pods_on(self, node: str) -> tuple[PodView, ...]:
         """The non-placeholder Pods bound to ``node``."""
-        return tuple(p for p in self.pods if p.node_name == node)
+        return self._pods_by_node.get(node, ())
+
+    @cached_property
+    def _pods_by_node(self) -> dict[str, tuple[PodView, ...]]:
+        # One walk per observation value, however many nodes a pass asks about.
+        bound: dict[str, list[PodView]] = {}
+        for pod in self.pods:
+            if pod.node_name is not None:
+                bound.setdefault(pod.node_name, []).append(pod)
+        return {node: tuple(pods) for node, pods in bound.items()}
 
 
 _V = TypeVar("_V", NodeClaimView, NodeView)
