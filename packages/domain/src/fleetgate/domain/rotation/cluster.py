@@ -262,8 +262,6 @@ class PoolObservation:
             _claims_by_name=ChainMap(dict(claims), self._claims_by_name),
             _nodes_by_name=ChainMap(dict(nodes), self._nodes_by_name),
         )
-        if "_pods_by_node" in self.__dict__:  # the Pods are the same: so is their index
-            changed.__dict__["_pods_by_node"] = self._pods_by_node
         if "_claims_by_node" in self.__dict__:  # built already; else built when first asked
             by_node: dict[str, NodeClaimView] = {}
             for claim in claims.values():
@@ -317,16 +315,9 @@ class PoolObservation:
 
     def pods_on(self, node: str) -> tuple[PodView, ...]:
         """The non-placeholder Pods bound to ``node``."""
-        return self._pods_by_node.get(node, ())
-
-    @cached_property
-    def _pods_by_node(self) -> dict[str, tuple[PodView, ...]]:
-        # One walk per observation value, however many nodes a pass asks about.
-        bound: dict[str, list[PodView]] = {}
-        for pod in self.pods:
-            if pod.node_name is not None:
-                bound.setdefault(pod.node_name, []).append(pod)
-        return {node: tuple(pods) for node, pods in bound.items()}
+        # A filter in one pass is far cheaper than building a per-node index in Python, and
+        # a pass asks about a node or two.
+        return tuple(p for p in self.pods if p.node_name == node)
 
 
 _V = TypeVar("_V", NodeClaimView, NodeView)
