@@ -447,3 +447,43 @@ async def test_karpenter_disrupting_at_an_instant_makes_before_it_breaks(
     assert obs.claim(old).deleting  # type: ignore[union-attr]
     cluster.advance_to(at + timedelta(minutes=7))
     assert [c.name for c in cluster.claims.values()] == [new.name]
+
+
+def _identity_diff(before: tuple, after: tuple) -> tuple[set[int], set[int]]:
+    old, new = {id(v) for v in before}, {id(v) for v in after}
+    return new - old, old - new
+
+
+async def test_an_observation_carries_exactly_the_member_changes_since_the_last(
+    cluster: FakeCluster, clock: VirtualClock
+) -> None:
+    names = [cluster.add_node("pool", workload=CPU) for _ in range(4)]
+    first = await cluster.observe("pool")
+    assert first is not None and first.serial is not None and first.changes is None
+    # Between the two observations: one claim annotated, one node annotated twice (shown,
+    # replaced and replaced again), one claim's deletion started, one node added.
+    await cluster.annotate_claim(names[0], {"a": "1"})
+    await cluster.annotate_node(names[1], {"b": "1"})
+    await cluster.annotate_node(names[1], {"b": "2"})
+    await cluster.delete_claim(names[2])
+    cluster.add_node("pool", workload=CPU)
+    second = await cluster.observe("pool")
+    assert second is not None and second.changes is not None
+    changes = second.changes
+    assert changes.since == first.serial
+    for attr in ("claims", "nodes", "pods"):
+        added, gone = _identity_diff(getattr(first, attr), getattr(second, attr))
+        assert {id(v) for v in getattr(changes, f"{attr}_added")} == added, attr
+        assert {id(v) for v in getattr(changes, f"{attr}_gone")} == gone, attr
+    assert {c.name for c in changes.claims_added} >= {names[0], names[2]}
+    # Nothing changed: the same value again, and the next one counts from the second.
+    assert await cluster.observe("pool") is second
+    clock.advance(timedelta(minutes=10))
+    cluster.catch_up()
+    third = await cluster.observe("pool")
+    assert third is not None and third.changes is not None
+    assert third.changes.since == second.serial
+    added, gone = _identity_diff(second.claims, third.claims)
+    assert {id(v) for v in third.changes.claims_added} == added
+    assert {id(v) for v in third.changes.claims_gone} == gone
+    assert names[2] not in {c.name for c in third.claims}  # its drain ended: it left

@@ -396,3 +396,31 @@ def test_anchor_week_intervals_match_the_canonical_occurrences(windows) -> None:
     assert shape_.period > timedelta(0) and timedelta(0) < shape_.shortest <= WEEK
     if shape_.gap is not None:
         assert timedelta(0) < shape_.gap and shape_.gap + shape_.shortest <= WEEK
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    window_lists(),
+    st.lists(
+        instants(datetime(2024, 12, 20, tzinfo=UTC), datetime(2025, 1, 10, tzinfo=UTC)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.booleans(),
+)
+def test_remembered_spans_answer_as_a_fresh_schedule_does(windows, asked, excluded) -> None:
+    """A schedule asked pass after pass (in any order) answers what a new one answers."""
+    exclusions = [CHRISTMAS] if excluded else []
+    kept = Schedule.compile(windows, exclusions)
+    for at in asked:
+        fresh = Schedule.compile(windows, exclusions)
+        assert kept.is_open(at) == fresh.is_open(at)
+        assert kept.next_transition(at) == fresh.next_transition(at)
+        assert kept.next_transition(at, exclusions=False) == fresh.next_transition(
+            at, exclusions=False
+        )
+        after = fresh.next_transition(at)
+        if after is not None:  # the next span is asked about too, as a status does
+            assert kept.next_transition(after) == Schedule.compile(
+                windows, exclusions
+            ).next_transition(after)

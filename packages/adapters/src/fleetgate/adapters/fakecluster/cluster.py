@@ -110,6 +110,7 @@ class FakeCluster(KarpenterLifecycle):
         # Per pool: the observation last handed out, reused while nothing at all has changed,
         # and its members (claims, nodes, pods, placeholders), reused while none joined or left.
         self._observed: dict[str, tuple[int, PoolObservation]] = {}
+        self._serial = 0  # numbers the observations it hands out
         self._disruptions: dict[str, str] = {}  # claim -> reason, for a queued ``disrupt_at``
         self._replacing: dict[str, str] = {}  # Karpenter's replacement -> the claim it replaces
         self._members: dict[str, PoolMembers] = {}
@@ -400,6 +401,16 @@ class FakeCluster(KarpenterLifecycle):
             return observed[1]
         members = self._members_of(pool)
         claims, nodes, pods, placeholders = members.shown()
+        # Handed over with the changes since this pool's last observation: a reader that
+        # took that one in need not compare every member (an informer's deltas, in effect).
+        self._serial += 1
+        last = observed[1].serial if observed is not None else None
+        if last is not None and members.shown_in == last:
+            changes = members.changes(last)
+        else:
+            changes = None
+            members.forget_changes()
+        members.shown_in = self._serial
         obs = PoolObservation(
             name=p.name,
             version=str(p.version),
@@ -418,7 +429,11 @@ class FakeCluster(KarpenterLifecycle):
             placeholders=placeholders,
             replicas=p.replicas,
             ready=p.ready,
+            serial=self._serial,
+            changes=changes,
         )
+        if observed is not None:
+            obs.inherit_indexes(observed[1])
         self._observed[pool] = (revisions.any, obs)
         return obs
 

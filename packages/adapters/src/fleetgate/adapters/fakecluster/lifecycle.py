@@ -55,15 +55,6 @@ class KarpenterLifecycle:
     _revisions: Revisions
     _replacing: dict[str, str]
 
-    _by_name: tuple[int, list[Claim]] | None = None
-
-    def claims_by_name(self) -> list[Claim]:
-        """Every claim, sorted by name; re-sorted only after a claim joined or left."""
-        members = self._revisions.claims
-        if self._by_name is None or self._by_name[0] != members:
-            self._by_name = (members, sorted(self.claims.values(), key=lambda c: c.name))
-        return self._by_name[1]
-
     def pool_resources(self, pool: str) -> dict[str, int]:
         """``status.resources``: the summed allocatable of the pool's claims."""
         total: dict[str, int] = {}

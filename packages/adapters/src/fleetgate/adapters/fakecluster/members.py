@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from fleetgate.adapters.fakecluster.model import Claim, Node, Pod, is_placeholder
+from fleetgate.domain.rotation.cluster import MemberChanges
 
 if TYPE_CHECKING:
     from fleetgate.adapters.fakecluster.cluster import FakeCluster
@@ -27,14 +28,18 @@ class _Sorted:
         self.keys: list[Any] = []
         self.records: list[Any] = []
         self.views: list[Any] = []
+        # Per key touched since the last ``take``, the value it showed then (None: absent).
+        self.touched: dict[Any, Any] = {}
 
     def put(self, key: Any, record: Any) -> None:
         """Add or refresh ``record`` under ``key``."""
         i = bisect.bisect_left(self.keys, key)
         if i < len(self.keys) and self.keys[i] == key:
+            self.touched.setdefault(key, self.views[i])
             self.records[i] = record
             self.views[i] = record.view()
         else:
+            self.touched.setdefault(key, None)
             self.keys.insert(i, key)
             self.records.insert(i, record)
             self.views.insert(i, record.view())
@@ -43,9 +48,29 @@ class _Sorted:
         """Remove the member under ``key``; return it (None when absent)."""
         i = bisect.bisect_left(self.keys, key)
         if i < len(self.keys) and self.keys[i] == key:
+            self.touched.setdefault(key, self.views[i])
             del self.keys[i], self.views[i]
             return self.records.pop(i)
         return None
+
+    def view(self, key: Any) -> Any:
+        """The value shown under ``key``, or None."""
+        i = bisect.bisect_left(self.keys, key)
+        return self.views[i] if i < len(self.keys) and self.keys[i] == key else None
+
+    def take(self) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+        """The values shown now that were not at the last call, and those shown then but no
+        longer: per key touched in between, its value then against its value now."""
+        touched, self.touched = self.touched, {}
+        added, gone = [], []
+        for key, then in touched.items():
+            now = self.view(key)
+            if now is not then:
+                if then is not None:
+                    gone.append(then)
+                if now is not None:
+                    added.append(now)
+        return tuple(added), tuple(gone)
 
     def get(self, key: Any) -> Any:
         """The member under ``key``, or None."""
@@ -65,6 +90,8 @@ class PoolMembers:
         self.resources: dict[str, int] = {}
         self.pending: dict[int, Any] = {}
         """Records changed since this pool last applied changes (the cluster fills it)."""
+        self.shown_in: int | None = None
+        """The serial of the observation the member lists were last shown in."""
         for claim in cluster.claims.values():
             self._claim(cluster, claim)
         for pod in cluster.pods.values():
@@ -89,6 +116,21 @@ class PoolMembers:
             tuple(self.pods.views),
             tuple(self.placeholders.views),
         )
+
+    def changes(self, since: int) -> MemberChanges:
+        """What the claims, nodes and Pods shown now changed since the last call (whose
+        observation was numbered ``since``)."""
+        claims_added, claims_gone = self.claims.take()
+        nodes_added, nodes_gone = self.nodes.take()
+        pods_added, pods_gone = self.pods.take()
+        return MemberChanges(
+            since, claims_added, claims_gone, nodes_added, nodes_gone, pods_added, pods_gone
+        )
+
+    def forget_changes(self) -> None:
+        """Start counting changes from what is shown now."""
+        for kept in (self.claims, self.nodes, self.pods, self.placeholders):
+            kept.take()
 
     def _claim(self, cluster: FakeCluster, claim: Claim) -> None:
         member = cluster.claims.get(claim.name) is claim and claim.pool == self.pool

@@ -148,8 +148,16 @@ class RotationMetrics:
                 (self.configured, check.configured.total_seconds(), (check.kind,)),
                 (self.disagreement, 1 if check.disagrees else 0, (check.kind,)),
             ]
-        if self._gauges.get(pool) == values:
+        before = self._gauges.get(pool)
+        if before == values:
             return
         self._gauges[pool] = values
+        if before is not None and len(before) == len(values):
+            # The same gauges as last pass: set only those whose value moved (during a
+            # rotation, one or two of twenty).
+            for old, new in zip(before, values, strict=True):
+                if old != new:
+                    self._set(new[0], pool, new[1], *new[2])
+            return
         for metric, value, labels in values:
             self._set(metric, pool, value, *labels)

@@ -2,9 +2,14 @@
 
 Idle time costs nothing: after each round the clock jumps straight to the next instant at which
 something can happen — a pool's requeue, a completion the cluster has queued (a node becoming
-Ready, a drain ending, a forced expiry), or the end. A pass that wrote nothing and reported that
-nothing can change before some instant (``Step.quiet_until``) has its skipped passes folded away,
-keeping to the controller's own requeue grid so the outcome is what a real controller would do.
+Ready, a drain ending, a forced expiry), or the end. A pass that reported that a pass over the
+pool it leaves would write nothing before some instant (``Step.quiet_until`` when it wrote
+nothing, ``Step.settled_until`` when it wrote) has the passes in between folded away, keeping to
+the controller's own requeue grid, so the outcome is what a real controller would do: every
+skipped pass is one at which nothing can have changed. Any change the cluster makes on its own
+wakes the pool at once. ``verify=True`` folds nothing that has an end and instead checks, pass
+by pass, that each pass that would have been skipped indeed wrote nothing (``violations``; for
+tests); a pool that can change only with the cluster is left asleep as without it.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ class VirtualDriver:
         *,
         budget: int = DEFAULT_BUDGET,
         on_advance: Callable[[datetime], None] | None = None,
+        verify: bool = False,
     ) -> None:
         self.controller = controller
         self.cluster = cluster
@@ -42,6 +48,10 @@ class VirtualDriver:
         self.passes = 0
         self.exhausted = False
         self.on_advance = on_advance
+        self.verify = verify
+        self.violations: list[str] = []
+        """Passes that wrote though a fold would have skipped them (``verify`` only)."""
+        self._promised: dict[str, datetime] = {}
 
     async def run_until(self, end: datetime) -> bool:
         """Advance to ``end``; False when the pass budget ran out first (the run is partial)."""
@@ -49,7 +59,7 @@ class VirtualDriver:
             results = await self.controller.run_due()
             self.passes += len(results)
             for result in results:
-                self._fold_idle(result)
+                self._fold(result)
             if self.passes >= self.budget:
                 self.exhausted = True
                 return False
@@ -63,31 +73,57 @@ class VirtualDriver:
                 return True
             if event is not None and event == target:
                 self.controller.poke()  # a watch would wake every pool on this change
+                self._promised.clear()  # the pools changed: no promise covers them now
             if target > now:
                 self._move(target)
+
+    def changed(self) -> None:
+        """The cluster changed outside its own events (a fault a test injects): wake every
+        pool, as a watch would, and hold no promise about the pools as they were."""
+        self.controller.poke()
+        self._promised.clear()
 
     def _move(self, instant: datetime) -> None:
         self.cluster.advance_to(instant)
         if self.on_advance is not None:
             self.on_advance(instant)
 
-    def _fold_idle(self, result: PassResult) -> None:
+    def _fold(self, result: PassResult) -> None:
         step = result.step
-        if step is None or step.writes or result.requeue_at is None:
-            return
-        if result.interrupted is not None:
+        if step is None:
             return
         now = self.clock.now()
+        if self.verify:
+            promised = self._promised.get(result.pool)
+            if promised is not None and now < promised and step.writes:
+                self.violations.append(
+                    f"pool {result.pool}: the pass at {now.isoformat()} wrote, though a pass "
+                    f"promised none would before {promised.isoformat()}"
+                )
+        if result.requeue_at is None or result.interrupted is not None:
+            return
+        if self.controller.due.get(result.pool) != result.requeue_at:
+            return  # the pass asked to be looked at sooner (a status write's recheck)
+        quiet = step.settled_until if step.writes else step.quiet_until
+        if step.writes and quiet is None:
+            return  # no promise about the pool these writes leave: look again as requeued
         cadence = result.requeue_at - now
         if cadence <= timedelta(0):
             return
-        quiet = step.quiet_until
         if quiet is None:
             # Only a change in the cluster can matter; the cluster's next event wakes the pool.
+            # Folded even when verifying: checking it would mean a pass a minute for as long as
+            # the pool stands idle (weeks of an ungoverned or fatal pool in a test).
             self.controller.due[result.pool] = datetime.max.replace(tzinfo=now.tzinfo)
             return
         if quiet <= result.requeue_at:
             return
         # The first requeue on the pool's own grid at or after the quiet period ends.
         ticks = math.ceil((quiet - now) / cadence)
-        self.controller.due[result.pool] = now + ticks * cadence
+        self._fold_to(result.pool, now + ticks * cadence)
+
+    def _fold_to(self, pool: str, due: datetime) -> None:
+        if self.verify:
+            self._promised[pool] = due  # run the passes, and check they write nothing
+            return
+        self.controller.due[pool] = due

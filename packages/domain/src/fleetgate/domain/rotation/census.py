@@ -28,8 +28,21 @@ from operator import attrgetter, is_not, not_
 from typing import Any
 
 from fleetgate.domain.rotation import annotations as ann
-from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PodView, PoolObservation
+from fleetgate.domain.rotation.cluster import (
+    MemberChanges,
+    NodeClaimView,
+    NodeView,
+    PodView,
+    PoolObservation,
+)
 from fleetgate.domain.rotation.disruption import node_disrupted, opt_out_expiry, pod_opt_out_active
+from fleetgate.domain.rotation.reference import (
+    REFERENCE_CLAIM_STATE,
+    REFERENCE_CORDONED,
+    REFERENCE_DO_NOT_DISRUPT_OWNED,
+    REFERENCE_IN_FLIGHT_STATES,
+    REFERENCE_SURGE_FOR,
+)
 from fleetgate.domain.rotation.selection import (
     Bucket,
     Census,
@@ -44,6 +57,7 @@ from fleetgate.domain.rotation.selection import (
 )
 
 _TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
+_REFERENCE_NODE_KEYS = (REFERENCE_DO_NOT_DISRUPT_OWNED, REFERENCE_CORDONED, REFERENCE_SURGE_FOR)
 
 
 def trigger_instant(claim: ClaimView, rules: SelectionRules) -> datetime | None:
@@ -143,9 +157,28 @@ class CensusCache:
         self._arrivals: list[tuple[datetime, str, int]] = []
         self._triggers: list[tuple[datetime, str, int]] = []
         self._triggered: set[str] = set()
-        # Karpenter's marks: claims on tainted nodes, claims under an active Pod opt-out.
+        # Karpenter's marks: claims on tainted nodes, claims under an active Pod opt-out. The
+        # tainted nodes and the Pods carrying the annotation are kept from the changed objects
+        # alone: a walk over every node or Pod per pass is most of a pass in a large pool.
         self._taint_nodes: tuple[NodeView, ...] | None = None
+        self._tainted: set[str] = set()
         self._opt_pods: tuple[PodView, ...] | None = None
+        # The serial of the observation last taken in: an observation carrying the member
+        # changes since that one is taken in from them alone.
+        self._serial: int | None = None
+        # Claims and nodes carrying one of the reference controller's in-flight markers: the
+        # start gate walks the pool for them only when some exist.
+        self._reference_claims: set[str] = set()
+        self._reference_nodes: set[str] = set()
+        # Claims not bound to a node yet, and the nodes serving a rotation (surge-for value ->
+        # node names), so a pass finds the surge's claim and nodes without walking the pool.
+        self._unbound: set[str] = set()
+        self._node_surge: dict[str, str] = {}
+        self._surge_nodes: dict[str, set[str]] = {}
+        self._observed: PoolObservation | None = None
+        self._known: MemberChanges | None = None
+        self._positions_stale = False
+        self._annotated: dict[int, PodView] = {}
         self._opt_until: datetime | None = None
         self._disrupted: frozenset[str] = frozenset()
         self._pod_opted: frozenset[str] = frozenset()
@@ -162,6 +195,11 @@ class CensusCache:
         if key != self._rules or (self._now is not None and now < self._now):
             self._reset(key)
         self._now = now
+        changes = obs.changes
+        known = self._serial is not None and changes is not None and changes.since == self._serial
+        self._known = changes if known else None
+        self._serial = obs.serial
+        self._observed = obs
         marks_changed: set[str] = set()
         if obs.nodes is not self._nodes:
             marks_changed = self._refresh_nodes(obs.nodes)
@@ -176,9 +214,9 @@ class CensusCache:
             item = heapq.heappop(triggers)
             if self._live(item):
                 self._triggered.add(item[1])
-        changes = self._changes
-        while changes and changes[0][0] <= now:
-            _, name, token = heapq.heappop(changes)
+        due = self._changes
+        while due and due[0][0] <= now:
+            _, name, token = heapq.heappop(due)
             entry = self._entries.get(name)
             if entry is not None and entry.token == token:
                 self._classify(entry.view, entry.opted, rules, lead_time_base, now)
@@ -189,15 +227,38 @@ class CensusCache:
         """Bring Karpenter's disruption taints and the Pods' opt-outs up to ``obs`` at ``now``."""
         disrupted, pod_opted = self._disrupted, self._pod_opted
         if obs.nodes is not self._taint_nodes:
+            known = self._known
+            if known is not None:
+                added, gone = list(known.nodes_added), list(known.nodes_gone)
+            else:
+                added, gone, _ = _diff(self._taint_nodes, obs.nodes)
             self._taint_nodes = obs.nodes
-            tainted = [n.name for n in obs.nodes if node_disrupted(n)]
-            disrupted = frozenset(self._on_node[n] for n in tainted if n in self._on_node)
+            tainted = self._tainted
+            tainted.difference_update(n.name for n in gone)
+            tainted.update(n.name for n in added if node_disrupted(n))
+            on_node = self._on_node
+            disrupted = frozenset(on_node[n] for n in tainted if n in on_node)
         if obs.pods is not self._opt_pods or (
             self._opt_until is not None and now >= self._opt_until
         ):
-            self._opt_pods = obs.pods
-            self._opt_until = opt_out_expiry(obs.pods, now)
-            blocked = {p.node_name for p in obs.pods if p.node_name and pod_opt_out_active(p, now)}
+            if obs.pods is not self._opt_pods:
+                if self._known is not None:
+                    added_pods, gone_pods = (
+                        list(self._known.pods_added),
+                        list(self._known.pods_gone),
+                    )
+                else:
+                    added_pods, gone_pods, _ = _diff(self._opt_pods, obs.pods)
+                self._opt_pods = obs.pods
+                annotated = self._annotated
+                for pod in gone_pods:
+                    annotated.pop(id(pod), None)
+                for pod in added_pods:
+                    if ann.KARPENTER_DO_NOT_DISRUPT in pod.annotations:
+                        annotated[id(pod)] = pod
+            pods = self._annotated.values()
+            self._opt_until = opt_out_expiry(pods, now)
+            blocked = {p.node_name for p in pods if p.node_name and pod_opt_out_active(p, now)}
             pod_opted = frozenset(self._on_node[n] for n in blocked if n in self._on_node)
         changed = (disrupted ^ self._disrupted) | (pod_opted ^ self._pod_opted)
         self._disrupted, self._pod_opted = disrupted, pod_opted
@@ -213,19 +274,41 @@ class CensusCache:
     def _refresh_nodes(self, nodes: tuple[NodeView, ...]) -> set[str]:
         """Track each node's opt-out mark; return the nodes whose mark changed."""
         previous, self._nodes = self._nodes, nodes
-        added, gone, _ = _diff(previous, nodes)
+        known = self._known
+        if known is not None:
+            added, gone = list(known.nodes_added), list(known.nodes_gone)
+        else:
+            added, gone, _ = _diff(previous, nodes)
         marks = self._node_marks
         changed: set[str] = set()
         present = {n.name for n in added}
+        referenced = self._reference_nodes
         for node in gone:
+            referenced.discard(node.name)
+            self._serving(node.name, None)
             if node.name not in present and marks.pop(node.name, False):
                 changed.add(node.name)
         for node in added:
+            self._serving(node.name, node.annotations.get(ann.SURGE_FOR))
+            if any(key in node.annotations for key in _REFERENCE_NODE_KEYS):
+                referenced.add(node.name)
             mark = is_opted_out(node.annotations)
             if marks.get(node.name, False) != mark:
                 changed.add(node.name)
             marks[node.name] = mark
         return changed
+
+    def _serving(self, node: str, claim: str | None) -> None:
+        """Record that ``node`` serves the rotation of ``claim`` (None: no rotation)."""
+        before = self._node_surge.pop(node, None)
+        if before is not None:
+            nodes = self._surge_nodes[before]
+            nodes.discard(node)
+            if not nodes:
+                del self._surge_nodes[before]
+        if claim is not None:
+            self._node_surge[node] = claim
+            self._surge_nodes.setdefault(claim, set()).add(node)
 
     def _remark(self, node: str, rules: SelectionRules, lead: timedelta, now: datetime) -> None:
         """Reclassify the claim on ``node``, whose opt-out mark changed."""
@@ -249,13 +332,18 @@ class CensusCache:
     ) -> None:
         entries = self._entries
         previous, self._claims = self._claims, claims
-        # Values are rebuilt only for claims that changed: compare by identity, in C.
-        added, gone, moved = _diff(previous, claims)
-        if moved:
-            names = list(map(_name, claims))
-            self._position = dict(zip(names, range(len(names)), strict=True))
-            if len(self._position) != len(claims):
-                raise ValueError("claims: two observed NodeClaims share a name")
+        known = self._known
+        if known is not None:
+            # Handed over by the gateway: a claim joining or leaving is the only move, and the
+            # positions are rebuilt when next asked for.
+            added, gone = list(known.claims_added), list(known.claims_gone)
+            if {c.name for c in added} != {c.name for c in gone}:
+                self._positions_stale = True
+        else:
+            # Values are rebuilt only for claims that changed: compare by identity, in C.
+            added, gone, moved = _diff(previous, claims)
+            if moved:
+                self._positions()
         for view in gone:
             entry = entries.get(view.name)
             if entry is not None and entry.view is view:
@@ -265,6 +353,22 @@ class CensusCache:
         for node in marks_changed:
             self._remark(node, rules, lead, now)
 
+    def _positions(self) -> dict[str, int]:
+        """Each observed claim's place in observation order (rebuilt after a move)."""
+        claims = self._claims or ()
+        names = list(map(_name, claims))
+        self._position = dict(zip(names, range(len(names)), strict=True))
+        self._positions_stale = False
+        if len(self._position) != len(claims):
+            raise ValueError("claims: two observed NodeClaims share a name")
+        return self._position
+
+    def _ordered(self, names: set[str]) -> list[str]:
+        if not names:
+            return []
+        position = self._positions() if self._positions_stale else self._position
+        return sorted(names, key=position.__getitem__)
+
     def _drop(self, entry: _Entry) -> None:
         node = entry.view.node_name
         if node is not None and self._on_node.get(node) == entry.view.name:
@@ -273,6 +377,8 @@ class CensusCache:
         self._retries[entry.retry] -= 1
         self._short.discard(entry.view.name)
         self._triggered.discard(entry.view.name)
+        self._reference_claims.discard(entry.view.name)
+        self._unbound.discard(entry.view.name)
 
     def _classify(
         self,
@@ -310,6 +416,10 @@ class CensusCache:
         self._retries[retry] += 1
         if entry.short:
             self._short.add(view.name)
+        if view.annotations.get(REFERENCE_CLAIM_STATE) in REFERENCE_IN_FLIGHT_STATES:
+            self._reference_claims.add(view.name)
+        if view.node_name is None:
+            self._unbound.add(view.name)
         at = _reclassify_at(claim, bucket, rules)
         if at is not None:
             heapq.heappush(self._changes, (at, view.name, token))
@@ -352,17 +462,44 @@ class CensusCache:
 
     def short_lead(self) -> tuple[str, ...]:
         """The claims whose whole life is within their lead time, in observation order."""
-        return tuple(sorted(self._short, key=self._position.__getitem__))
+        return tuple(self._ordered(self._short))
 
     def due_hosts(self) -> list[str]:
         """The nodes of the claims old enough to rotate (``is_triggered``), in observation order."""
-        names = sorted(self._triggered, key=self._position.__getitem__)
+        names = self._ordered(self._triggered)
         hosts = (self._entries[name].view.node_name for name in names)
         return [host for host in hosts if host]
+
+    @property
+    def reference_marked(self) -> bool:
+        """Whether some claim or node carries a reference controller's in-flight marker."""
+        return bool(self._reference_claims or self._reference_nodes)
+
+    def unbound_claims(self) -> list[NodeClaimView]:
+        """The claims bound to no node yet (in no particular order)."""
+        return [self._entries[name].view for name in self._unbound]
+
+    def surge_hosts(self, claim: str, obs: PoolObservation) -> list[NodeView] | None:
+        """The nodes of ``obs`` serving the rotation of ``claim``, in observation order; None
+        when only a walk can tell (``obs`` is not the one the census was brought to, or
+        several nodes serve it and their order is the observation's)."""
+        if obs is not self._observed:
+            return None
+        names = self._surge_nodes.get(claim)
+        if not names:
+            return []
+        if len(names) > 1:
+            return None
+        node = obs.node(next(iter(names)))
+        return [node] if node is not None else None
 
     def retry_count(self) -> int:
         """The highest retry count of any claim (0 when none has one)."""
         return max((n for n, k in self._retries.items() if k > 0), default=0)
+
+    def opt_out_expiry(self, now: datetime) -> datetime | None:
+        """``opt_out_expiry`` over the observed Pods at ``now`` (only annotated ones count)."""
+        return opt_out_expiry(self._annotated.values(), now)
 
     def next_eligibility(self, now: datetime) -> datetime | None:
         """The first instant after ``now`` at which some claim could become eligible by time."""

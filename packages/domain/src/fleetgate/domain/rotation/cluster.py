@@ -10,11 +10,13 @@ Resource quantities are integers in milli-units, like Kubernetes' ``Quantity.Mil
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections import ChainMap
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import cached_property
 from operator import attrgetter
+from typing import TypeVar
 
 from fleetgate.domain.rotation.selection import ClaimView
 
@@ -148,6 +150,23 @@ class PodView:
 
 
 @dataclass(frozen=True)
+class MemberChanges:
+    """Which member values one observation has that the one before it had not (``added``,
+    new and rebuilt ones) and which it lost (``gone``), for claims, nodes and Pods; ``since``
+    is the earlier observation's ``serial``. A gateway that keeps its members by change (an
+    informer cache, the fake cluster) knows them; handed over, they spare a reader the
+    comparison of every member of both observations. None from a gateway that does not."""
+
+    since: int
+    claims_added: tuple[NodeClaimView, ...] = ()
+    claims_gone: tuple[NodeClaimView, ...] = ()
+    nodes_added: tuple[NodeView, ...] = ()
+    nodes_gone: tuple[NodeView, ...] = ()
+    pods_added: tuple[PodView, ...] = ()
+    pods_gone: tuple[PodView, ...] = ()
+
+
+@dataclass(frozen=True)
 class PoolObservation:
     """Everything one pass over one NodePool needs, read at (nearly) one instant.
 
@@ -178,6 +197,10 @@ class PoolObservation:
     placeholders: tuple[PodView, ...] = ()
     replicas: int | None = None
     ready: bool = True
+    serial: int | None = field(default=None, compare=False)
+    """The gateway's number for this observation value (None: it numbers none)."""
+    changes: MemberChanges | None = field(default=None, compare=False, repr=False)
+    """The member changes since the gateway's observation ``changes.since`` (None: unknown)."""
 
     @property
     def static(self) -> bool:
@@ -212,11 +235,107 @@ class PoolObservation:
     @cached_property
     def _claims_by_node(self) -> dict[str, NodeClaimView]:
         bound = [c for c in reversed(self.claims) if c.node_name is not None]
+        self.__dict__["_bound_claims"] = len(bound)  # two on one node: fewer entries than this
         return dict(zip(map(_node_name, bound), bound, strict=True))
+
+    def with_changes(
+        self,
+        annotations: Mapping[str, str],
+        claims: Mapping[str, NodeClaimView],
+        nodes: Mapping[str, NodeView],
+    ) -> PoolObservation:
+        """This observation with the pool's annotations replaced and the named claims and
+        nodes (the first of each name, as the look-ups find) replaced by new values of the same
+        name, node binding and place. Its indexes are this one's with those entries in front,
+        not a rebuild from every member."""
+        changed = replace(
+            self,
+            serial=None,
+            changes=None,
+            annotations=annotations,
+            claims=_substituted(self.claims, claims, self.claim),
+            nodes=_substituted(self.nodes, nodes, self.node),
+        )
+        # The cached properties' slots, filled with the changed entries in front of this
+        # observation's indexes (they are only ever read with ``get``).
+        changed.__dict__.update(
+            _claims_by_name=ChainMap(dict(claims), self._claims_by_name),
+            _nodes_by_name=ChainMap(dict(nodes), self._nodes_by_name),
+        )
+        if "_claims_by_node" in self.__dict__:  # built already; else built when first asked
+            by_node: dict[str, NodeClaimView] = {}
+            for claim in claims.values():
+                if claim.node_name is not None and self.claim_on(claim.node_name) is self.claim(
+                    claim.name
+                ):
+                    by_node[claim.node_name] = claim
+            changed.__dict__["_claims_by_node"] = ChainMap(by_node, self._claims_by_node)
+        return changed
+
+    def inherit_indexes(self, previous: PoolObservation) -> None:
+        """Take the look-up indexes ``previous`` has built, brought up to ``changes``, when
+        this observation carries the changes since it: a dict copy in C and a few edits
+        instead of a walk of every member. An index a duplicate name would make ambiguous is
+        left to be built as usual."""
+        changes = self.changes
+        if changes is None or previous.serial is None or changes.since != previous.serial:
+            return
+        built = previous.__dict__
+        mine = self.__dict__
+        bound = built.get("_bound_claims", -1)
+        bound += sum(c.node_name is not None for c in changes.claims_added)
+        bound -= sum(c.node_name is not None for c in changes.claims_gone)
+        for slot, gone, added, key, size in (
+            ("_claims_by_name", changes.claims_gone, changes.claims_added, _name, self.claims),
+            ("_nodes_by_name", changes.nodes_gone, changes.nodes_added, _name, self.nodes),
+            ("_claims_by_node", changes.claims_gone, changes.claims_added, _node_name, None),
+        ):
+            if slot not in built or slot in mine:
+                continue
+            # An index that held every member, and no more, can be carried on.
+            expected = len(size) if size is not None else bound
+            index = dict(built[slot])
+            for value in gone:
+                k = key(value)
+                if k is not None and index.get(k) is value:
+                    del index[k]
+            clash = False
+            for value in added:
+                k = key(value)
+                if k is None:
+                    continue
+                if k in index:
+                    clash = True
+                    break
+                index[k] = value
+            if not clash and len(index) == expected:
+                mine[slot] = index  # the cached property's slot, as its first use fills it
+                if size is None:
+                    mine["_bound_claims"] = bound
 
     def pods_on(self, node: str) -> tuple[PodView, ...]:
         """The non-placeholder Pods bound to ``node``."""
+        # A filter in one pass is far cheaper than building a per-node index in Python, and
+        # a pass asks about a node or two.
         return tuple(p for p in self.pods if p.node_name == node)
+
+
+_V = TypeVar("_V", NodeClaimView, NodeView)
+
+
+def _substituted(
+    values: tuple[_V, ...], by_name: Mapping[str, _V], lookup: Callable[[str], _V | None]
+) -> tuple[_V, ...]:
+    """``values`` with each named one (the first of its name, as ``lookup`` finds) replaced."""
+    if not by_name:
+        return values
+    out = list(values)
+    ids = list(map(id, values))  # positions by identity, in C (no dataclass comparisons)
+    for name, value in by_name.items():
+        original = lookup(name)
+        if original is not None:
+            out[ids.index(id(original))] = value
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from functools import cached_property
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import Action, DeletePlaceholder
 from fleetgate.domain.rotation.census import CensusCache
-from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
+from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PoolObservation
 from fleetgate.domain.rotation.disruption import node_disrupted, pod_opted_out_claims
 from fleetgate.domain.rotation.markers import unfreeze
 from fleetgate.domain.rotation.placeholder import placeholder_name
@@ -137,6 +137,23 @@ class Pass:
         return max(counts, default=0)
 
     @property
+    def unbound_claims(self) -> list[NodeClaimView]:
+        """The claims bound to no node yet (in no particular order). The census answers for a
+        pool predicted from its own (``settled_anchored``) too: a write changes no claim's
+        name, creation or binding."""
+        if self.cache is not None:
+            return self.cache.unbound_claims()
+        return [c for c in self.obs.claims if c.node_name is None]
+
+    def surge_hosts(self, name: str) -> list[NodeView]:
+        """The nodes serving the rotation of ``name`` (``surge-for``), in observation order."""
+        if self.cache is not None:
+            found = self.cache.surge_hosts(name, self.obs)
+            if found is not None:
+                return found
+        return [n for n in self.obs.nodes if n.annotations.get(ann.SURGE_FOR) == name]
+
+    @property
     def stamp(self) -> str:
         """``now`` as an annotation value."""
         return ann.format_timestamp(self.now)
@@ -151,9 +168,8 @@ class Pass:
         present = {p.name for p in self.obs.placeholders}
         for pod_name in sorted(names & present):
             actions.append(DeletePlaceholder(self.config.namespace, pod_name))
-        for node in self.obs.nodes:
-            if node.annotations.get(ann.SURGE_FOR) == name:
-                actions.extend(unfreeze(node))
+        for node in self.surge_hosts(name):
+            actions.extend(unfreeze(node))
         return actions
 
 

@@ -48,7 +48,13 @@ from fleetgate.domain.rotation.gates import (
 from fleetgate.domain.rotation.governance import Governance, Status, govern
 from fleetgate.domain.rotation.pending import advance_failed, headroom_ok, pending
 from fleetgate.domain.rotation.policy import RotationPolicy
-from fleetgate.domain.rotation.quiet import earliest, gate_change, next_eligibility, quiet_anchored
+from fleetgate.domain.rotation.quiet import (
+    earliest,
+    gate_change,
+    next_eligibility,
+    quiet_anchored,
+    settled_anchored,
+)
 from fleetgate.domain.rotation.reference import reference_gate, release_reference_markers
 from fleetgate.domain.rotation.report import PoolReport, observe
 from fleetgate.domain.rotation.selection import deadline
@@ -69,6 +75,10 @@ class Step:
     """When the step wrote nothing: until this instant a pass over an *unchanged* pool would
     write nothing either (None: not before something in the cluster changes). A simulator may
     skip the passes in between; a real controller simply requeues."""
+    settled_until: datetime | None = None
+    """When the step writes: until this instant a pass over the pool exactly as these writes
+    leave it would write nothing (None: no such promise, look again as requeued). A simulator
+    may skip the look-again passes in between; a real controller simply requeues."""
 
     @property
     def writes(self) -> bool:
@@ -112,7 +122,10 @@ def step(
     if anchor is not None:
         more, requeue = advance(p, anchor)
         quiet = quiet_anchored(p, anchor)
-        return Step(tuple(actions + more), requeue, report, quiet_until=quiet)
+        settled = settled_anchored(p, anchor, more, advance)
+        return Step(
+            tuple(actions + more), requeue, report, quiet_until=quiet, settled_until=settled
+        )
     derivation = report.derivation
     assert derivation is not None and report.census is not None
     if derivation.fatal:
@@ -127,7 +140,8 @@ def step(
         return Step(
             tuple(actions), now + LONG_REQUEUE, _with(report, reason="fatal"), quiet_until=None
         )
-    blocked = reference_gate(obs) or start_gate(
+    marked = census is None or census.reference_marked
+    blocked = reference_gate(obs, marked) or start_gate(
         now, p.policy, PoolMarks.from_annotations(obs.annotations)
     )
     blocked = blocked or pool_state_gate(obs.static, obs.ready)
@@ -243,7 +257,7 @@ def advance(p: Pass, name: str) -> tuple[list[Action], datetime | None]:
 
 
 def _claim_gone(p: Pass, name: str, draining: bool) -> tuple[list[Action], datetime | None]:
-    host = next((n.name for n in p.obs.nodes if n.annotations.get(ann.SURGE_FOR) == name), None)
+    host = next((n.name for n in p.surge_hosts(name)), None)
     actions = p.release(name)
     if not draining:
         actions += [

@@ -50,7 +50,7 @@ def surge_claim(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> s
     fresh = sorted(
         (
             c
-            for c in p.obs.claims
+            for c in p.unbound_claims
             if c.name != claim.name and c.node_name is None and c.created_at > started_at
         ),
         key=lambda c: (c.created_at, c.name),

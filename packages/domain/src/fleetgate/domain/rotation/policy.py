@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import lru_cache
 
 from fleetgate.domain.rotation.constants import BUFFER, DRAIN_FALLBACK, FAILURE_PAUSE_FLOOR
 from fleetgate.domain.rotation.derive import (
@@ -325,4 +326,9 @@ class ResolvedPolicy:
 
     def derive(self, expire_after: timedelta | None, node_count: int = 0) -> Derivation:
         """Derive for a pool with template ``expire_after`` and ``node_count`` claims."""
-        return derive(self.derive_inputs(expire_after, node_count))
+        return _derived(self.derive_inputs(expire_after, node_count))
+
+
+# Every pass derives for its pool, and the inputs change only with the policy, the template or
+# the claim count: the same immutable Derivation serves them all.
+_derived = lru_cache(maxsize=256)(derive)

@@ -1,4 +1,12 @@
-"""When passes may be skipped: a pass that wrote nothing says until when nothing can change.
+"""When passes may be skipped: a pass says until when a look at an unchanged pool writes nothing.
+
+A pass that wrote nothing says it of the pool it saw (``Step.quiet_until``). A pass that wrote
+says it of the pool *as its own writes leave it* (``Step.settled_until``): the look-again pass a
+real controller makes after writing would otherwise be a pass at which nothing can have changed.
+That second promise is made only where the writes' effect is known without the cluster's help
+(annotations, a cordon, a claim's deletion starting), never after creating or deleting a Pod
+(the scheduler and Karpenter react to those), and it is checked by running the machine's own
+``advance`` over the predicted pool, so it says exactly what that pass would decide.
 
 Only the simulator uses this (a real controller simply requeues); it keeps virtual months cheap
 while every pass that *could* act still happens, on the controller's own requeue grid.
@@ -6,10 +14,22 @@ while every pass that *could* act still happens, on the controller's own requeue
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.actions import (
+    WRITES,
+    Action,
+    AnnotateClaim,
+    AnnotateNode,
+    AnnotatePool,
+    DeleteClaim,
+    SetUnschedulable,
+)
 from fleetgate.domain.rotation.census import eligibility_instant, may_become_eligible
+from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PoolObservation
 from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.disruption import opt_out_expiry
 
@@ -20,7 +40,7 @@ def next_eligibility(p: Pass) -> datetime | None:
     """The first instant after now at which some claim could become eligible by time alone."""
     if p.cache is not None:
         # A Pod's duration-valued do-not-disrupt runs out by time alone, too.
-        return earliest(p.cache.next_eligibility(p.now), opt_out_expiry(p.obs.pods, p.now))
+        return earliest(p.cache.next_eligibility(p.now), p.cache.opt_out_expiry(p.now))
     rules = p.policy.selection
     opted = p.opted
     instants = []
@@ -63,3 +83,68 @@ def gate_change(p: Pass) -> datetime | None:
 def earliest(*instants: datetime | None) -> datetime | None:
     """The earliest of the given instants (None when none is given)."""
     return min((i for i in instants if i is not None), default=None)
+
+
+Advance = Callable[[Pass, str], tuple[list[Action], "datetime | None"]]
+_PREDICTABLE = (AnnotatePool, AnnotateClaim, AnnotateNode, SetUnschedulable, DeleteClaim)
+
+
+def settled_anchored(
+    p: Pass, anchor: str, actions: Sequence[Action], advance: Advance
+) -> datetime | None:
+    """Until when the pass after this one's ``actions`` would write nothing (see the module
+    docstring; None: no promise, look again as requeued)."""
+    writes = [a for a in actions if isinstance(a, WRITES)]
+    if not writes or not all(isinstance(a, _PREDICTABLE) for a in writes):
+        return None
+    after = predicted(p.obs, writes, p.now)
+    if (after.annotations.get(ann.ACTIVE_ROTATION) or None) != anchor:
+        return None  # the rotation ended or changed hands: the next pass is a start's
+    q = replace(p, obs=after)
+    more, _ = advance(q, anchor)
+    if any(isinstance(a, WRITES) for a in more):
+        return None
+    return quiet_anchored(q, anchor)
+
+
+def predicted(obs: PoolObservation, writes: Sequence[Action], now: datetime) -> PoolObservation:
+    """``obs`` as the predictable ``writes`` leave it (a deletion starts at ``now``)."""
+    pool = dict(obs.annotations)
+    claims: dict[str, NodeClaimView] = {}
+    nodes: dict[str, NodeView] = {}
+    for a in writes:
+        if isinstance(a, AnnotatePool):
+            _merge(pool, a.patch)
+        elif isinstance(a, AnnotateClaim | DeleteClaim):
+            claim = claims.get(a.name) or obs.claim(a.name)
+            if claim is None:
+                continue  # the write fails (ObjectNotFound); the pass is interrupted anyway
+            if isinstance(a, AnnotateClaim):
+                claims[a.name] = replace(claim, annotations=_merged(claim.annotations, a.patch))
+            elif claim.deleting_at is None:
+                claims[a.name] = replace(claim, deleting_at=now)
+        else:
+            assert isinstance(a, AnnotateNode | SetUnschedulable)
+            name = a.name if isinstance(a, AnnotateNode) else a.node
+            node = nodes.get(name) or obs.node(name)
+            if node is None:
+                continue
+            if isinstance(a, AnnotateNode):
+                nodes[name] = replace(node, annotations=_merged(node.annotations, a.patch))
+            else:
+                nodes[name] = replace(node, unschedulable=a.unschedulable)
+    return obs.with_changes(pool, claims, nodes)
+
+
+def _merge(target: dict[str, str], patch: Mapping[str, str | None]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+
+
+def _merged(base: Mapping[str, str], patch: Mapping[str, str | None]) -> dict[str, str]:
+    out = dict(base)
+    _merge(out, patch)
+    return out

@@ -87,9 +87,12 @@ def reference_activity(obs: PoolObservation) -> str | None:
     return None
 
 
-def reference_gate(obs: PoolObservation) -> Blocked | None:
+def reference_gate(obs: PoolObservation, marked: bool = True) -> Blocked | None:
     """The start gate ``referenceControllerActive`` while the reference acts on the pool; it
-    opens when the reference finishes (no time is known for that)."""
+    opens when the reference finishes (no time is known for that). ``marked`` False says no
+    claim or node carries a marker (a census kept across passes knows), sparing the walk."""
+    if not marked and not obs.annotations.get(REFERENCE_ACTIVE_ROTATION):
+        return None
     if reference_activity(obs) is None:
         return None
     return Blocked(GateReason.REFERENCE_CONTROLLER_ACTIVE, None)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from itertools import pairwise
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -274,12 +274,22 @@ class WindowRule:
             day += timedelta(days=1)
 
 
+_SPANS_KEPT = 4
+
+
 @dataclass(frozen=True)
 class Schedule:
     """The union of a policy's window entries plus its exclusions."""
 
     rules: tuple[WindowRule, ...] = ()
     exclusions: tuple[Exclusion, ...] = ()
+    _spans: dict[bool, list[tuple[datetime, bool, datetime | None]]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    """Per ``exclusions`` flag, the last few spans of constant openness asked about: from an
+    instant, the openness there and the next transition. Every pass asks about the same one or
+    two spans (the current and the next: windows change a few times a day), and walking a week
+    of window edges per question is most of a pass's cost otherwise."""
 
     @classmethod
     def compile(
@@ -316,6 +326,10 @@ class Schedule:
 
     def is_open(self, now: datetime) -> bool:
         """Whether a rotation may start at ``now``: in a window and not in an exclusion."""
+        _require_aware(now)
+        return self._span(now, True)[1]
+
+    def _is_open(self, now: datetime) -> bool:
         return self.in_window(now) and self.exclusion_at(now) is None
 
     # --- canonical shape --------------------------------------------------------------------
@@ -378,7 +392,24 @@ class Schedule:
         With ``exclusions=False`` only the windows count (``window-open``/``window-close``).
         """
         _require_aware(after)
-        state = self.is_open if exclusions else self.in_window
+        return self._span(after, exclusions)[2]
+
+    def _span(self, at: datetime, exclusions: bool) -> tuple[datetime, bool, datetime | None]:
+        """The span of constant openness holding ``at``: (from, openness, next transition)."""
+        spans = self._spans.setdefault(exclusions, [])
+        for span in spans:
+            if span[0] <= at and (span[2] is None or at < span[2]):
+                # Openness is constant from span[0] up to its next transition, so every
+                # instant in between has the same openness and the same next transition.
+                return span
+        state = self._is_open if exclusions else self.in_window
+        found = (at, state(at), self._next_transition(at, exclusions))
+        spans.insert(0, found)
+        del spans[_SPANS_KEPT:]
+        return found
+
+    def _next_transition(self, after: datetime, exclusions: bool) -> datetime | None:
+        state = self._is_open if exclusions else self.in_window
         before = state(after)
         cursor = after
         boundaries = sorted({t for e in self.exclusions for t in (e.start, e.end)})
