@@ -153,6 +153,7 @@ def test_every_example_policy_is_valid_under_the_api_schema(path: Path) -> None:
     ("change", "field"),
     [
         ({"minRotationChances": True}, "minRotationChances"),
+        ({"minRotationChances": 2.5}, "minRotationChances"),
         ({"surge": {"readyTimeout": "0m"}}, "readyTimeout"),
         ({"surge": {"readyTimeout": "1ns"}}, "readyTimeout"),
         ({"prePull": {"enabled": True}}, "enabled"),
@@ -166,3 +167,11 @@ def test_what_the_schema_refuses_the_model_refuses(change: dict[str, Any], field
     with pytest.raises(ValidationError) as refused:
         RotationPolicyManifest.model_validate(document)
     assert field in {str(part) for error in refused.value.errors() for part in error["loc"]}
+
+
+def test_a_whole_number_written_as_a_float_is_an_integer() -> None:
+    # JSON Schema's ``integer`` (and the Kubernetes API server) take 188.0; found by schemathesis.
+    document = yaml.safe_load((EXAMPLES / "tokyo-policy.yaml").read_text())
+    document["spec"]["minRotationChances"] = 188.0
+    manifest = RotationPolicyManifest.model_validate(document)
+    assert policy_from_manifest(manifest.document()).min_rotation_chances == 188

@@ -71,6 +71,18 @@ Day = Literal[DAY_NAMES]  # type: ignore[valid-type]
 LabelText = Annotated[str, StringConstraints(max_length=_MAX_NAME)]
 
 
+def _whole(value: Any) -> Any:
+    # JSON Schema's ``integer`` is any number with no fractional part, 3.0 included, and the
+    # Kubernetes API server takes 3.0 for an integer field too; strict mode alone would not.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: Read an integer as JSON Schema and Kubernetes do (``3`` or ``3.0``; never ``true``).
+WHOLE = BeforeValidator(_whole)
+
+
 class _Manifest(BaseModel):
     """camelCase on the wire, as in every Kubernetes manifest; unknown fields refused."""
 
@@ -156,7 +168,7 @@ class MatchNodeRequirementsSpec(_Manifest):
 class SurgeSpec(_Manifest):
     """How one make-before-break rotation runs."""
 
-    max_unavailable: Annotated[int, Field(ge=1, le=1)] | None = None
+    max_unavailable: Annotated[int, Field(ge=1, le=1), WHOLE] | None = None
     ready_timeout: PositiveDuration | None = None
     cooldown_after: Duration | None = None
     failure_pause: PositiveDuration | None = None
@@ -174,7 +186,7 @@ class RotationPolicySpec(_Manifest):
     age_threshold: (
         Annotated[str, StringConstraints(pattern=f"^auto$|{POSITIVE_DURATION}")] | None
     ) = None
-    min_rotation_chances: Annotated[int, Field(ge=1, le=MAX_ROTATION_CHANCES)] | None = None
+    min_rotation_chances: Annotated[int, Field(ge=1, le=MAX_ROTATION_CHANCES), WHOLE] | None = None
     maintenance_windows: Annotated[list[MaintenanceWindowSpec], Field(min_length=1)]
     exclusions: list[ExclusionSpec] | None = None
     surge: SurgeSpec | None = None
