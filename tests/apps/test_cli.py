@@ -138,5 +138,15 @@ def test_db_current_and_history_name_the_revisions(tmp_path: Path) -> None:
 
 
 def test_shell_completion_is_offered(tmp_path: Path) -> None:
-    out = run_in(tmp_path, "--show-completion", "bash")
-    assert out.returncode == 0 and "_FLEETGATE_COMPLETE" in out.stdout
+    # --show-completion prints the script for the shell it is run from (found by walking the
+    # parent processes), as a user types it: so run it from bash (the "; true" keeps bash from
+    # exec'ing the command in its place, which would leave no shell to find).
+    out = subprocess.run(
+        ["bash", "-c", f"{FLEETGATE} --show-completion; true"],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert "_FLEETGATE_COMPLETE=complete_bash" in out.stdout, out.stderr
