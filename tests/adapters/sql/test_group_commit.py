@@ -242,6 +242,15 @@ def test_bad_group_commit_options_name_the_field(raw: dict[str, Any], field: str
         GroupCommitConfig.from_options({"group_commit": raw})
 
 
+def test_stats_taken_apart_count_only_what_happened_between() -> None:
+    before = GroupCommitStats(4, 10, 3, 2, 0)
+    after = GroupCommitStats(24, 110, 7, 5, 1)
+    between = after.since(before)
+    assert between == GroupCommitStats(20, 100, 7, 3, 1)  # the largest stays the running one
+    assert between.mean_batch == 5.0
+    assert GroupCommitStats().mean_batch == 0.0  # nothing batched: 0, not a division error
+
+
 def test_group_commit_is_on_by_default_and_adds_no_wait() -> None:
     config = GroupCommitConfig.from_options({})
     assert config.enabled and config.max_batch > 1 and config.max_wait_ms == 0
