@@ -330,6 +330,7 @@ class GroupCommitter:
         executor = self._executor()
 
         async def work(conn: AsyncConnection) -> list[ItemResult]:
+            await self.store.dialect.bound_batch_waits(conn)
             now = self.store.now_epoch()
             results = await executor(conn, items, now, self.enforcement)
             if len(results) != len(items):  # pragma: no cover - an executor's contract
