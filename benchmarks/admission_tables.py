@@ -128,7 +128,7 @@ def batching_table(cells: Sequence[Cell], loads: Mapping[str, str]) -> Table:
             _rate(on),
             _share(on, off),
             "-" if b is None else f"{b.mean_batch:.1f}",
-            "-" if b is None or on is None else f"{b.share(on.load.ops):.0%}",
+            "-" if b is None or on is None else f"{group_commit.share(b, on.load.ops):.0%}",
             "-" if b is None else b.largest_batch,
             "-" if b is None else f"{b.solo_admissions:,}",
             "-" if b is None else b.split_batches,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from benchmarks.admission import Cell, find
+from benchmarks.group_commit import share
 from benchmarks.pgbench import PgbenchCell
 from benchmarks.report import Verdict, rate
 
@@ -51,7 +52,7 @@ def bound(cell: Cell) -> str:
         parts.append("group commit off: one transaction per admission")
     else:
         b = cell.batching
-        parts.append(f"mean batch {b.mean_batch:.1f}, {b.share(load.ops):.0%} batched")
+        parts.append(f"mean batch {b.mean_batch:.1f}, {share(b, load.ops):.0%} batched")
     return "; ".join(parts)
 
 

@@ -8,9 +8,9 @@ reads the counters before and after its measured admissions, so the warm-up is n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from fleetgate.adapters.sql.group_commit import GroupCommitStats
 from fleetgate.adapters.sql.ledger import SqlLedger
 
 #: The ledger options of each setting: "off" turns batching off, "on" keeps the default.
@@ -21,49 +21,17 @@ SETTINGS: dict[str, dict[str, Any] | None] = {
 MODES = tuple(SETTINGS)
 
 
-@dataclass(frozen=True)
-class Batching:
-    """What the ledger batched over one measured cell."""
+#: What the ledger batched over one measured cell: the ledger's own counters, taken apart
+#: around the cell (``since``). Its largest batch is the running one since the ledger opened
+#: (a maximum cannot be taken apart into before and after).
+Batching = GroupCommitStats
 
-    batches: int = 0
-    batched_admissions: int = 0
-    #: The largest batch since the ledger opened (the cell's warm-up included: a maximum cannot
-    #: be taken apart into before and after).
-    largest_batch: int = 0
-    solo_admissions: int = 0
-    split_batches: int = 0
 
-    @classmethod
-    def of(cls, stats: Any) -> Batching:
-        """The counters of the ledger's own stats object."""
-        return cls(
-            int(stats.batches),
-            int(stats.batched_admissions),
-            int(stats.largest_batch),
-            int(stats.solo_admissions),
-            int(stats.split_batches),
-        )
-
-    def since(self, before: Batching) -> Batching:
-        """The counts between ``before`` and now (the largest batch stays the running one)."""
-        return Batching(
-            self.batches - before.batches,
-            self.batched_admissions - before.batched_admissions,
-            self.largest_batch,
-            self.solo_admissions - before.solo_admissions,
-            self.split_batches - before.split_batches,
-        )
-
-    @property
-    def mean_batch(self) -> float:
-        """Admissions per batch (0.0 when nothing was batched)."""
-        return self.batched_admissions / self.batches if self.batches else 0.0
-
-    def share(self, admissions: int) -> float:
-        """The share of ``admissions`` (the cell's admit calls) that ran in a batch."""
-        return min(1.0, self.batched_admissions / admissions) if admissions else 0.0
+def share(batching: Batching, admissions: int) -> float:
+    """The share of ``admissions`` (the cell's admit calls) that ran in a batch."""
+    return min(1.0, batching.batched_admissions / admissions) if admissions else 0.0
 
 
 def stats(ledger: SqlLedger) -> Batching:
     """The ledger's group-commit counters so far."""
-    return Batching.of(ledger.group_commit_stats())
+    return ledger.group_commit_stats()

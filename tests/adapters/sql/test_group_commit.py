@@ -242,6 +242,15 @@ def test_bad_group_commit_options_name_the_field(raw: dict[str, Any], field: str
         GroupCommitConfig.from_options({"group_commit": raw})
 
 
+def test_stats_taken_apart_count_only_what_happened_between() -> None:
+    before = GroupCommitStats(4, 10, 3, 2, 0)
+    after = GroupCommitStats(24, 110, 7, 5, 1)
+    between = after.since(before)
+    assert between == GroupCommitStats(20, 100, 7, 3, 1)  # the largest stays the running one
+    assert between.mean_batch == 5.0
+    assert GroupCommitStats().mean_batch == 0.0  # nothing batched: 0, not a division error
+
+
 def test_group_commit_is_on_by_default_and_adds_no_wait() -> None:
     config = GroupCommitConfig.from_options({})
     assert config.enabled and config.max_batch > 1 and config.max_wait_ms == 0
@@ -693,3 +702,44 @@ async def wait_for_lock_wait(url: str, kind: str, seconds: float = 30.0) -> None
         raise AssertionError("no session ever waited for a lock")
     finally:
         await watcher.dispose()
+
+
+# --- a batch never waits long for a lock ------------------------------------------------------
+
+
+async def test_an_item_whose_row_another_transaction_holds_does_not_hold_up_its_batch(
+    ledger: SqlLedger, backend: Backend
+) -> None:
+    # A batch holds earlier items' rows while it waits for a later item's: out of the canonical
+    # order, so a wait may be a cycle that PostgreSQL would find only after deadlock_timeout.
+    # Its waits are bounded instead: the item gives up, the batch commits, the item runs alone.
+    if backend.kind != "postgres":
+        pytest.skip("PostgreSQL bounds a batch's lock waits; InnoDB finds a cycle at once")
+    await ledger.add_node(NodeSpec("a", BIG))
+    await ledger.add_node(NodeSpec("held", BIG))
+    outside = create_async_engine(backend.url)
+    try:
+        async with outside.connect() as other:
+            await other.execute(
+                sa.text("UPDATE nodes SET updated_at = updated_at WHERE name = 'held'")
+            )
+            tasks = [
+                asyncio.ensure_future(ledger.admit(req(node), audit=placed))
+                for node in ("a", "held", "a")
+            ]
+            # The two items on "a" are answered while the row of "held" is still locked: the
+            # batch did not wait for the outside transaction (it would wait for as long as
+            # that stays open).
+            done = await asyncio.wait_for(asyncio.gather(tasks[0], tasks[2]), timeout=30)
+            assert all(r.admitted for r in done)
+            assert not tasks[1].done()
+            stats = ledger.group_commit_stats()
+            assert stats.batches == 1 and stats.batched_admissions == 3
+            await other.rollback()
+        alone = await asyncio.wait_for(tasks[1], timeout=30)  # admitted alone, after the wait
+    finally:
+        await outside.dispose()
+    assert alone.admitted and alone.placement is not None and alone.placement.node == "held"
+    assert ledger.group_commit_stats().solo_admissions == 1
+    assert len(await placed_events(ledger)) == 3
+    await assert_counters_match_placements(ledger)

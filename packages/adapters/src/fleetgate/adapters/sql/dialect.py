@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, DisconnectionError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 #: Seconds a pooled connection may sit idle and still be handed out without a liveness ping.
 DEFAULT_PING_IDLE_SECONDS = 5.0
@@ -52,6 +52,15 @@ class DialectSupport:
         ``LedgerUnavailable``, like any other lost connection.
         """
         return False
+
+    async def bound_batch_waits(self, conn: AsyncConnection) -> None:
+        """Bound each lock wait of a group-commit batch, where the database would wait long.
+
+        A batch takes its items' rows one item after another, so it holds one item's node
+        while it waits for the next item's claim or cluster row: out of the canonical order,
+        and a cycle with a concurrent release or claim write is possible. A database that
+        detects the cycle at once (InnoDB) or has one writer (SQLite) needs nothing here.
+        """
 
     def lock_for_migration(self, connection: Connection) -> None:
         """Serialise concurrent migrations (several workers starting at once)."""

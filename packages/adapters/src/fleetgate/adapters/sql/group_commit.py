@@ -104,6 +104,21 @@ class GroupCommitStats:
     #: Batches that failed whole and were split into admissions of their own.
     split_batches: int = 0
 
+    def since(self, before: GroupCommitStats) -> GroupCommitStats:
+        """The counts between ``before`` and these (the largest batch stays the running one)."""
+        return GroupCommitStats(
+            self.batches - before.batches,
+            self.batched_admissions - before.batched_admissions,
+            self.largest_batch,
+            self.solo_admissions - before.solo_admissions,
+            self.split_batches - before.split_batches,
+        )
+
+    @property
+    def mean_batch(self) -> float:
+        """Admissions per batch (0.0 when nothing was batched)."""
+        return self.batched_admissions / self.batches if self.batches else 0.0
+
 
 class _Alone:
     """The answer that tells a caller to admit its request on the one-admission path."""
@@ -315,6 +330,7 @@ class GroupCommitter:
         executor = self._executor()
 
         async def work(conn: AsyncConnection) -> list[ItemResult]:
+            await self.store.dialect.bound_batch_waits(conn)
             now = self.store.now_epoch()
             results = await executor(conn, items, now, self.enforcement)
             if len(results) != len(items):  # pragma: no cover - an executor's contract

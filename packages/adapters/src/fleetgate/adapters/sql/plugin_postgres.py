@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.plugins import hookimpl
 from fleetgate.adapters.sql.dialect import DialectSupport, error_code
@@ -23,6 +24,10 @@ SCHEMES = ["postgresql+asyncpg"]
 RETRYABLE = frozenset({"40001", "40P01"})
 #: Arbitrary but fixed key of the advisory lock that serialises migrations.
 MIGRATION_LOCK_KEY = 0x666C6774
+#: How long an item of a group-commit batch may wait for one lock (see ``bound_batch_waits``):
+#: long enough for another process's batch to commit (a few ms), short next to the second a
+#: deadlock would cost.
+BATCH_LOCK_TIMEOUT_MS = 50
 
 
 class PostgresSupport(DialectSupport):
@@ -33,6 +38,18 @@ class PostgresSupport(DialectSupport):
     def retryable(self, error: DBAPIError) -> bool:
         """Serialization failure and deadlock."""
         return error_code(error) in RETRYABLE
+
+    async def bound_batch_waits(self, conn: AsyncConnection) -> None:
+        """``lock_timeout`` for the batch's transaction, far below ``deadlock_timeout`` (1 s).
+
+        PostgreSQL looks for a deadlock only after a wait of ``deadlock_timeout``: a batch in a
+        cycle would stall every caller of the batch and the other transaction for a second
+        (the reliability soak, releasing while admitting, met one cycle after another). With
+        the bound, the waiting item fails with ``lock_not_available`` instead: its own work is
+        undone (its savepoint, or the batch function's exception block) and it is admitted
+        alone, in the canonical order, after the batch; the items before it commit.
+        """
+        await conn.execute(text(f"SET LOCAL lock_timeout = '{BATCH_LOCK_TIMEOUT_MS}ms'"))
 
     def lock_for_migration(self, connection: Connection) -> None:
         """Released automatically when the migration's transaction ends."""
