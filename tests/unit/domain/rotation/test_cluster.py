@@ -82,3 +82,43 @@ def test_an_index_a_duplicate_would_make_ambiguous_is_built_afresh() -> None:
     after.inherit_indexes(obs)
     assert "_claims_by_name" not in after.__dict__ and "_claims_by_node" not in after.__dict__
     assert after.claim("c2") is obs.claims[2] and after.claim_on("n2") is obs.claims[2]
+
+
+def test_indexes_are_carried_even_when_the_previous_pass_had_not_built_them() -> None:
+    obs = replace(_obs(), serial=1)  # no look-up made: the carry builds them on ``obs``
+    after = _next(obs, obs.claims[1:])
+    after.inherit_indexes(obs)
+    assert {"_claims_by_name", "_nodes_by_name", "_claims_by_node"} <= set(after.__dict__)
+    assert after.claim("c0") is None and after.claim_on("n0") is None
+    assert after.claim("c1") is obs.claims[1] and after.node("n0") is obs.nodes[0]
+
+
+def test_a_long_chain_of_carried_indexes_answers_as_fresh_ones() -> None:
+    """Past the overlay's bound the carried tables are merged into a new base: every
+    observation along the way still answers exactly as one built from its members."""
+    obs = replace(_obs(), serial=1)
+    for serial in range(2, 1000):
+        claims = list(obs.claims)
+        i = serial % len(claims)
+        if serial % 7 == 0:  # a claim leaves and a new one joins (the pool rotates)
+            del claims[i]
+            claims.append(
+                NodeClaimView(f"c{serial + 100}", T0, timedelta(days=14), node_name=f"n{serial}")
+            )
+        else:  # a claim is rebuilt (its annotations changed)
+            claims[i] = replace(claims[i], annotations={"pass": str(serial)})
+        before, now = {id(c) for c in obs.claims}, {id(c) for c in claims}
+        changes = MemberChanges(
+            since=serial - 1,
+            claims_added=tuple(c for c in claims if id(c) not in before),
+            claims_gone=tuple(c for c in obs.claims if id(c) not in now),
+        )
+        nxt = replace(obs, claims=tuple(claims), serial=serial, changes=changes)
+        nxt.inherit_indexes(obs)
+        fresh = replace(nxt, serial=None, changes=None)
+        names = {c.name for c in obs.claims} | {c.name for c in claims}
+        nodes = {c.node_name or "" for c in obs.claims} | {c.node_name or "" for c in claims}
+        assert all(nxt.claim(n) is fresh.claim(n) for n in names)
+        assert all(nxt.claim_on(n) is fresh.claim_on(n) for n in nodes)
+        assert len(nxt._claims_by_name) == len(fresh._claims_by_name)
+        obs = nxt

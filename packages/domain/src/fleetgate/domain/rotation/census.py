@@ -465,9 +465,10 @@ class CensusCache:
         return tuple(self._ordered(self._short))
 
     def due_hosts(self) -> list[str]:
-        """The nodes of the claims old enough to rotate (``is_triggered``), in observation order."""
-        names = self._ordered(self._triggered)
-        hosts = (self._entries[name].view.node_name for name in names)
+        """The nodes of the claims old enough to rotate (``is_triggered``), in no particular
+        order: the placeholder keeps them as a set, and ordering them would cost the claims'
+        places in the observation, rebuilt after every join or leave."""
+        hosts = (self._entries[name].view.node_name for name in self._triggered)
         return [host for host in hosts if host]
 
     @property

@@ -10,18 +10,108 @@ Resource quantities are integers in milli-units, like Kubernetes' ``Quantity.Mil
 
 from __future__ import annotations
 
-from collections import ChainMap
-from collections.abc import Callable, Mapping
+import bisect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import cached_property
 from operator import attrgetter
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 from fleetgate.domain.rotation.selection import ClaimView
 
 _name = attrgetter("name")
 _node_name = attrgetter("node_name")
+
+_V = TypeVar("_V")
+_GONE: Any = object()
+_FLATTEN = 64
+"""An overlay of at most this many entries (or an eighth of its base) is laid over the base
+dict; a larger one is merged into a new base."""
+
+
+class Index(Generic[_V]):
+    """A read-only look-up table of an observation's members, read with ``get``.
+
+    A base dict, shared between the observations of one pool, and a small overlay of what
+    changed since it was built: carrying it to the next observation costs the changes, not a
+    copy of every entry. Once the overlay outgrows ``_FLATTEN`` (and an eighth of the base) the
+    two are merged into a new base, so the copying is spread over that many changes.
+    """
+
+    __slots__ = ("_base", "_overlay", "_size")
+
+    def __init__(
+        self, base: dict[str, _V], overlay: dict[str, Any] | None = None, size: int | None = None
+    ) -> None:
+        self._base = base
+        self._overlay: dict[str, Any] = overlay if overlay is not None else {}
+        self._size = len(base) if size is None else size
+
+    def get(self, key: str, default: _V | None = None) -> _V | None:
+        """The member under ``key``, or ``default``."""
+        overlay = self._overlay
+        if key in overlay:
+            value = overlay[key]
+            return default if value is _GONE else value
+        return self._base.get(key, default)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def replacing(self, values: Mapping[str, _V]) -> Index[_V]:
+        """This index with the entries of ``values`` (keys it holds) replaced."""
+        if not values:
+            return self
+        return self._layered({**self._overlay, **values}, self._size)
+
+    def changed(
+        self,
+        gone: Sequence[Any],
+        added: Sequence[Any],
+        key: Callable[[Any], str | None],
+        expected: int,
+    ) -> Index[_V] | None:
+        """This index without ``gone`` and with ``added`` (each under ``key`` of it; a None key
+        is not indexed), if it then holds ``expected`` entries; None when an added key is
+        taken (a duplicate would make a look-up ambiguous) or the count is off (this index
+        did not hold every member)."""
+        overlay = dict(self._overlay)
+        size = self._size
+
+        def current(k: str) -> Any:
+            if k in overlay:
+                return overlay[k]
+            return self._base.get(k, _GONE)
+
+        for value in gone:
+            k = key(value)
+            if k is not None and current(k) is value:
+                overlay[k] = _GONE
+                size -= 1
+        for value in added:
+            k = key(value)
+            if k is None:
+                continue
+            if current(k) is not _GONE:
+                return None
+            overlay[k] = value
+            size += 1
+        if size != expected:
+            return None
+        return self._layered(overlay, size)
+
+    def _layered(self, overlay: dict[str, Any], size: int) -> Index[_V]:
+        if len(overlay) <= max(_FLATTEN, len(self._base) >> 3):
+            return Index(self._base, overlay, size)
+        base = dict(self._base)
+        for k, value in overlay.items():
+            if value is _GONE:
+                base.pop(k, None)
+            else:
+                base[k] = value
+        return Index(base, None, size)
+
 
 Resources = Mapping[str, int]
 """Resource name -> quantity in milli-units (see the module docstring)."""
@@ -222,21 +312,25 @@ class PoolObservation:
         return self._claims_by_node.get(node)
 
     # Indexes built once per observation value (in C): a pass looks claims up several times,
-    # and a walk of a 10,000-claim tuple per look-up is most of a pass.
+    # and a walk of a 10,000-claim tuple per look-up is most of a pass. An observation that
+    # carries the changes since the one before takes that one's indexes over instead
+    # (``inherit_indexes``).
     @cached_property
-    def _claims_by_name(self) -> dict[str, NodeClaimView]:
+    def _claims_by_name(self) -> Index[NodeClaimView]:
         # Reversed, so that of two claims with one name the first wins, as a walk would find.
-        return dict(zip(map(_name, reversed(self.claims)), reversed(self.claims), strict=True))
+        claims = self.claims
+        return Index(dict(zip(map(_name, reversed(claims)), reversed(claims), strict=True)))
 
     @cached_property
-    def _nodes_by_name(self) -> dict[str, NodeView]:
-        return dict(zip(map(_name, reversed(self.nodes)), reversed(self.nodes), strict=True))
+    def _nodes_by_name(self) -> Index[NodeView]:
+        nodes = self.nodes
+        return Index(dict(zip(map(_name, reversed(nodes)), reversed(nodes), strict=True)))
 
     @cached_property
-    def _claims_by_node(self) -> dict[str, NodeClaimView]:
+    def _claims_by_node(self) -> Index[NodeClaimView]:
         bound = [c for c in reversed(self.claims) if c.node_name is not None]
         self.__dict__["_bound_claims"] = len(bound)  # two on one node: fewer entries than this
-        return dict(zip(map(_node_name, bound), bound, strict=True))
+        return Index(dict(zip(map(_node_name, bound), bound, strict=True)))
 
     def with_changes(
         self,
@@ -246,8 +340,8 @@ class PoolObservation:
     ) -> PoolObservation:
         """This observation with the pool's annotations replaced and the named claims and
         nodes (the first of each name, as the look-ups find) replaced by new values of the same
-        name, node binding and place. Its indexes are this one's with those entries in front,
-        not a rebuild from every member."""
+        name, node binding and place. Its indexes are this one's with those entries laid over
+        them, not a rebuild from every member."""
         changed = replace(
             self,
             serial=None,
@@ -256,12 +350,10 @@ class PoolObservation:
             claims=_substituted(self.claims, claims, self.claim),
             nodes=_substituted(self.nodes, nodes, self.node),
         )
-        # The cached properties' slots, filled with the changed entries in front of this
-        # observation's indexes (they are only ever read with ``get``).
-        changed.__dict__.update(
-            _claims_by_name=ChainMap(dict(claims), self._claims_by_name),
-            _nodes_by_name=ChainMap(dict(nodes), self._nodes_by_name),
-        )
+        # The cached properties' slots, filled as their first use would fill them.
+        slots = changed.__dict__
+        slots["_claims_by_name"] = self._claims_by_name.replacing(claims)
+        slots["_nodes_by_name"] = self._nodes_by_name.replacing(nodes)
         if "_claims_by_node" in self.__dict__:  # built already; else built when first asked
             by_node: dict[str, NodeClaimView] = {}
             for claim in claims.values():
@@ -269,49 +361,38 @@ class PoolObservation:
                     claim.name
                 ):
                     by_node[claim.node_name] = claim
-            changed.__dict__["_claims_by_node"] = ChainMap(by_node, self._claims_by_node)
+            slots["_claims_by_node"] = self._claims_by_node.replacing(by_node)
+            slots["_bound_claims"] = self.__dict__["_bound_claims"]
         return changed
 
     def inherit_indexes(self, previous: PoolObservation) -> None:
-        """Take the look-up indexes ``previous`` has built, brought up to ``changes``, when
-        this observation carries the changes since it: a dict copy in C and a few edits
-        instead of a walk of every member. An index a duplicate name would make ambiguous is
-        left to be built as usual."""
+        """Take over the look-up indexes of ``previous``, brought up to ``changes``, when this
+        observation carries the changes since it: the same tables with the changed entries laid
+        over them, so a pass pays for what changed, not for every member. ``previous`` builds
+        any it had not yet, so every later observation carries them on. An index a duplicate
+        name would make ambiguous is left to be built as usual."""
         changes = self.changes
         if changes is None or previous.serial is None or changes.since != previous.serial:
             return
-        built = previous.__dict__
         mine = self.__dict__
-        bound = built.get("_bound_claims", -1)
+        by_name = previous._claims_by_name.changed(
+            changes.claims_gone, changes.claims_added, _name, len(self.claims)
+        )
+        if by_name is not None and "_claims_by_name" not in mine:
+            mine["_claims_by_name"] = by_name
+        nodes = previous._nodes_by_name.changed(
+            changes.nodes_gone, changes.nodes_added, _name, len(self.nodes)
+        )
+        if nodes is not None and "_nodes_by_name" not in mine:
+            mine["_nodes_by_name"] = nodes
+        by_node = previous._claims_by_node  # builds it, and the bound count, when not yet
+        bound = previous.__dict__["_bound_claims"]
         bound += sum(c.node_name is not None for c in changes.claims_added)
         bound -= sum(c.node_name is not None for c in changes.claims_gone)
-        for slot, gone, added, key, size in (
-            ("_claims_by_name", changes.claims_gone, changes.claims_added, _name, self.claims),
-            ("_nodes_by_name", changes.nodes_gone, changes.nodes_added, _name, self.nodes),
-            ("_claims_by_node", changes.claims_gone, changes.claims_added, _node_name, None),
-        ):
-            if slot not in built or slot in mine:
-                continue
-            # An index that held every member, and no more, can be carried on.
-            expected = len(size) if size is not None else bound
-            index = dict(built[slot])
-            for value in gone:
-                k = key(value)
-                if k is not None and index.get(k) is value:
-                    del index[k]
-            clash = False
-            for value in added:
-                k = key(value)
-                if k is None:
-                    continue
-                if k in index:
-                    clash = True
-                    break
-                index[k] = value
-            if not clash and len(index) == expected:
-                mine[slot] = index  # the cached property's slot, as its first use fills it
-                if size is None:
-                    mine["_bound_claims"] = bound
+        carried = by_node.changed(changes.claims_gone, changes.claims_added, _node_name, bound)
+        if carried is not None and "_claims_by_node" not in mine:
+            mine["_claims_by_node"] = carried
+            mine["_bound_claims"] = bound
 
     def pods_on(self, node: str) -> tuple[PodView, ...]:
         """The non-placeholder Pods bound to ``node``."""
@@ -320,21 +401,29 @@ class PoolObservation:
         return tuple(p for p in self.pods if p.node_name == node)
 
 
-_V = TypeVar("_V", NodeClaimView, NodeView)
+_M = TypeVar("_M", NodeClaimView, NodeView)
 
 
 def _substituted(
-    values: tuple[_V, ...], by_name: Mapping[str, _V], lookup: Callable[[str], _V | None]
-) -> tuple[_V, ...]:
+    values: tuple[_M, ...], by_name: Mapping[str, _M], lookup: Callable[[str], _M | None]
+) -> tuple[_M, ...]:
     """``values`` with each named one (the first of its name, as ``lookup`` finds) replaced."""
     if not by_name:
         return values
     out = list(values)
-    ids = list(map(id, values))  # positions by identity, in C (no dataclass comparisons)
+    ids: list[int] | None = None
     for name, value in by_name.items():
         original = lookup(name)
-        if original is not None:
-            out[ids.index(id(original))] = value
+        if original is None:
+            continue
+        # Gateways list members by name (as the API server does): a bisection finds the place
+        # in a large pool; any other order falls back to a scan by identity (in C).
+        i = bisect.bisect_left(values, name, key=_name)
+        if i >= len(values) or values[i] is not original:
+            if ids is None:
+                ids = list(map(id, values))
+            i = ids.index(id(original))
+        out[i] = value
     return tuple(out)
 
 

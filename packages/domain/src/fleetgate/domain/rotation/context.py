@@ -111,7 +111,8 @@ class Pass:
 
     @property
     def due_hosts(self) -> list[str]:
-        """The nodes of the claims old enough to rotate, in observation order."""
+        """The nodes of the claims old enough to rotate (in observation order here; the
+        census gives them in no particular order: the placeholder sorts them)."""
         if self.cache is not None:
             return self.cache.due_hosts()
         rules = self.policy.selection

@@ -46,7 +46,7 @@ from fleetgate.domain.rotation.gates import (
     start_gate,
 )
 from fleetgate.domain.rotation.governance import Governance, Status, govern
-from fleetgate.domain.rotation.pending import advance_failed, headroom_ok, pending
+from fleetgate.domain.rotation.pending import advance_failed, build, headroom_ok, pending
 from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.quiet import (
     earliest,
@@ -178,7 +178,8 @@ def step(
     claim = obs.claim(chosen.name)
     assert claim is not None
     surgeless = surgeless_fallback(p, claim)
-    if not surgeless and not headroom_ok(p, claim):
+    built = None if surgeless else build(p, claim)
+    if built is not None and not headroom_ok(p, claim, built):
         actions.append(
             Log(
                 "insufficient limits headroom; cannot surge",
@@ -217,7 +218,7 @@ def step(
     if surgeless:
         more, requeue = _start_forceful(anchored, claim)
     else:
-        more, requeue = pending(anchored, claim)
+        more, requeue = pending(anchored, claim, built)
     report = _with(report, anchor=claim.name)
     return Step(tuple(actions + more), requeue, report, started=claim.name, quiet_until=now)
 
@@ -365,7 +366,8 @@ def _with(report: PoolReport, **changes: object) -> PoolReport:
 
 
 def _with_anchor(p: Pass, name: str) -> Pass:
-    obs = replace(p.obs, annotations={**p.obs.annotations, ann.ACTIVE_ROTATION: name})
+    # ``with_changes`` keeps the observation's look-up indexes (``replace`` would drop them).
+    obs = p.obs.with_changes({**p.obs.annotations, ann.ACTIVE_ROTATION: name}, {}, {})
     return replace(p, obs=obs)
 
 

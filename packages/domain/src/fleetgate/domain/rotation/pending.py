@@ -62,7 +62,11 @@ def _placeholder(p: Pass, name: str) -> PodView | None:
     return next((pod for pod in p.obs.placeholders if pod.labels.get(ann.SURGE_FOR) == name), None)
 
 
-def build(p: Pass, claim: NodeClaimView) -> tuple[CreatePlaceholder, Clamp]:
+Built = tuple[CreatePlaceholder, Clamp]
+"""A claim's placeholder and the clamp verdicts of its sizing (``build``)."""
+
+
+def build(p: Pass, claim: NodeClaimView) -> Built:
     """The placeholder for ``claim``, avoiding every host whose claim is also due."""
     due_hosts = p.due_hosts
     avoid = [claim.node_name, *due_hosts] if claim.node_name else due_hosts
@@ -77,23 +81,26 @@ def build(p: Pass, claim: NodeClaimView) -> tuple[CreatePlaceholder, Clamp]:
     return CreatePlaceholder(spec), sized
 
 
-def headroom_ok(p: Pass, claim: NodeClaimView) -> bool:
+def headroom_ok(p: Pass, claim: NodeClaimView, built: Built | None = None) -> bool:
     """Whether the pool's limits leave room for the surge node (spec §6 "Headroom").
 
     ``limits.nodes`` needs room for one more node (Karpenter counts nodes in
     ``status.resources.nodes``); every other limit needs room for the placeholder's requests.
+    ``built`` is ``build(p, claim)`` when the caller has it already.
     """
     if node_limit_reached(p.obs):
         return False
-    create, _ = build(p, claim)
+    create, _ = built or build(p, claim)
     for name, want in create.spec.requests.items():
         if name in p.obs.limits and want > p.obs.limits[name] - p.obs.resources.get(name, 0):
             return False
     return True
 
 
-def pending(p: Pass, claim: NodeClaimView) -> Outcome:
-    """One pass of a pending surge rotation (§7.4)."""
+def pending(p: Pass, claim: NodeClaimView, built: Built | None = None) -> Outcome:
+    """One pass of a pending surge rotation (§7.4). ``built`` is the claim's placeholder when
+    the caller built it already (for the headroom check of this pass: the placeholder reads
+    the claim's node, Pods and place, none of which the start's writes change)."""
     name = claim.name
     if claim.deleting:  # Karpenter (or someone) is deleting it: the rotation is moot
         aborted = p.release(name)
@@ -138,7 +145,7 @@ def pending(p: Pass, claim: NodeClaimView) -> Outcome:
     placeholder = _placeholder(p, name)
     if placeholder is None:
         if claim.node_name is not None:
-            create, sized = build(p, claim)
+            create, sized = built or build(p, claim)
             actions.append(create)
             actions += _clamp_events(name, sized)
         return actions, p.now + SHORT_REQUEUE
@@ -304,7 +311,8 @@ def advance_failed(p: Pass, claim: NodeClaimView, gate_open: bool) -> Outcome:
     failed_at = ann.read_timestamp(claim.annotations, ann.FAILED_AT)
     count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT))
     elapsed = failed_at is None or p.now - failed_at >= retry_backoff(p.policy.retry_backoff, count)
-    if gate_open and elapsed and headroom_ok(p, claim):
+    built = build(p, claim) if gate_open and elapsed else None
+    if built is not None and headroom_ok(p, claim, built):
         retried = _with(
             claim, {ann.CLAIM_STATE: ann.ClaimState.PENDING.value, ann.STARTED_AT: p.stamp}
         )
@@ -317,7 +325,7 @@ def advance_failed(p: Pass, claim: NodeClaimView, gate_open: bool) -> Outcome:
                 },
             )
         ]
-        more, requeue = pending(p, retried)
+        more, requeue = pending(p, retried, built)
         return actions + more, requeue
     last = ann.read_timestamp(p.obs.annotations, ann.LAST_FAILURE_AT)
     known = [t for t in (last, failed_at) if t is not None]
