@@ -9,6 +9,7 @@ from fleetgate.domain.rotation.cluster import (
     MemberChanges,
     NodeClaimView,
     NodeView,
+    PodView,
     PoolObservation,
 )
 
@@ -122,3 +123,21 @@ def test_a_long_chain_of_carried_indexes_answers_as_fresh_ones() -> None:
         assert all(nxt.claim_on(n) is fresh.claim_on(n) for n in nodes)
         assert len(nxt._claims_by_name) == len(fresh._claims_by_name)
         obs = nxt
+
+
+def test_the_pods_of_a_node_carried_over_are_the_ones_a_fresh_look_finds() -> None:
+    pods = tuple(PodView("ns", f"p{i}", node_name=f"n{i % 3}") for i in range(9))
+    obs = replace(_obs(), pods=pods, serial=1)
+    assert [p.name for p in obs.pods_on("n1")] == ["p1", "p4", "p7"]
+    moved = replace(pods[4], node_name="n2")  # a Pod evicted and bound elsewhere
+    born = PodView("ns", "p0a", node_name="n1")
+    now = (pods[0], born, *pods[1:4], moved, *pods[5:8])  # p8 left
+    changes = MemberChanges(since=1, pods_added=(born, moved), pods_gone=(pods[4], pods[8]))
+    after = replace(obs, pods=now, serial=2, changes=changes)
+    after.inherit_indexes(obs)
+    assert "_pods_by_node" in after.__dict__
+    fresh = replace(after, serial=None, changes=None)
+    for node in ("n0", "n1", "n2", "n9"):
+        assert after.pods_on(node) == fresh.pods_on(node)
+    assert [p.name for p in after.pods_on("n1")] == ["p0a", "p1", "p7"]
+    assert [p.name for p in after.pods_on("n2")] == ["p2", "p4", "p5"]
