@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from fleetgate.domain.durations import format_duration, parse_duration
 from fleetgate.domain.rotation.annotations import PREFIX
@@ -88,6 +88,11 @@ class EstimateCheck:
 
     def message(self) -> str:
         """Plain English for the Warning event, naming the observed value."""
+        return self._message
+
+    @cached_property
+    def _message(self) -> str:
+        # Built once per verdict: the same verdict is announced (and deduplicated) every pass.
         source = "configured" if self.explicit else "defaulted"
         return (
             f"observed {self.kind} time (median of the last {min(self.samples, WINDOW)} "
@@ -103,6 +108,15 @@ def check_estimate(
     kind: str, configured: timedelta, explicit: bool, samples: Sequence[timedelta]
 ) -> EstimateCheck | None:
     """Compare one resolved estimate with the observations; None while there are too few."""
+    return _checked(kind, configured, explicit, tuple(samples))
+
+
+@lru_cache(maxsize=256)
+def _checked(
+    kind: str, configured: timedelta, explicit: bool, samples: tuple[timedelta, ...]
+) -> EstimateCheck | None:
+    # Every pass checks the pool's estimates, which change once a rotation: one verdict value
+    # per input, its message built once.
     if kind not in FIELDS:
         raise ValueError(f"kind: {kind!r} is not one of {sorted(FIELDS)}")
     observed = moving_estimate(samples)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from fleetgate.domain.rotation.constants import BUFFER, DRAIN_FALLBACK, FAILURE_PAUSE_FLOOR
 from fleetgate.domain.rotation.derive import (
@@ -293,9 +293,10 @@ class ResolvedPolicy:
         """Lead time of a claim with its own tGP: base + (claim tGP, or the 1h fallback)."""
         return lead_time_for(self.lead_time_base, claim_tgp)
 
-    @property
+    @cached_property
     def selection(self) -> SelectionRules:
-        """The values candidate selection reads."""
+        """The values candidate selection reads (one value per resolved policy, so a census
+        keyed on it compares by identity)."""
         return SelectionRules(
             lead_time_base=self.lead_time_base,
             retry_backoff=self.retry_backoff,
@@ -326,9 +327,21 @@ class ResolvedPolicy:
 
     def derive(self, expire_after: timedelta | None, node_count: int = 0) -> Derivation:
         """Derive for a pool with template ``expire_after`` and ``node_count`` claims."""
-        return _derived(self.derive_inputs(expire_after, node_count))
+        # Asked every pass: remembered here by the two inputs that vary, so a pass builds and
+        # hashes no DeriveInputs (the shared cache serves resolutions of equal policies).
+        memo: dict[tuple[timedelta | None, int], Derivation] = self.__dict__.setdefault(
+            "_derivations", {}
+        )
+        key = (expire_after, node_count)
+        found = memo.get(key)
+        if found is None:
+            if len(memo) >= _DERIVATIONS_KEPT:
+                memo.clear()
+            found = memo[key] = _derived(self.derive_inputs(expire_after, node_count))
+        return found
 
 
+_DERIVATIONS_KEPT = 64
 # Every pass derives for its pool, and the inputs change only with the policy, the template or
 # the claim count: the same immutable Derivation serves them all.
 _derived = lru_cache(maxsize=256)(derive)

@@ -316,6 +316,10 @@ class Schedule:
     def in_window(self, now: datetime) -> bool:
         """Whether some window entry is open at ``now`` (exclusions not considered)."""
         _require_aware(now)
+        return self._span(now, False)[1]
+
+    def _in_window(self, now: datetime) -> bool:
+        # Asked of the rules themselves (``in_window`` answers from the remembered spans).
         return any(rule.contains(now) for rule in self.rules)
 
     def exclusion_at(self, now: datetime) -> Exclusion | None:
@@ -330,7 +334,7 @@ class Schedule:
         return self._span(now, True)[1]
 
     def _is_open(self, now: datetime) -> bool:
-        return self.in_window(now) and self.exclusion_at(now) is None
+        return self._in_window(now) and self.exclusion_at(now) is None
 
     # --- canonical shape --------------------------------------------------------------------
 
@@ -377,7 +381,7 @@ class Schedule:
             last = end.astimezone(rule.zone).date() + timedelta(days=1)
             for wall in rule.boundary_walls(first, last):
                 points.update(p for p in instants_of_wall_time(wall, rule.zone) if start < p < end)
-        return _runs(sorted(points), end, self.in_window)
+        return _runs(sorted(points), end, self._in_window)
 
     def open_intervals(self, start: datetime, end: datetime) -> list[Interval]:
         """The spans of ``[start, end)`` in which a rotation may start (windows − exclusions)."""
@@ -402,14 +406,14 @@ class Schedule:
                 # Openness is constant from span[0] up to its next transition, so every
                 # instant in between has the same openness and the same next transition.
                 return span
-        state = self._is_open if exclusions else self.in_window
+        state = self._is_open if exclusions else self._in_window
         found = (at, state(at), self._next_transition(at, exclusions))
         spans.insert(0, found)
         del spans[_SPANS_KEPT:]
         return found
 
     def _next_transition(self, after: datetime, exclusions: bool) -> datetime | None:
-        state = self._is_open if exclusions else self.in_window
+        state = self._is_open if exclusions else self._in_window
         before = state(after)
         cursor = after
         boundaries = sorted({t for e in self.exclusions for t in (e.start, e.end)})
