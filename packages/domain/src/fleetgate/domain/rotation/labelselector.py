@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 __all__ = ["OPERATORS", "LabelSelector", "SelectorRequirement"]
 
@@ -66,9 +67,14 @@ class LabelSelector:
             for problem in requirement.problems()
         ]
 
+    @cached_property
+    def _compiles(self) -> bool:
+        # Asked on every pass of every pool: a selector is a value, checked once.
+        return not self.errors("")
+
     def matches(self, labels: Mapping[str, str]) -> bool:
         """Whether a pool with ``labels`` is selected; an uncompilable selector matches nothing."""
-        if self.errors(""):
+        if not self._compiles:
             return False
         if any(labels.get(key) != value for key, value in self.match_labels.items()):
             return False
