@@ -40,7 +40,7 @@ from fleetgate.adapters.fakecluster.model import (
     Pool,
     Revisions,
 )
-from fleetgate.adapters.fakecluster.scheduler import PodTable
+from fleetgate.adapters.fakecluster.tables import PodTable
 from fleetgate.domain.rotation.cluster import (
     ClusterConflict,
     ObjectNotFound,

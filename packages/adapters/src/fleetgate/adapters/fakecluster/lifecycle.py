@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetgate.adapters.fakecluster import scheduler
+from fleetgate.adapters.fakecluster import scheduler, tables
 from fleetgate.adapters.fakecluster.faults import ControllerCrash, Faults
 from fleetgate.adapters.fakecluster.model import (
     HOSTNAME_LABEL,
@@ -41,7 +41,7 @@ class KarpenterLifecycle:
     pools: dict[str, Pool]
     claims: dict[str, Claim]
     archive: dict[str, Claim]
-    pods: scheduler.PodTable
+    pods: tables.PodTable
     faults: Faults
     history: list[ClusterRecord]
     breaches: list[ClusterRecord]
