@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from fleetgate.adapters.fakecluster.model import Claim, Node, Pod, fits, subtract
+from fleetgate.adapters.fakecluster.model import Node, Pod, fits, subtract
 
 if TYPE_CHECKING:
     from fleetgate.adapters.fakecluster.lifecycle import KarpenterLifecycle as FakeCluster
@@ -134,17 +134,9 @@ def _provision_for(cluster: FakeCluster, pod: Pod, at: datetime) -> None:
     if not fits(pool.node_allocatable, pod.requests):
         pod.unschedulable_message = f"no instance type of NodePool {pool.name} fits the requests"
         return
-    # The pool's claims still launching, by name (a handful: sorting only those, not the fleet).
-    launching = sorted(
-        (
-            c
-            for c in cluster.claims.values()
-            if c.pool == pool.name and not c.ready and c.deleting_at is None
-        ),
-        key=_by_name,
-    )
-    for claim in launching:
-        load = [p.requests for p in cluster.pods.values() if p.nominated_claim == claim.name]
+    # The pool's claims still launching, by name, each with what is nominated to it already.
+    for claim in cluster.claims.launching_in(pool.name):
+        load = [p.requests for p in cluster.pods.nominated_to(claim.name)]
         if fits(subtract(claim.allocatable, *load), pod.requests):
             pod.nominated_claim = claim.name
             pod.unschedulable_message = None
@@ -167,7 +159,3 @@ def _provision_for(cluster: FakeCluster, pod: Pod, at: datetime) -> None:
     claim = cluster.provision(pool, at)
     pod.nominated_claim = claim.name
     pod.unschedulable_message = None
-
-
-def _by_name(claim: Claim) -> str:
-    return claim.name

@@ -1,31 +1,54 @@
 """The fake cluster's record tables, each indexed the way the fake Karpenter asks of it.
 
-The cluster's Pods live in a ``PodTable``: besides the Pods by key it keeps which Pods are bound
-to which node, each node's free capacity (sorted per resource), the Pending Pods, and the nodes
-hosting Pods of each priority. It is told of every change (a Pod joining or leaving the table,
-a Pod's ``node_name`` moving, a node launched or removed), so a search for a node with room
-looks only at nodes with room, not at the whole fleet.
+A table is a dict told of every change that can move a record between its indexes: a record
+joining or leaving (``__setitem__`` / ``__delitem__``) and a write to an attribute an index
+depends on (``Revisions.on_pod`` / ``on_claim``, called by the records' ``__setattr__``, so no
+code that writes a record can forget an index). A question asked on every event then costs what
+its answer holds, not a walk of the fleet. (Use item assignment and ``del``: ``pop``, ``update``
+and the like would bypass the hooks.)
+
+* ``PodTable``: the Pods by key; which are bound to which node, each node's free capacity
+  (sorted per resource), the nodes hosting Pods of each priority, the Pending Pods (also by
+  pool), the Pods nominated to each claim, and the placeholders of each pool.
+* ``ClaimTable``: the NodeClaims by name; each pool's claims, and those still launching.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from fleetgate.adapters.fakecluster.model import Node, Pod
+from fleetgate.adapters.fakecluster.model import Claim, Node, Pod
 
 if TYPE_CHECKING:
     from fleetgate.adapters.fakecluster.lifecycle import KarpenterLifecycle as FakeCluster
 
 
-class PodTable(dict[tuple[str, str], Pod]):
+Key = tuple[str, str]
+Filing = tuple[str | None, int, str | None, str | None, str | None]
+"""What a Pod is indexed by: (node_name, priority, pool, nominated_claim, owner_kind)."""
+
+_SLOT = {"node_name": 0, "priority": 1, "pool": 2, "nominated_claim": 3, "owner_kind": 4}
+"""Where each attribute ``Pod.__setattr__`` reports sits in a ``Filing``."""
+
+
+class PodTable(dict[Key, Pod]):
     """The cluster's Pods by (namespace, name), indexed by placement (see the module)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.bound: dict[str, dict[tuple[str, str], Pod]] = {}
-        self.pending: dict[tuple[str, str], Pod] = {}
+        self.bound: dict[str, dict[Key, Pod]] = {}
+        self.pending: dict[Key, Pod] = {}
+        self.pending_in: dict[str | None, dict[Key, Pod]] = {}
+        """Pending Pods by their pool affinity (a pool with none is absent)."""
+        self.nominated: dict[str, dict[Key, Pod]] = {}
+        """Pods by the claim Karpenter nominated them to (a claim with none is absent)."""
+        self.placeholders: dict[str | None, dict[Key, Pod]] = {}
+        """Placeholder Pods, bound or not, by their pool (a pool with none is absent)."""
+        self._position: dict[Key, int] = {}  # key -> its place in the dict's own order
+        self._positions = itertools.count()
         self._used: dict[str, dict[str, int]] = {}
         self._hosts: dict[int, dict[str, int]] = {}  # priority -> node -> how many such Pods
         self._nodes: dict[str, Node] = {}
@@ -33,44 +56,68 @@ class PodTable(dict[tuple[str, str], Pod]):
 
     # --- keeping current ---------------------------------------------------------------------
 
-    def __setitem__(self, key: tuple[str, str], pod: Pod) -> None:
+    def __setitem__(self, key: Key, pod: Pod) -> None:
         old = self.get(key)
         if old is not None:
-            self._leave(old, old.node_name)
+            self._leave(old, _filing(old))
+        else:
+            self._position[key] = next(self._positions)  # a replaced key keeps its place
         super().__setitem__(key, pod)
-        self._join(pod, pod.node_name)
+        self._join(pod, _filing(pod))
 
-    def __delitem__(self, key: tuple[str, str]) -> None:
+    def __delitem__(self, key: Key) -> None:
         pod = self[key]
         super().__delitem__(key)
-        self._leave(pod, pod.node_name)
+        del self._position[key]
+        self._leave(pod, _filing(pod))
 
-    def moved(self, pod: Pod, old: str | None, new: str | None) -> None:
-        """``Revisions.on_move``: a Pod's ``node_name`` changed."""
+    def changed(self, pod: Pod, name: str, old: Any) -> None:
+        """``Revisions.on_pod``: the Pod's attribute ``name`` changed from ``old``."""
         if self.get(pod.key) is not pod:
             return  # not (or no longer) one of the cluster's Pods
-        self._leave(pod, old)
-        self._join(pod, new)
-
-    def _join(self, pod: Pod, node: str | None) -> None:
-        if node is None:
-            self.pending[pod.key] = pod
+        now = _filing(pod)
+        if name == "nominated_claim":  # the hot case: only one index depends on it
+            _discard(self.nominated, old, pod.key)
+            if now[3] is not None:
+                self.nominated.setdefault(now[3], {})[pod.key] = pod
             return
-        self.bound.setdefault(node, {})[pod.key] = pod
-        hosts = self._hosts.setdefault(pod.priority, {})
+        then = list(now)
+        then[_SLOT[name]] = old
+        self._leave(pod, tuple(then))  # type: ignore[arg-type]
+        self._join(pod, now)
+
+    def _join(self, pod: Pod, filing: Filing) -> None:
+        node, priority, pool, nominated, owner_kind = filing
+        key = pod.key
+        if nominated is not None:
+            self.nominated.setdefault(nominated, {})[key] = pod
+        if priority < 0 and owner_kind is None:  # ``is_placeholder``, of these values
+            self.placeholders.setdefault(pool, {})[key] = pod
+        if node is None:
+            self.pending[key] = pod
+            self.pending_in.setdefault(pool, {})[key] = pod
+            return
+        self.bound.setdefault(node, {})[key] = pod
+        hosts = self._hosts.setdefault(priority, {})
         hosts[node] = hosts.get(node, 0) + 1
         self._charge(node, pod.requests, 1)
 
-    def _leave(self, pod: Pod, node: str | None) -> None:
+    def _leave(self, pod: Pod, filing: Filing) -> None:
+        node, priority, pool, nominated, owner_kind = filing
+        key = pod.key
+        _discard(self.nominated, nominated, key)
+        if priority < 0 and owner_kind is None:
+            _discard(self.placeholders, pool, key)
         if node is None:
-            self.pending.pop(pod.key, None)
+            self.pending.pop(key, None)
+            _discard(self.pending_in, pool, key)
             return
         on = self.bound.get(node)
-        if on is None or on.pop(pod.key, None) is None:
+        if on is None or on.pop(key, None) is None:
             return
         if not on:
             del self.bound[node]
-        hosts = self._hosts[pod.priority]
+        hosts = self._hosts[priority]
         hosts[node] -= 1
         if not hosts[node]:
             del hosts[node]
@@ -139,6 +186,22 @@ class PodTable(dict[tuple[str, str], Pod]):
             if all(w <= self._free_of(nodes[name], r) for r, w in wanted)
         ]
 
+    def nominated_to(self, claim: str) -> list[Pod]:
+        """The Pods nominated to ``claim``, in the table's order."""
+        return self.in_order(self.nominated.get(claim, {}).values())
+
+    def placeholders_of(self, pool: str | None) -> list[Pod]:
+        """The placeholder Pods of ``pool`` (None: of every pool), in the table's order."""
+        if pool is None:
+            return self.in_order(
+                p for by_key in self.placeholders.values() for p in by_key.values()
+            )
+        return self.in_order(self.placeholders.get(pool, {}).values())
+
+    def in_order(self, pods: Iterable[Pod]) -> list[Pod]:
+        """``pods`` (of this table) in the order iterating the table would meet them."""
+        return sorted(pods, key=lambda pod: self._position[pod.key])
+
     def hosts_below(self, cluster: FakeCluster, priority: int) -> Iterable[Node]:
         """Launched nodes hosting at least one Pod of a priority below ``priority``."""
         names: set[str] = set()
@@ -146,3 +209,66 @@ class PodTable(dict[tuple[str, str], Pod]):
             if level < priority:
                 names.update(hosts)
         return [self._nodes[n] for n in names if n in self._nodes]
+
+
+class ClaimTable(dict[str, Claim]):
+    """The cluster's NodeClaims by name, indexed by pool and by whether they are launching."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.of_pool: dict[str, dict[str, Claim]] = {}
+        """The claims of each pool (a pool with none is absent)."""
+        self.launching: dict[str, dict[str, Claim]] = {}
+        """Per pool, its claims still launching: not Ready and not being deleted."""
+
+    def __setitem__(self, name: str, claim: Claim) -> None:
+        old = self.get(name)
+        if old is not None:
+            self._unfile(old, old.pool)
+        super().__setitem__(name, claim)
+        self._file(claim)
+
+    def __delitem__(self, name: str) -> None:
+        claim = self[name]
+        super().__delitem__(name)
+        self._unfile(claim, claim.pool)
+
+    def changed(self, claim: Claim, name: str, old: Any) -> None:
+        """``Revisions.on_claim``: the claim's attribute ``name`` changed from ``old``."""
+        if self.get(claim.name) is not claim:
+            return  # removed (an archived claim may still be written)
+        self._unfile(claim, old if name == "pool" else claim.pool)
+        self._file(claim)
+
+    def launching_in(self, pool: str) -> list[Claim]:
+        """The pool's claims still launching, by name (a handful: sorting only those)."""
+        return sorted(self.launching.get(pool, {}).values(), key=_name)
+
+    def count_in(self, pool: str) -> int:
+        """How many claims ``pool`` has."""
+        return len(self.of_pool.get(pool, ()))
+
+    def _file(self, claim: Claim) -> None:
+        self.of_pool.setdefault(claim.pool, {})[claim.name] = claim
+        if not claim.ready and claim.deleting_at is None:
+            self.launching.setdefault(claim.pool, {})[claim.name] = claim
+
+    def _unfile(self, claim: Claim, pool: str) -> None:
+        _discard(self.of_pool, pool, claim.name)
+        _discard(self.launching, pool, claim.name)
+
+
+def _name(claim: Claim) -> str:
+    return claim.name
+
+
+def _filing(pod: Pod) -> Filing:
+    return (pod.node_name, pod.priority, pod.pool, pod.nominated_claim, pod.owner_kind)
+
+
+def _discard(index: dict[Any, dict[Any, Any]], group: Any, key: Any) -> None:
+    """Drop ``key`` from ``index[group]``, and the group once it is empty (an index then holds
+    exactly what a walk of the records would find)."""
+    members = index.get(group)
+    if members is not None and members.pop(key, None) is not None and not members:
+        del index[group]
