@@ -367,6 +367,42 @@ def sim_faults(draw: st.DrawFn) -> list[tuple[timedelta, str, int]]:
     )
 
 
+# --- the fake cluster's indexes ------------------------------------------------------------
+
+FAKE_CLUSTER_OPERATIONS = (
+    "add-node",
+    "add-pending-node",
+    "add-pod",
+    "add-bare-pod",
+    "create-placeholder",
+    "delete-pod",
+    "delete-claim",
+    "not-ready",
+    "ready-again",
+    "advance",
+    "fail-provisioning",
+    "capacity-shortage",
+    "pool-not-ready",
+    "preempt-placeholders",
+    "karpenter-disrupts",
+    "disrupt-later",
+    "write-pod",
+    "write-claim",
+)
+"""What ``fake_cluster_operations`` may do to a fake cluster: through its API, and by writing an
+indexed attribute of a record directly (``write-pod``, ``write-claim``), which a hook must see."""
+
+
+def fake_cluster_operations() -> st.SearchStrategy[list[tuple[str, int, int]]]:
+    """Operations on a fake cluster of two pools: (kind, which target, which variant); the test
+    maps each number onto what exists at that moment, so every sequence is applicable."""
+    return st.lists(
+        st.tuples(st.sampled_from(FAKE_CLUSTER_OPERATIONS), st.integers(0, 15), st.integers(0, 5)),
+        min_size=4,
+        max_size=60,
+    )
+
+
 # --- group commit -----------------------------------------------------------------------------
 
 #: The namespaces of a batch: one under a (hard) claim, one charged to the unclaimed sums.

@@ -40,7 +40,7 @@ from fleetgate.adapters.fakecluster.model import (
     Pool,
     Revisions,
 )
-from fleetgate.adapters.fakecluster.scheduler import PodTable
+from fleetgate.adapters.fakecluster.tables import ClaimTable, PodTable
 from fleetgate.domain.rotation.cluster import (
     ClusterConflict,
     ObjectNotFound,
@@ -88,7 +88,7 @@ class FakeCluster(KarpenterLifecycle):
         self.drain_time = _duration(drain_time, "drain_time")
         self.placeholder_namespace = placeholder_namespace
         self.pools: dict[str, Pool] = {}
-        self.claims: dict[str, Claim] = {}
+        self.claims = ClaimTable()
         self.archive: dict[str, Claim] = {}  # every claim ever created, removed ones included
         self.pods = PodTable()
         self.faults = Faults()
@@ -106,7 +106,8 @@ class FakeCluster(KarpenterLifecycle):
         self._scheduling = False  # the scheduler folds re-entrant calls into the running one
         self._rerun = False
         self._revisions = Revisions()
-        self._revisions.on_move = self.pods.moved
+        self._revisions.on_pod = self.pods.changed
+        self._revisions.on_claim = self.claims.changed
         # Per pool: the observation last handed out, reused while nothing at all has changed,
         # and its members (claims, nodes, pods, placeholders), reused while none joined or left.
         self._observed: dict[str, tuple[int, PoolObservation]] = {}

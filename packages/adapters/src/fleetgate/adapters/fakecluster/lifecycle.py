@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetgate.adapters.fakecluster import scheduler
+from fleetgate.adapters.fakecluster import scheduler, tables
 from fleetgate.adapters.fakecluster.faults import ControllerCrash, Faults
 from fleetgate.adapters.fakecluster.model import (
     HOSTNAME_LABEL,
@@ -39,9 +39,9 @@ class KarpenterLifecycle:
 
     clock: Any
     pools: dict[str, Pool]
-    claims: dict[str, Claim]
+    claims: tables.ClaimTable
     archive: dict[str, Claim]
-    pods: scheduler.PodTable
+    pods: tables.PodTable
     faults: Faults
     history: list[ClusterRecord]
     breaches: list[ClusterRecord]
@@ -58,10 +58,9 @@ class KarpenterLifecycle:
     def pool_resources(self, pool: str) -> dict[str, int]:
         """``status.resources``: the summed allocatable of the pool's claims."""
         total: dict[str, int] = {}
-        for claim in self.claims.values():
-            if claim.pool == pool:
-                for name, value in claim.allocatable.items():
-                    total[name] = total.get(name, 0) + value
+        for claim in self.claims.of_pool.get(pool, {}).values():
+            for name, value in claim.allocatable.items():
+                total[name] = total.get(name, 0) + value
         return total
 
     def refuses_to_provision(self, pool: Pool) -> str | None:
@@ -89,7 +88,7 @@ class KarpenterLifecycle:
             return None
         used = self.pool_resources(pool.name)
         if NODES in pool.limits:
-            used[NODES] = _ONE_NODE * sum(c.pool == pool.name for c in self.claims.values())
+            used[NODES] = _ONE_NODE * self.claims.count_in(pool.name)
         adds = {**pool.node_allocatable, NODES: _ONE_NODE}
         for name, limit in sorted(pool.limits.items()):
             if used.get(name, 0) + adds.get(name, 0) > limit:
@@ -105,7 +104,7 @@ class KarpenterLifecycle:
         """
         if pool.replicas is None or not pool.ready:
             return
-        have = sum(c.pool == pool.name for c in self.claims.values())
+        have = self.claims.count_in(pool.name)
         for _ in range(pool.replicas - have):
             if self.exceeded_limit(pool) is not None:
                 return
@@ -248,9 +247,8 @@ class KarpenterLifecycle:
                         pod.node_name = None
                         pod.pending_since = at
             self._notify("removed", claim.node, at)
-        for pod in self.pods.values():
-            if pod.nominated_claim == claim.name:
-                pod.nominated_claim = None
+        for pod in self.pods.nominated_to(claim.name):
+            pod.nominated_claim = None
         self._record(at, "claim-removed", claim.name, claim.pool)
         self._keep_replicas(self.pools[claim.pool], at)
         self._schedule(at)
@@ -268,9 +266,7 @@ class KarpenterLifecycle:
             self._schedule(at)
 
     def _placeholders(self, pool: str | None) -> list[Pod]:
-        return [
-            p for p in self.pods.values() if is_placeholder(p) and (pool is None or p.pool == pool)
-        ]
+        return self.pods.placeholders_of(pool)
 
     def _at(self, at: datetime, kind: str, name: str) -> None:
         heapq.heappush(self._queue, (at, next(self._seq), kind, name))
@@ -278,7 +274,7 @@ class KarpenterLifecycle:
     def _still_due(self, item: tuple[datetime, int, str, str]) -> bool:
         _, _, kind, name = item
         if kind == "batch":
-            return any(p.pool == name for p in self.pods.pending.values())
+            return name in self.pods.pending_in
         claim = self.claims.get(name)
         if claim is None:
             return False

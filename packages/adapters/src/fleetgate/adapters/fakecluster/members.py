@@ -30,19 +30,32 @@ class _Sorted:
         self.views: list[Any] = []
         # Per key touched since the last ``take``, the value it showed then (None: absent).
         self.touched: dict[Any, Any] = {}
+        self._shown: tuple[Any, ...] | None = None  # ``views`` as last handed out
+
+    def shown(self) -> tuple[Any, ...]:
+        """The values shown, in key order: the same tuple while none of them changed (so a
+        reader may take an identical tuple for unchanged members, and no pass copies a
+        fleet-sized list that did not change)."""
+        if self._shown is None:
+            self._shown = tuple(self.views)
+        return self._shown
 
     def put(self, key: Any, record: Any) -> None:
         """Add or refresh ``record`` under ``key``."""
         i = bisect.bisect_left(self.keys, key)
+        view = record.view()
         if i < len(self.keys) and self.keys[i] == key:
             self.touched.setdefault(key, self.views[i])
             self.records[i] = record
-            self.views[i] = record.view()
+            if self.views[i] is not view:
+                self.views[i] = view
+                self._shown = None
         else:
             self.touched.setdefault(key, None)
             self.keys.insert(i, key)
             self.records.insert(i, record)
-            self.views.insert(i, record.view())
+            self.views.insert(i, view)
+            self._shown = None
 
     def drop(self, key: Any) -> Any:
         """Remove the member under ``key``; return it (None when absent)."""
@@ -50,6 +63,7 @@ class _Sorted:
         if i < len(self.keys) and self.keys[i] == key:
             self.touched.setdefault(key, self.views[i])
             del self.keys[i], self.views[i]
+            self._shown = None
             return self.records.pop(i)
         return None
 
@@ -111,10 +125,10 @@ class PoolMembers:
     def shown(self) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
         """The member values: claims, nodes, Pods, placeholders."""
         return (
-            tuple(self.claims.views),
-            tuple(self.nodes.views),
-            tuple(self.pods.views),
-            tuple(self.placeholders.views),
+            self.claims.shown(),
+            self.nodes.shown(),
+            self.pods.shown(),
+            self.placeholders.shown(),
         )
 
     def changes(self, since: int) -> MemberChanges:

@@ -41,7 +41,7 @@ class Revisions:
     ``pods`` (workload Pods) and ``placeholders`` when one joins, leaves or (for the first two)
     moves: a pool's member lists are rebuilt only when their own counter moved."""
 
-    __slots__ = ("any", "claims", "dirty", "on_move", "placeholders", "pods")
+    __slots__ = ("any", "claims", "dirty", "on_claim", "on_pod", "placeholders", "pods")
 
     def __init__(self) -> None:
         self.any = 0
@@ -51,9 +51,13 @@ class Revisions:
         self.dirty: dict[int, Any] = {}
         """The records changed since the cluster last collected them (by ``id``): an
         observation rebuilds only their values."""
-        self.on_move: Any = None
-        """Called as ``on_move(pod, old_node, new_node)`` when a Pod's ``node_name`` changes
-        (the scheduler's capacity index keeps itself current this way)."""
+        self.on_pod: Any = None
+        """Called as ``on_pod(pod, attribute, old_value)`` after a write changed one of the
+        attributes the cluster's Pods are indexed by (``POD_INDEXED``): the ``PodTable``
+        keeps itself current this way."""
+        self.on_claim: Any = None
+        """Called as ``on_claim(claim, attribute, old_value)`` after a write changed one of
+        ``CLAIM_INDEXED``: the ``ClaimTable`` keeps itself current this way."""
 
     def left(self, kind: str, record: Any = None) -> None:
         """A record of ``kind`` (``claims``, ``pods``, ``placeholders``) joined or left."""
@@ -61,6 +65,12 @@ class Revisions:
         setattr(self, kind, getattr(self, kind) + 1)
         if record is not None:
             self.dirty[id(record)] = record
+
+
+POD_INDEXED = frozenset({"node_name", "nominated_claim", "pool", "priority", "owner_kind"})
+"""The Pod attributes the cluster's Pod indexes depend on (see ``tables.PodTable``)."""
+CLAIM_INDEXED = frozenset({"ready", "deleting_at", "pool"})
+"""The claim attributes the cluster's claim indexes depend on (see ``tables.ClaimTable``)."""
 
 
 class _Cached:
@@ -148,6 +158,17 @@ class Claim(_Cached):
     drifted: bool = False  # Karpenter's Drifted condition
 
     _membership = frozenset({"node"})
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in CLAIM_INDEXED:
+            revisions = self._revisions
+            if revisions is not None and revisions.on_claim is not None:
+                old = getattr(self, name)
+                _Cached.__setattr__(self, name, value)
+                if old != value:
+                    revisions.on_claim(self, name, old)
+                return
+        _Cached.__setattr__(self, name, value)
 
     def _kind(self) -> str:
         return "claims"
@@ -243,14 +264,15 @@ class Pod(_Cached):
     _membership = frozenset({"node_name"})
 
     def __setattr__(self, name: str, value: Any) -> None:
-        revisions = self._revisions
-        if name == "node_name" and revisions is not None and revisions.on_move is not None:
-            old = self.node_name
-            super().__setattr__(name, value)
-            if old != value:
-                revisions.on_move(self, old, value)
-            return
-        super().__setattr__(name, value)
+        if name in POD_INDEXED:
+            revisions = self._revisions
+            if revisions is not None and revisions.on_pod is not None:
+                old = getattr(self, name)
+                _Cached.__setattr__(self, name, value)
+                if old != value:
+                    revisions.on_pod(self, name, old)
+                return
+        _Cached.__setattr__(self, name, value)
 
     def _kind(self) -> str:
         return "placeholders" if is_placeholder(self) else "pods"
