@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from fleetgate.domain.rotation.cluster import (
     NodeClaimView,
@@ -80,10 +80,13 @@ class _Cached:
     _revisions: Revisions | None = None
     _membership: frozenset[str] = frozenset()
     """Attributes whose change moves the record between member lists (see ``_kind``)."""
+    _unobserved: frozenset[str] = frozenset({"_view"})
+    """Attributes no observation shows: writing one leaves the cached value and the pool's
+    observation as they are."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
-        if name != "_view":
+        if name not in self._unobserved:
             object.__setattr__(self, "_view", None)
             revisions = self._revisions
             if revisions is not None:
@@ -158,6 +161,8 @@ class Claim(_Cached):
     drifted: bool = False  # Karpenter's Drifted condition
 
     _membership = frozenset({"node"})
+    _labels_seen: ClassVar[Any] = None
+    """(the labels' items, their observed mapping, the requirements) at the last build."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in CLAIM_INDEXED:
@@ -181,6 +186,7 @@ class Claim(_Cached):
         return view
 
     def _build(self) -> NodeClaimView:
+        labels, requirements = self._labels()
         return NodeClaimView(
             name=self.name,
             created_at=self.created_at,
@@ -190,16 +196,27 @@ class Claim(_Cached):
             node_name=self.node.name if self.node else None,
             deleting_at=self.deleting_at,
             annotations=MappingProxyType(dict(self.annotations)),
-            labels=MappingProxyType(dict(self.labels)),
-            requirements=tuple(
-                Requirement(key, "In", (value,))
-                for key, value in sorted(self.labels.items())
-                if key != NODEPOOL_LABEL
-            ),
+            labels=labels,
+            requirements=requirements,
             allocatable=MappingProxyType(dict(self.allocatable)),
             disruption_reason=self.disruption_reason,
             drifted=self.drifted,
         )
+
+    def _labels(self) -> tuple[MappingProxyType[str, str], tuple[Requirement, ...]]:
+        # A claim's labels almost never change while its annotations change every rotation
+        # step: the last build's labels and requirements serve while the items are the same.
+        items = tuple(self.labels.items())
+        seen = self._labels_seen
+        if seen is None or seen[0] != items:
+            requirements = tuple(
+                Requirement(key, "In", (value,))
+                for key, value in sorted(items)
+                if key != NODEPOOL_LABEL
+            )
+            seen = (items, MappingProxyType(dict(items)), requirements)
+            object.__setattr__(self, "_labels_seen", seen)
+        return seen[1], seen[2]
 
 
 @dataclass
@@ -262,6 +279,9 @@ class Pod(_Cached):
 
     # A placeholder is listed by its pool whether bound or not: binding it moves nothing.
     _membership = frozenset({"node_name"})
+    # The scheduler's own bookkeeping (a PodView has neither): Karpenter's batching and
+    # nomination of Pending Pods rewrite these on every scheduling round.
+    _unobserved = frozenset({"_view", "nominated_claim", "pending_since"})
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in POD_INDEXED:

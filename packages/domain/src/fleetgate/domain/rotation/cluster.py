@@ -11,6 +11,7 @@ Resource quantities are integers in milli-units, like Kubernetes' ``Quantity.Mil
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -26,9 +27,10 @@ _pod_key = attrgetter("namespace", "name")
 
 _V = TypeVar("_V")
 _GONE: Any = object()
-_FLATTEN = 64
-"""An overlay of at most this many entries (or an eighth of its base) is laid over the base
-dict; a larger one is merged into a new base."""
+_FLATTEN = 16
+"""An overlay of at most this many entries (or the square root of its base's) is laid over
+the base dict; a larger one is merged into a new base. Each observation copies the overlay and
+a merge copies the base, so the bound that costs least per change grows as that root."""
 
 
 class Index(Generic[_V]):
@@ -36,8 +38,8 @@ class Index(Generic[_V]):
 
     A base dict, shared between the observations of one pool, and a small overlay of what
     changed since it was built: carrying it to the next observation costs the changes, not a
-    copy of every entry. Once the overlay outgrows ``_FLATTEN`` (and an eighth of the base) the
-    two are merged into a new base, so the copying is spread over that many changes.
+    copy of every entry. Once the overlay outgrows ``_FLATTEN`` (and the root of the base's size)
+    the two are merged into a new base, so the copying is spread over that many changes.
     """
 
     __slots__ = ("_base", "_overlay", "_size")
@@ -103,7 +105,7 @@ class Index(Generic[_V]):
         return self._layered(overlay, size)
 
     def _layered(self, overlay: dict[str, Any], size: int) -> Index[_V]:
-        if len(overlay) <= max(_FLATTEN, len(self._base) >> 3):
+        if len(overlay) <= max(_FLATTEN, math.isqrt(len(self._base))):
             return Index(self._base, overlay, size)
         base = dict(self._base)
         for k, value in overlay.items():
