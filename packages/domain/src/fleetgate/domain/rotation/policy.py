@@ -11,7 +11,7 @@ start gates read.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from functools import cached_property, lru_cache
 
@@ -130,6 +130,16 @@ class RotationPolicy:
     generation: int | None = field(default=None, compare=False)
     """``metadata.generation`` of a policy read from the cluster (None from a file). Left out
     of equality and hashing: it is bookkeeping for the status, not part of what the policy says."""
+
+    def __hash__(self) -> int:
+        # A policy keys the caches every pass consults (its resolution, its schedule): hashing
+        # each nested field on every look-up was a visible part of a pass, and a frozen value's
+        # hash never changes. Over the compared fields, as the generated hash would be.
+        cached: int | None = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
+            self.__dict__["_hash"] = cached
+        return cached
 
     def validate(self) -> list[str]:
         """Every problem with the policy, each as ``spec.field.path: reason`` (empty if valid)."""

@@ -97,9 +97,15 @@ def settled_anchored(
     writes = [a for a in actions if isinstance(a, WRITES)]
     if not writes or not all(isinstance(a, _PREDICTABLE) for a in writes):
         return None
-    after = predicted(p.obs, writes, p.now)
-    if (after.annotations.get(ann.ACTIVE_ROTATION) or None) != anchor:
+    # The anchor the writes leave, found before the whole pool is predicted: a pass that ends
+    # its rotation (the usual last write) needs no prediction.
+    left = p.obs.annotations.get(ann.ACTIVE_ROTATION)
+    for a in writes:
+        if isinstance(a, AnnotatePool) and ann.ACTIVE_ROTATION in a.patch:
+            left = a.patch[ann.ACTIVE_ROTATION]
+    if (left or None) != anchor:
         return None  # the rotation ended or changed hands: the next pass is a start's
+    after = predicted(p.obs, writes, p.now)
     q = replace(p, obs=after)
     more, _ = advance(q, anchor)
     if any(isinstance(a, WRITES) for a in more):
