@@ -6,6 +6,7 @@ Every test that needs generated values imports them from here, so a value's shap
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -432,3 +433,90 @@ def queued_admissions(draw: st.DrawFn) -> list[tuple[str, str, Resources, str | 
 def matching(pattern: str) -> st.SearchStrategy[str]:
     """Whole strings a published schema ``pattern`` admits (what a schema-driven client sends)."""
     return st.from_regex(pattern, fullmatch=True)
+
+
+#: The JSON Schema keywords :func:`from_json_schema` reads, and those it may pass over (they say
+#: nothing about which values are valid).
+_SCHEMA_KEYWORDS = {
+    "$defs", "$ref", "additionalProperties", "anyOf", "const", "enum", "items", "maxItems",
+    "maxLength", "maxProperties", "maximum", "minItems", "minLength", "minimum", "oneOf",
+    "pattern", "properties", "propertyNames", "required", "type",
+}  # fmt: skip
+_SCHEMA_ANNOTATIONS = {"default", "description", "title", "contentMediaType", "examples"}
+
+
+def from_json_schema(schema: dict[str, Any], *, max_items: int = 4) -> st.SearchStrategy[Any]:
+    """Values a published JSON Schema admits, drawn from the document alone (as a schema-driven
+    client would make them): no model behind it is consulted.
+
+    Reads the keywords pydantic writes for the API's request models; any other keyword fails
+    loudly, so a constraint the strategy does not know can never be silently left out. Lists and
+    maps are kept to ``max_items`` entries (the bounds themselves are tested where they matter).
+    """
+    definitions = schema.get("$defs", {})
+
+    def build(node: dict[str, Any]) -> st.SearchStrategy[Any]:
+        unknown = set(node) - _SCHEMA_KEYWORDS - _SCHEMA_ANNOTATIONS
+        if unknown:
+            raise ValueError(f"from_json_schema: keywords it does not read: {sorted(unknown)}")
+        if "$ref" in node:
+            name = node["$ref"].rsplit("/", 1)[-1]
+            return st.deferred(lambda: build(definitions[name]))
+        if "anyOf" in node or "oneOf" in node:
+            return st.one_of([build(n) for n in node.get("anyOf") or node["oneOf"]])
+        if "const" in node:
+            return st.just(node["const"])
+        if "enum" in node:
+            return st.sampled_from(node["enum"])
+        kind = node.get("type")
+        if kind == "null":
+            return st.none()
+        if kind == "boolean":
+            return st.booleans()
+        if kind == "integer":
+            return st.integers(node.get("minimum"), node.get("maximum"))
+        if kind == "string":
+            return _strings(node)
+        if kind == "array":
+            return st.lists(
+                build(node["items"]),
+                min_size=node.get("minItems", 0),
+                max_size=min(node.get("maxItems", max_items), max_items),
+            )
+        if kind == "object":
+            return _objects(node, build, max_items)
+        raise ValueError(f"from_json_schema: a schema without a type it reads: {node}")
+
+    return build(schema)
+
+
+def _strings(node: dict[str, Any]) -> st.SearchStrategy[str]:
+    low, high = node.get("minLength", 0), node.get("maxLength")
+    if "pattern" not in node:
+        return st.text(min_size=low, max_size=min(high if high is not None else 40, 40))
+    return matching(node["pattern"]).filter(lambda s: low <= len(s) <= (high or len(s)))
+
+
+def _objects(
+    node: dict[str, Any],
+    build: Any,
+    max_items: int,
+) -> st.SearchStrategy[dict[str, Any]]:
+    properties = node.get("properties", {})
+    required = set(node.get("required", ()))
+    extra = node.get("additionalProperties", True)
+    if properties:
+        if extra is not False:
+            raise ValueError("from_json_schema: properties with additionalProperties allowed")
+        return st.fixed_dictionaries(
+            {name: build(s) for name, s in properties.items() if name in required},
+            optional={name: build(s) for name, s in properties.items() if name not in required},
+        )
+    if not isinstance(extra, dict):
+        raise ValueError("from_json_schema: an object needs properties or additionalProperties")
+    keys = {"type": "string", **node.get("propertyNames", {})}
+    return st.dictionaries(
+        build(keys),
+        build(extra),
+        max_size=min(node.get("maxProperties", max_items), max_items),
+    )

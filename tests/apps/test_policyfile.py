@@ -89,6 +89,7 @@ def test_single_document_errors_name_just_the_file(tmp_path: Path) -> None:
         ("---\n", "contains no RotationPolicy"),
         ("- a\n- b\n", "manifest: must be a mapping, got a list"),
         ("a: [1,\n", "invalid YAML at line 2, column 1"),
+        ("[" * 5000, "invalid YAML: nested too deeply"),  # the parser recurses per level
     ],
 )
 def test_unusable_text(text: str, message: str) -> None:

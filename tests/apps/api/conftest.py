@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pluggy
 import pytest
+from fastapi import FastAPI
 
 from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import VirtualClock
@@ -34,9 +35,10 @@ def bearer(secret: str) -> dict[str, str]:
 
 @dataclass
 class Api:
-    """A running API: its client, its container and virtual clock, and token helpers."""
+    """A running API: its client, the app, its container and virtual clock, and token helpers."""
 
     client: httpx.AsyncClient
+    app: FastAPI
     container: Container
     clock: VirtualClock
     tokens: dict[str, str] = field(default_factory=dict)
@@ -85,7 +87,7 @@ async def running_api(settings: Settings) -> AsyncIterator[Api]:
         await empty(container.ledger())
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://fleetgate") as client:
-            yield Api(client, container, clock)
+            yield Api(client, app, container, clock)
 
 
 @pytest.fixture

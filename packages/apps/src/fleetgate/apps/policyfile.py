@@ -72,6 +72,8 @@ def policies_from_text(text: str, source: str = "<policy>") -> list[RotationPoli
         documents = [d for d in yaml.load_all(text, Loader=_KubernetesLoader) if d is not None]
     except yaml.YAMLError as exc:
         raise PolicyFileError([f"{source}: {_describe_yaml_error(exc)}"]) from exc
+    except RecursionError:  # PyYAML composes nested collections recursively
+        raise PolicyFileError([f"{source}: invalid YAML: nested too deeply"]) from None
     if not documents:
         raise PolicyFileError([f"{source}: contains no RotationPolicy"])
     policies: list[RotationPolicy] = []

@@ -25,6 +25,7 @@ from fleetgate.apps.api.routes import (
     rotation_status,
     tokens,
 )
+from fleetgate.apps.api.schemas.rotation import SIMULATE_SECONDS
 
 if TYPE_CHECKING:
     from fleetgate.apps.container import Container
@@ -73,6 +74,8 @@ def create_app(container: Container) -> FastAPI:
     install_docs(app)
     app.state.container = container
     app.state.authenticator = Authenticator(settings.api.admin_token, container.token_store())
+    # The wall-clock bound of one POST /v1/rotation/simulate (a test's app may set a shorter one).
+    app.state.simulate_seconds = SIMULATE_SECONDS
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     # Outermost: the request id and the timing cover everything the app does, errors included.

@@ -21,7 +21,8 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from fleetgate.apps.api.dashboard import render
 from fleetgate.apps.api.dashboard.render import e
-from fleetgate.apps.api.schemas.rotation import MAX_SIMULATE_NODES, SIMULATE_SECONDS
+from fleetgate.apps.api.schemas.fleet import MAX_SIMULATE_NODES
+from fleetgate.apps.api.schemas.rotation import SIMULATE_SECONDS
 from fleetgate.apps.check import check_report
 from fleetgate.apps.policyfile import PolicyFileError, policies_from_text
 from fleetgate.apps.simulate.fleet import Fleet, FleetError, load_fleet

@@ -3,32 +3,33 @@ over HTTP, for any token."""
 
 from __future__ import annotations
 
-import asyncio
-import time
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import yaml
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
-from fleetgate.apps.api.errors import ApiError
+from fleetgate.apps.api.bounded import RanTooLong, run_bounded
+from fleetgate.apps.api.errors import ApiError, validation_error
 from fleetgate.apps.api.schemas import (
     ErrorBody,
     RotationCheckBody,
     RotationCheckRequest,
     RotationSimulateRequest,
 )
+from fleetgate.apps.api.schemas.fleet import FIRST_YEAR, LAST_YEAR, FleetFile, fleet_document
 from fleetgate.apps.api.schemas.policy import RotationPolicyManifest
 from fleetgate.apps.api.schemas.rotation import (
     MAX_SIMULATE_DAYS,
-    MAX_SIMULATE_NODES,
+    MAX_SIMULATE_POLICY_DAYS,
     SIMULATE_SECONDS,
 )
 from fleetgate.apps.check import check_report, parse_expire_after, parse_grace_period
 from fleetgate.apps.policyfile import PolicyFileError, policies_from_text
-from fleetgate.apps.simulate.fleet import FleetError, load_fleet, parse_instant
+from fleetgate.apps.simulate.fleet import Fleet, FleetError, load_fleet, parse_instant
 from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
 from fleetgate.domain.durations import DurationError, parse_duration
 from fleetgate.domain.rotation.manifest import policy_from_manifest
@@ -93,113 +94,128 @@ async def rotation_check(body: RotationCheckRequest) -> JSONResponse:
     return JSONResponse(report)
 
 
-def _outside_the_calendar(field: str) -> ApiError:
-    """422 for a simulation whose instants fall outside the years 1 to 9999."""
-    return _invalid(
-        field,
-        [
-            "start with the span and the fleet's durations reaches outside the years 1 to 9999; "
-            "choose a start nearer today or shorter durations"
-        ],
+def _duration(value: str | None) -> timedelta | None:
+    """A duration the schema already admitted (so one that parses, and is not negative)."""
+    return None if value is None else parse_duration(value)
+
+
+def _fleet_document(value: FleetFile | str) -> dict[str, Any]:
+    """The fleet file for the loader: the object as validated, or the YAML text parsed (as the
+    CLI parses ``--fleet``) and held to the same schema, so both forms obey the same rules."""
+    if isinstance(value, FleetFile):
+        return value.document()
+    try:
+        parsed = yaml.safe_load(value)
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        # PyYAML raises ValueError for a timestamp that is no date (2024-02-30), and runs out
+        # of stack on deeply nested text: both are the client's text, not the server's fault.
+        raise _invalid("fleet", [f"not valid YAML: {exc}"]) from exc
+    try:
+        return fleet_document(parsed)
+    except ValidationError as exc:
+        errors = [{**error, "loc": ("body", "fleet", *error["loc"])} for error in exc.errors()]
+        raise validation_error(errors, {"body": {"fleet": parsed}}) from None
+
+
+def _policy_bounds(policy: RotationPolicy) -> None:
+    """422 naming each of the policy's durations and instants a simulation cannot take (see the
+    request's ``policy`` description): a run adds the durations to its instants, and computes
+    window transitions up to the end of an exclusion."""
+    surge = policy.surge
+    durations = {
+        "spec.ageThreshold": policy.age_threshold,
+        "spec.surge.readyTimeout": surge.ready_timeout,
+        "spec.surge.cooldownAfter": surge.cooldown_after,
+        "spec.surge.failurePause": surge.failure_pause,
+        "spec.surge.retryBackoff": surge.retry_backoff,
+        "spec.surge.drainEstimate": surge.drain_estimate,
+        "spec.surge.provisioningEstimate": surge.provisioning_estimate,
+    }
+    limit = timedelta(days=MAX_SIMULATE_POLICY_DAYS)
+    problems = [
+        f"{path}: at most {MAX_SIMULATE_POLICY_DAYS}d in a simulation"
+        for path, value in durations.items()
+        if value is not None and value > limit
+    ]
+    for index, exclusion in enumerate(policy.exclusions):
+        for end, instant in (("start", exclusion.start), ("end", exclusion.end)):
+            if not _in_simulated_years(instant):
+                problems.append(
+                    f"spec.exclusions[{index}].{end}: must be in the years {FIRST_YEAR} to "
+                    f"{LAST_YEAR} (UTC) in a simulation"
+                )
+    if problems:
+        raise _invalid("policy", problems)
+
+
+def _in_simulated_years(instant: datetime) -> bool:
+    """Whether ``instant`` falls in the years a simulation takes, in UTC."""
+    try:
+        return FIRST_YEAR <= instant.astimezone(UTC).year <= LAST_YEAR
+    except OverflowError:  # an offset that takes the year 1 or 9999 off the calendar
+        return False
+
+
+def _selected(policy: RotationPolicy, fleet: Fleet) -> None:
+    """422 unless the policy's nodePoolSelector selects the fleet's pool."""
+    selector = policy.node_pool_selector
+    if selector is None or not selector.matches(fleet.labels):
+        raise _invalid(
+            "policy",
+            [
+                "spec.nodePoolSelector: does not select the fleet's labels "
+                f"{dict(fleet.labels)}; set fleet.fleet.labels to match it"
+            ],
+        )
+
+
+def _too_long(seconds: float) -> ApiError:
+    """503: the simulation ran past the app's wall-clock bound (not the client's input's fault)."""
+    return ApiError(
+        503,
+        "simulation_too_long",
+        f"the simulation did not finish within {seconds:g} s of wall time; simulate a shorter "
+        "span or a smaller fleet, or run it with the CLI (fleetgate simulate has no such bound)",
     )
 
 
-class _TooSlow(Exception):
-    """The simulation ran past the request's wall-clock bound."""
-
-
-def _duration(field: str, value: str | None) -> timedelta | None:
-    """A non-negative duration, or a 422 naming ``field``."""
-    if value is None:
-        return None
-    try:
-        parsed = parse_duration(value)
-    except ValueError as exc:
-        raise _invalid(field, [str(exc)]) from exc
-    if parsed < timedelta(0):
-        raise _invalid(field, ["must not be negative"])
-    return parsed
-
-
-def _fleet_document(value: dict[str, Any] | str) -> Any:
-    """The fleet file, parsed, with its size checked before any node is generated."""
-    if isinstance(value, str):
-        try:
-            value = yaml.safe_load(value)
-        except yaml.YAMLError as exc:
-            raise _invalid("fleet", [f"not valid YAML: {exc}"]) from exc
-    spec = value.get("fleet") if isinstance(value, dict) else None
-    if isinstance(spec, dict):
-        count = (
-            (spec.get("generate") or {}).get("count")
-            if isinstance(spec.get("generate"), dict)
-            else None
-        )
-        listed = spec.get("nodes")
-        size = len(listed) if isinstance(listed, list) else count
-        if isinstance(size, int) and size > MAX_SIMULATE_NODES:
-            where = (
-                "fleet.fleet.nodes" if isinstance(listed, list) else "fleet.fleet.generate.count"
-            )
-            raise ApiError(
-                422,
-                "invalid_request",
-                f"{where}: at most {MAX_SIMULATE_NODES} nodes can be simulated over the API "
-                "(use the CLI for larger fleets)",
-                fields=[{"field": where, "location": "body", "reason": "too many nodes"}],
-            )
-    return value
-
-
-@router.post("/simulate", operation_id="rotation_simulate")
+@router.post(
+    "/simulate",
+    operation_id="rotation_simulate",
+    responses={
+        503: {
+            "model": ErrorBody,
+            "description": "simulation_too_long: the run did not finish within the server's "
+            "wall-clock bound; simulate a shorter span or a smaller fleet, or use the CLI.",
+        }
+    },
+)
 @access(admin_only=False)
-async def rotation_simulate(body: RotationSimulateRequest) -> JSONResponse:
+async def rotation_simulate(request: Request, body: RotationSimulateRequest) -> JSONResponse:
     """Simulate the policy over the fleet: the document ``fleetgate simulate --format json``
     prints (bounded: at most ``MAX_SIMULATE_NODES`` nodes, ``MAX_SIMULATE_DAYS`` days, and
-    ``SIMULATE_SECONDS`` of wall time)."""
-    try:
-        start = parse_instant(body.start, "start")
-    except FleetError as exc:
-        raise _invalid("start", [str(exc).removeprefix("start: ")]) from exc
-    span = _duration("span", body.span)
-    assert span is not None
-    if span <= timedelta(0) or span > timedelta(days=MAX_SIMULATE_DAYS):
-        raise _invalid("span", [f"must be more than 0 and at most {MAX_SIMULATE_DAYS}d"])
-    provisioning = _duration("env_provisioning", body.env_provisioning)
-    drain = _duration("env_drain", body.env_drain)
+    the app's ``simulate_seconds`` of wall time, past which it is a 503)."""
+    start = parse_instant(body.start, "start")  # the schema admits only instants it reads
+    span = parse_duration(body.span)
+    if span > timedelta(days=MAX_SIMULATE_DAYS):
+        raise _invalid("span", [f"must be at most {MAX_SIMULATE_DAYS}d"])
+    provisioning = _duration(body.env_provisioning)
+    drain = _duration(body.env_drain)
     policy = _policy(body.policy)
+    _policy_bounds(policy)
     try:
         fleet = load_fleet(_fleet_document(body.fleet), start)
     except FleetError as exc:
         raise _invalid("fleet", [str(exc)]) from exc
-    except OverflowError:
-        raise _outside_the_calendar("fleet") from None
+    _selected(policy, fleet)
+    inputs = Inputs(policy, fleet, start, start + span, provisioning, drain)
+    seconds: float = getattr(request.app.state, "simulate_seconds", SIMULATE_SECONDS)
     try:
-        end = start + span
-    except OverflowError:
-        raise _outside_the_calendar("span") from None
-    inputs = Inputs(policy, fleet, start, end, provisioning, drain)
-    began = time.monotonic()
-
-    def progress(_: datetime) -> None:
-        if time.monotonic() - began > SIMULATE_SECONDS:
-            raise _TooSlow
-
-    try:
-        # CPU-bound: in a worker thread, so the server keeps answering meanwhile.
-        doc = await asyncio.to_thread(simulate, inputs, progress)
+        # CPU-bound: in a thread of its own, so the server keeps answering meanwhile, and
+        # stopped when the bound passes, even in the middle of a long step (see bounded.py).
+        doc = await run_bounded(lambda check: simulate(inputs, check), seconds)
     except SimulationError as exc:
-        field = "span" if str(exc).startswith("--to") else "policy"
-        raise _invalid(field, [str(exc)]) from exc
-    except OverflowError:
-        # An instant the run needs (a node's expiry, its grace period's end) is past 9999.
-        raise _outside_the_calendar("fleet") from None
-    except _TooSlow:
-        raise _invalid(
-            "span",
-            [
-                f"the simulation did not finish within {SIMULATE_SECONDS:.0f} s; simulate a "
-                "shorter span or a smaller fleet"
-            ],
-        ) from None
+        raise _invalid("policy", [str(exc)]) from exc
+    except RanTooLong:
+        raise _too_long(seconds) from None
     return JSONResponse(doc)

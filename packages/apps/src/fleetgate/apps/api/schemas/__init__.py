@@ -76,7 +76,6 @@ from fleetgate.apps.api.schemas.placements import (
 )
 from fleetgate.apps.api.schemas.rotation import (
     MAX_POLICY_TEXT,
-    Duration,
     FindingBody,
     RotationCheckBody,
     RotationCheckRequest,
@@ -111,7 +110,6 @@ __all__ = [
     "DimensionBody",
     "DimensionsRefusal",
     "DryRunBody",
-    "Duration",
     "ErrorBody",
     "EventBody",
     "EventKind",

@@ -6,11 +6,19 @@ one the server takes: a fraction is only as long as keeps the value a whole micr
 (fleetgate's resolution; "ns" only in whole thousands), numbers are bounded so no sum overflows,
 and :data:`POSITIVE_DURATION` needs a component that is not zero. The patterns use no look-around,
 so pydantic's regex engine and every JSON Schema validator read them alike.
+
+A simulation adds its durations to instants, so its own (the fleet file's, the environment's, the
+span) are bounded tighter: :data:`SIMULATION_DURATION` takes four digits a component, not six.
 """
 
 from __future__ import annotations
 
-__all__ = ["DURATION", "POSITIVE_DURATION"]
+__all__ = [
+    "DURATION",
+    "POSITIVE_DURATION",
+    "POSITIVE_SIMULATION_DURATION",
+    "SIMULATION_DURATION",
+]
 
 #: Per unit: how many fraction digits keep any value a whole microsecond (a unit's length in
 #: microseconds divided by 10**digits is a whole number), or None where none may be given.
@@ -27,6 +35,9 @@ _FRACTION_DIGITS: dict[str, int | None] = {
 #: At most this many digits before a point (and before "000" in "ns"): 10**6 days is far from
 #: timedelta's limit even summed over every component.
 _WHOLE_DIGITS = 6
+#: A simulation's own durations have at most this many: eight components of under 10**4 days
+#: stay below 220 years, so no instant a run computes from them leaves the calendar.
+_SIMULATION_DIGITS = 4
 #: At most this many components ("1d2h3m4s5ms6us7000ns" has seven).
 _COMPONENTS = 8
 
@@ -36,9 +47,9 @@ def _units(units: str) -> str:
     return "(?:" + "|".join(units.split()) + ")"
 
 
-def _component(unit: str, fraction: int | None) -> str:
+def _component(unit: str, fraction: int | None, digits: int) -> str:
     """One component in ``unit`` (any value, zero included)."""
-    whole = f"[0-9]{{1,{_WHOLE_DIGITS}}}"
+    whole = f"[0-9]{{1,{digits}}}"
     tail = f"(?:\\.[0-9]{{1,{fraction}}})?" if fraction else ""
     return f"{whole}{tail}{unit}"
 
@@ -49,29 +60,34 @@ def _nonzero_digits(digits: int) -> str:
     return "(?:" + "|".join(places) + ")"
 
 
-def _nonzero_component(unit: str, fraction: int | None) -> str:
+def _nonzero_component(unit: str, fraction: int | None, digits: int) -> str:
     """One component in ``unit`` whose value is not zero."""
-    whole = _nonzero_digits(_WHOLE_DIGITS)
+    whole = _nonzero_digits(digits)
     forms = [f"{whole}(?:\\.[0-9]{{1,{fraction}}})?" if fraction else whole]
     if fraction:
         # A zero whole part with a non-zero digit at fraction position i, digits in all <= max.
         forms += [
-            f"[0-9]{{1,{_WHOLE_DIGITS}}}\\.0{{{i}}}[1-9][0-9]{{0,{fraction - 1 - i}}}"
+            f"[0-9]{{1,{digits}}}\\.0{{{i}}}[1-9][0-9]{{0,{fraction - 1 - i}}}"
             for i in range(fraction)
         ]
     return f"(?:{'|'.join(forms)}){unit}"
 
 
-_NS_ANY = f"[0-9]{{1,{_WHOLE_DIGITS}}}000ns"
-_NS_NONZERO = f"{_nonzero_digits(_WHOLE_DIGITS)}000ns"
-_ANY = "(?:" + "|".join([_NS_ANY, *(_component(u, f) for u, f in _FRACTION_DIGITS.items())]) + ")"
-_NONZERO = (
-    "(?:"
-    + "|".join([_NS_NONZERO, *(_nonzero_component(u, f) for u, f in _FRACTION_DIGITS.items())])
-    + ")"
-)
+def _patterns(digits: int) -> tuple[str, str]:
+    """The patterns of a duration, and of a positive one, with ``digits`` whole digits at most."""
+    units = _FRACTION_DIGITS.items()
+    any_ = "|".join([f"[0-9]{{1,{digits}}}000ns", *(_component(u, f, digits) for u, f in units)])
+    nonzero = "|".join(
+        [
+            f"{_nonzero_digits(digits)}000ns",
+            *(_nonzero_component(u, f, digits) for u, f in units),
+        ]
+    )
+    some, more = f"(?:{any_}){{0,{_COMPONENTS - 1}}}", f"(?:{nonzero})"
+    return f"^(?:{any_}){{1,{_COMPONENTS}}}$", f"^{some}{more}{some}$"
 
-#: A duration of zero or more ("0s", "10m", "1h30m").
-DURATION = f"^{_ANY}{{1,{_COMPONENTS}}}$"
-#: A duration greater than zero: one component is not zero.
-POSITIVE_DURATION = f"^{_ANY}{{0,{_COMPONENTS - 1}}}{_NONZERO}{_ANY}{{0,{_COMPONENTS - 1}}}$"
+
+#: A duration of zero or more ("0s", "10m", "1h30m"), and one greater than zero.
+DURATION, POSITIVE_DURATION = _patterns(_WHOLE_DIGITS)
+#: The same for a simulation's fleet, environment and span (at most four digits a component).
+SIMULATION_DURATION, POSITIVE_SIMULATION_DURATION = _patterns(_SIMULATION_DIGITS)

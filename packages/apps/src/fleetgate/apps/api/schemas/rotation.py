@@ -1,4 +1,4 @@
-"""The rotation check's request and the report it answers with."""
+"""The rotation check's and simulation's requests, and the check's report."""
 
 from __future__ import annotations
 
@@ -8,11 +8,18 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from fleetgate.apps.api.schemas.common import WHOLE_NUMBER, RequestBody
 from fleetgate.apps.api.schemas.durations import DURATION, POSITIVE_DURATION
+from fleetgate.apps.api.schemas.fleet import (
+    FIRST_YEAR,
+    LAST_YEAR,
+    FleetFile,
+    PositiveSimulationDuration,
+    SimulationDuration,
+    SimulationInstant,
+)
 from fleetgate.apps.api.schemas.policy import RotationPolicyManifest
 
 #: The largest YAML policy text accepted (a policy is a few hundred bytes).
 MAX_POLICY_TEXT = 64 * 1024
-Duration = Annotated[str, StringConstraints(min_length=1, max_length=64)]
 PolicyText = Annotated[
     str,
     StringConstraints(max_length=MAX_POLICY_TEXT),
@@ -69,14 +76,26 @@ class RotationCheckBody(BaseModel):
     findings: list[FindingBody]
 
 
-#: The largest fleet a request may simulate, and the longest span (virtual time).
-MAX_SIMULATE_NODES = 2_000
+#: The longest span a request may simulate (virtual time).
 MAX_SIMULATE_DAYS = 120
-#: Wall-clock seconds one simulation may take before it is refused (the API stays responsive).
+#: The longest of a policy's durations a simulation takes: with the fleet's own bounds, no
+#: instant a run computes from them leaves the calendar (a policy for ``check`` has no such bound).
+MAX_SIMULATE_POLICY_DAYS = 36_500
+#: Wall-clock seconds one simulation may take before it is stopped (the API stays responsive);
+#: each app may set its own (``app.state.simulate_seconds``).
 SIMULATE_SECONDS = 30.0
 #: The largest YAML fleet text accepted (with the policy text, it fits the body limit even
 #: when every character is sent as a \u escape).
 MAX_FLEET_TEXT = 64 * 1024
+FleetText = Annotated[
+    str,
+    StringConstraints(max_length=MAX_FLEET_TEXT),
+    Field(
+        description="The same fleet file as YAML text (read as the CLI reads --fleet, then held "
+        "to the same schema).",
+        json_schema_extra={"contentMediaType": "application/yaml"},
+    ),
+]
 
 
 class RotationSimulateRequest(RequestBody):
@@ -86,18 +105,32 @@ class RotationSimulateRequest(RequestBody):
     (``{"fleet": {...}, "env": {...}}``, see docs/rotation-simulator.md) as an object or YAML.
     """
 
-    policy: Policy
-    fleet: dict[str, Any] | Annotated[str, StringConstraints(max_length=MAX_FLEET_TEXT)]
-    start: Annotated[str, StringConstraints(min_length=1, max_length=64)] = Field(
-        "2024-01-01T00:00:00Z", description="Where virtual time starts (RFC3339)."
+    policy: Policy = Field(
+        description="The RotationPolicy. For a simulation its nodePoolSelector must select "
+        "fleet.fleet.labels, and each of its durations (ageThreshold, surge.readyTimeout, "
+        "cooldownAfter, failurePause, retryBackoff, drainEstimate, provisioningEstimate) is at "
+        f"most {MAX_SIMULATE_POLICY_DAYS}d, and each exclusion's start and end lies in the "
+        f"years {FIRST_YEAR} to {LAST_YEAR} (UTC)."
     )
-    span: Duration = Field("30d", description=f"How long to simulate, up to {MAX_SIMULATE_DAYS}d.")
-    env_provisioning: Duration | None = Field(
+    fleet: FleetFile | FleetText = Field(
+        description="The fleet file; its labels must be selected by the policy's "
+        "nodePoolSelector, its nodes' createdAt must not be after start and their disruptedAt "
+        "not before it."
+    )
+    start: SimulationInstant = Field(
+        "2024-01-01T00:00:00Z",
+        description=f"Where virtual time starts (RFC3339, in the years {FIRST_YEAR} to "
+        f"{LAST_YEAR}).",
+    )
+    span: PositiveSimulationDuration = Field(
+        "30d", description=f"How long to simulate: more than 0, at most {MAX_SIMULATE_DAYS}d."
+    )
+    env_provisioning: SimulationDuration | None = Field(
         None,
         description="How long a surge node really takes (default: the fleet's env, else "
         "the policy's estimate).",
     )
-    env_drain: Duration | None = Field(
+    env_drain: SimulationDuration | None = Field(
         None,
         description="How long a drain really takes (default: the fleet's env, else the "
         "policy's estimate).",

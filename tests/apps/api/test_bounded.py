@@ -1,0 +1,101 @@
+"""run_bounded: work in a thread of its own, answered within its bound, and really stopped."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from fleetgate.apps.api.bounded import RanTooLong, run_bounded
+
+BOUND = 0.3
+#: How late after the bound an answer may come on a loaded 2-core machine.
+SLACK = 2.0
+
+
+def _bounded_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "fleetgate-bounded"]
+
+
+async def test_work_that_finishes_in_time_gives_its_result() -> None:
+    assert await run_bounded(lambda check: check() or 42, BOUND) == 42
+
+
+async def test_an_error_of_the_work_reaches_the_caller() -> None:
+    def fail(_: Callable[..., None]) -> None:
+        raise ValueError("bad input")
+
+    with pytest.raises(ValueError, match="bad input"):
+        await run_bounded(fail, BOUND)
+
+
+async def test_work_that_checks_is_stopped_at_the_bound() -> None:
+    stopped_by_check = threading.Event()
+
+    def checking(check: Callable[..., None]) -> None:
+        try:
+            while True:
+                check()
+                time.sleep(0.001)
+        except RanTooLong:
+            stopped_by_check.set()
+            raise
+
+    began = time.monotonic()
+    with pytest.raises(RanTooLong):
+        await run_bounded(checking, BOUND)
+    assert BOUND <= time.monotonic() - began < BOUND + SLACK
+    assert stopped_by_check.is_set()
+    assert not _bounded_threads()
+
+
+async def test_work_that_never_checks_is_interrupted_where_it_stands() -> None:
+    # One long step with no check in it, as one instant of a big simulation can be: the caller
+    # is answered at the bound, and the thread is stopped rather than left running.
+    steps: list[int] = []
+
+    def busy(_: Callable[..., None]) -> None:
+        while True:
+            steps.append(1)
+            if len(steps) > 10_000:
+                steps.clear()
+
+    began = time.monotonic()
+    with pytest.raises(RanTooLong):
+        await run_bounded(busy, BOUND)
+    assert BOUND <= time.monotonic() - began < BOUND + SLACK
+    assert not _bounded_threads()
+
+
+async def test_the_event_loop_keeps_serving_while_work_runs() -> None:
+    def busy(_: Callable[..., None]) -> None:
+        while True:
+            pass
+
+    async def tick() -> float:
+        began = time.monotonic()
+        await asyncio.sleep(0.01)
+        return time.monotonic() - began
+
+    work = asyncio.create_task(run_bounded(busy, 1.0))
+    await asyncio.sleep(0.05)
+    assert await tick() < 0.5  # the loop answers while the work holds a thread busy
+    with pytest.raises(RanTooLong):
+        await work
+
+
+async def test_a_cancelled_caller_stops_the_work() -> None:
+    def busy(_: Callable[..., None]) -> None:
+        while True:
+            pass
+
+    work = asyncio.create_task(run_bounded(busy, 60.0))
+    await asyncio.sleep(0.1)
+    assert _bounded_threads()
+    work.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await work
+    assert not _bounded_threads()
