@@ -163,7 +163,8 @@ async def simulator(sizes: Sizes) -> tuple[list[Table], list[Verdict]]:
     warm = await _simulate(10, 1, cap)
     t.notes.append(
         f"Start-up, paid once per process before these rows: {warm.seconds:.2f} s for the "
-        "first simulation (ten nodes, one day), most of it importing the backend plugins."
+        "first simulation (ten nodes, one day; in a fresh process it includes importing every "
+        "backend plugin, SQLAlchemy among them)."
     )
     main = await _simulate(sizes.simulator_nodes, sizes.simulator_days, cap)
     _row(t, main, cap)
