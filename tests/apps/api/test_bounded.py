@@ -1,4 +1,4 @@
-"""run_bounded: work in a thread of its own, answered within its bound, and really stopped."""
+"""run_bounded: work in a thread of its own, answered within its bound, and stopped at its check."""
 
 from __future__ import annotations
 
@@ -52,28 +52,30 @@ async def test_work_that_checks_is_stopped_at_the_bound() -> None:
     assert not _bounded_threads()
 
 
-async def test_work_that_never_checks_is_interrupted_where_it_stands() -> None:
-    # One long step with no check in it, as one instant of a big simulation can be: the caller
-    # is answered at the bound, and the thread is stopped rather than left running.
-    steps: list[int] = []
+async def test_work_between_two_checks_is_not_cut_short_but_stopped_at_the_next() -> None:
+    # A long step with no check in it (nothing is injected into the thread from outside):
+    # the caller is answered once the step is over and the next check has stopped the work.
+    step = 1.0
+    after_step: list[str] = []
 
-    def busy(_: Callable[..., None]) -> None:
-        while True:
-            steps.append(1)
-            if len(steps) > 10_000:
-                steps.clear()
+    def one_long_step(check: Callable[..., None]) -> None:
+        time.sleep(step)  # no check in here
+        after_step.append("reached")
+        check()
+        after_step.append("went on")
 
     began = time.monotonic()
     with pytest.raises(RanTooLong):
-        await run_bounded(busy, BOUND)
-    assert BOUND <= time.monotonic() - began < BOUND + SLACK
+        await run_bounded(one_long_step, BOUND)
+    assert step <= time.monotonic() - began < step + SLACK
+    assert after_step == ["reached"]
     assert not _bounded_threads()
 
 
 async def test_the_event_loop_keeps_serving_while_work_runs() -> None:
-    def busy(_: Callable[..., None]) -> None:
+    def busy(check: Callable[..., None]) -> None:
         while True:
-            pass
+            check()
 
     async def tick() -> float:
         began = time.monotonic()
@@ -88,9 +90,9 @@ async def test_the_event_loop_keeps_serving_while_work_runs() -> None:
 
 
 async def test_a_cancelled_caller_stops_the_work() -> None:
-    def busy(_: Callable[..., None]) -> None:
+    def busy(check: Callable[..., None]) -> None:
         while True:
-            pass
+            check()
 
     work = asyncio.create_task(run_bounded(busy, 60.0))
     await asyncio.sleep(0.1)

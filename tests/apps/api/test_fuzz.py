@@ -52,15 +52,7 @@ from fleetgate.domain.rotation.manifest import policy_from_manifest
 from tests.apps.api.conftest import ADMIN_TOKEN
 from tests.backends import create_database, drop_database
 
-pytestmark = [
-    pytest.mark.backend,
-    # A simulation past its bound is interrupted in its thread; when the interruption lands in a
-    # finaliser or garbage-collector callback that thread happens to run, Python reports it as
-    # ignored (and the interruption is repeated). That report is expected, not a finding.
-    pytest.mark.filterwarnings(
-        "ignore:(?s)Exception ignored in.*RanTooLong:pytest.PytestUnraisableExceptionWarning"
-    ),
-]
+pytestmark = pytest.mark.backend
 
 EXAMPLES = 25
 #: Operations whose body may carry ``expires_at``: its rule ("after the server's clock, within

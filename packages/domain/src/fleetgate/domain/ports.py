@@ -450,6 +450,13 @@ class SimulatedCluster(ClusterGateway, Protocol):
         """Move virtual time to ``instant`` and apply everything that falls due by then."""
         ...
 
+    def watch(self, check: Callable[[datetime], None] | None) -> None:
+        """From now on call ``check`` with each happening's instant before the happening is
+        applied, by whichever call applies it (None: stop). A caller bounding its wall-clock
+        time raises from it, so a long catch-up (a whole fleet expiring at once) stops between
+        two happenings."""
+        ...
+
     def subscribe(self, listener: Callable[[object], None]) -> Callable[[], None]:
         """Call ``listener`` on every node change; return a function that unsubscribes it."""
         ...

@@ -100,6 +100,7 @@ class FakeCluster(KarpenterLifecycle):
         self.policy_status_writes = 0
         self.writes = 0
         self._queue: list[tuple[datetime, int, str, str]] = []
+        self._check: Callable[[datetime], None] | None = None
         self._seq = itertools.count()
         self._names = itertools.count(1)
         self._listeners: list[Callable[[NodeChange], None]] = []
@@ -360,13 +361,20 @@ class FakeCluster(KarpenterLifecycle):
             self.clock.set(instant)
         self.catch_up()
 
+    def watch(self, check: Callable[[datetime], None] | None) -> None:
+        """Call ``check`` before each happening from now on (see ``SimulatedCluster``)."""
+        self._check = check
+
     def catch_up(self) -> None:
         """Apply, in time order, every happening due at or before the clock's now."""
         now = self.clock.now()
+        check = self._check
         while self._queue and self._queue[0][0] <= now:
             at, _, kind, name = heapq.heappop(self._queue)
             if not self._still_due((at, 0, kind, name)):
                 continue
+            if check is not None:
+                check(at)
             if kind == "launch":
                 self._become_ready(self.claims[name], at)
             elif kind == "drained":

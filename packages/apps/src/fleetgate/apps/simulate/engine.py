@@ -55,6 +55,15 @@ class VirtualDriver:
 
     async def run_until(self, end: datetime) -> bool:
         """Advance to ``end``; False when the pass budget ran out first (the run is partial)."""
+        # The callback also hears each happening the cluster applies, in whatever call, so a
+        # caller bounding the run's wall-clock time can stop it inside a long catch-up.
+        self.cluster.watch(self.on_advance)
+        try:
+            return await self._run_until(end)
+        finally:
+            self.cluster.watch(None)
+
+    async def _run_until(self, end: datetime) -> bool:
         while True:
             results = await self.controller.run_due()
             self.passes += len(results)
