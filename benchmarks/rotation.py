@@ -7,6 +7,7 @@ over one pool, observation to applied actions.
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -79,7 +80,8 @@ class _Run:
     seconds: float
     cpu: float
     doc: dict[str, Any] | None
-    """The result document (None when stopped at the cap)."""
+    """The result document's summary (None when stopped at the cap); the rest is dropped, so
+    a later run's garbage collections do not walk an earlier run's events."""
 
     @property
     def whole(self) -> float:
@@ -91,10 +93,11 @@ class _Run:
     @property
     def passes(self) -> int | None:
         """Controller passes (None when stopped)."""
-        return None if self.doc is None else int(self.doc["summary"]["controllerPasses"])
+        return None if self.doc is None else int(self.doc["controllerPasses"])
 
 
 async def _simulate(nodes: int, days: int, cap: float) -> _Run:
+    gc.collect()  # each run starts from the heap the last one left, not with its garbage
     end = START + timedelta(days=days)
     inputs = Inputs(policy(), load_fleet(fleet_document(nodes), START), START, end)
     reached = [START]
@@ -111,7 +114,8 @@ async def _simulate(nodes: int, days: int, cap: float) -> _Run:
         doc = None
     seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     reached_days = days if doc is not None else (reached[0] - START) / timedelta(days=1)
-    return _Run(nodes, reached_days, days, seconds, cpu, doc)
+    summary = None if doc is None else dict(doc["summary"])
+    return _Run(nodes, reached_days, days, seconds, cpu, summary)
 
 
 def _row(t: Table, run: _Run, cap: float) -> None:
@@ -127,7 +131,7 @@ def _row(t: Table, run: _Run, cap: float) -> None:
             f"{run.seconds:.1f} (whole span at this pace: ~{run.whole:,.0f})",
         )
         return
-    s = run.doc["summary"]
+    s = run.doc
     t.add(
         f"{run.nodes:,}",
         run.span,
