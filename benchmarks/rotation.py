@@ -136,7 +136,7 @@ def _row(t: Table, run: _Run, cap: float) -> None:
         f"{run.nodes:,}",
         run.span,
         f"{s['rotations']:,}",
-        s["breaches"],
+        f"{s['breaches']:,}",
         f"{s['controllerPasses']:,}",
         f"{1000 * run.seconds / max(s['controllerPasses'], 1):.2f}",
         f"{run.cpu:.2f}",
