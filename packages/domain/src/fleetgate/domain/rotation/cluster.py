@@ -420,23 +420,24 @@ class PoolObservation:
             return
         index = previous._pods_by_node
         edited: dict[str, list[PodView]] = {}
+
+        def on_node(name: str) -> list[PodView]:
+            on = edited.get(name)
+            if on is None:
+                on = edited[name] = list(index.get(name) or ())
+            return on
+
         for pod in changes.pods_gone:
             if pod.node_name is None:
                 continue
-            on = edited.get(pod.node_name)
-            if on is None:
-                on = edited[pod.node_name] = list(index.get(pod.node_name) or ())
+            on = on_node(pod.node_name)
             kept = [p for p in on if p is not pod]
             if len(kept) == len(on):
                 return  # not where the index has it: build afresh when asked
             on[:] = kept
         for pod in changes.pods_added:
-            if pod.node_name is None:
-                continue
-            on = edited.get(pod.node_name)
-            if on is None:
-                on = edited[pod.node_name] = list(index.get(pod.node_name) or ())
-            bisect.insort(on, pod, key=_pod_key)
+            if pod.node_name is not None:
+                bisect.insort(on_node(pod.node_name), pod, key=_pod_key)
         self.__dict__["_pods_by_node"] = index.replacing({n: tuple(on) for n, on in edited.items()})
 
 
