@@ -82,3 +82,4 @@ def test_a_signal_to_run_py_stops_the_server_and_exits_0(sig: signal.Signals) ->
             process.kill()
             process.wait()
         pump.join(timeout=10)
+        process.stdout.close()  # the pump has read it to the end
