@@ -22,6 +22,7 @@ def _bounded_threads() -> list[threading.Thread]:
 
 async def test_work_that_finishes_in_time_gives_its_result() -> None:
     assert await run_bounded(lambda check: check() or 42, BOUND) == 42
+    assert not _bounded_threads()  # answered only once its thread has ended
 
 
 async def test_an_error_of_the_work_reaches_the_caller() -> None:

@@ -84,7 +84,9 @@ async def run_bounded(work: Callable[[Check], T], seconds: float) -> T:
     finally:
         if not done.done():
             stop.set()  # its next check raises
-            await _stopped(thread)
+        # Also when the work has answered: the thread may still be on its way out of ``run``,
+        # and no caller should find it alive once answered.
+        await _stopped(thread)
     if done.done():
         return done.result()
     raise RanTooLong
