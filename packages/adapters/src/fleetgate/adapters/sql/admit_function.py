@@ -31,7 +31,7 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from fleetgate.adapters.sql import prepared
+from fleetgate.adapters.sql import prepared, stored_functions
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
 from fleetgate.domain.capacity.claims import ClaimEnforcement, claim_charge
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
@@ -219,21 +219,17 @@ def digest() -> str:
 
 def install_statements() -> list[str]:
     """The statements that install (or replace) the function and record its digest."""
-    return [definition(), f"COMMENT ON FUNCTION {SIGNATURE} IS 'fleetgate {digest()}'"]
+    return stored_functions.install_statements(SIGNATURE, definition(), digest())
 
 
 def drop_statement() -> str:
     """The statement that removes the function."""
-    return f"DROP FUNCTION IF EXISTS {SIGNATURE}"
+    return stored_functions.drop_statement(SIGNATURE)
 
 
 async def installed(conn: AsyncConnection) -> bool:
     """Whether this code's function is installed (a missing or stale one is not used)."""
-    found = await conn.execute(
-        sa.text("SELECT obj_description(to_regprocedure(:signature), 'pg_proc')"),
-        {"signature": SIGNATURE},
-    )
-    return found.scalar() == f"fleetgate {digest()}"
+    return await stored_functions.all_current(conn, {SIGNATURE: digest()})
 
 
 _CALL = sa.text(

@@ -31,7 +31,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fleetgate.adapters.sql import admit_function
+from fleetgate.adapters.sql import admit_function, stored_functions
 from fleetgate.adapters.sql.admission import ChargedClaim, record
 from fleetgate.adapters.sql.batch_items import BatchItem, ItemResult, Outcome
 from fleetgate.adapters.sql.rows import guard_row
@@ -131,26 +131,18 @@ def digest() -> str:
 
 def install_statements() -> list[str]:
     """The statements that install (or replace) the function and record its digest."""
-    return [definition(), f"COMMENT ON FUNCTION {SIGNATURE} IS 'fleetgate {digest()}'"]
+    return stored_functions.install_statements(SIGNATURE, definition(), digest())
 
 
 def drop_statement() -> str:
     """The statement that removes the function."""
-    return f"DROP FUNCTION IF EXISTS {SIGNATURE}"
+    return stored_functions.drop_statement(SIGNATURE)
 
 
 async def installed(conn: AsyncConnection) -> bool:
     """Whether this code's batch function *and* its ``fleetgate_admit`` are installed."""
-    found = await conn.execute(
-        sa.text(
-            "SELECT obj_description(to_regprocedure(:admit), 'pg_proc'),"
-            " obj_description(to_regprocedure(:batch), 'pg_proc')"
-        ),
-        {"admit": admit_function.SIGNATURE, "batch": SIGNATURE},
-    )
-    admit, batch = found.one()
-    return bool(
-        admit == f"fleetgate {admit_function.digest()}" and batch == f"fleetgate {digest()}"
+    return await stored_functions.all_current(
+        conn, {admit_function.SIGNATURE: admit_function.digest(), SIGNATURE: digest()}
     )
 
 
