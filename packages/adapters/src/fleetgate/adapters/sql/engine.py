@@ -29,7 +29,14 @@ Work = Callable[[AsyncConnection], Awaitable[T]]
 
 
 class CommitUnknown(LedgerUnavailable):
-    """The connection was lost during the COMMIT: whether the transaction committed is unknown."""
+    """The COMMIT failed short of a refusal (mostly: the connection was lost during it).
+
+    Whether the transaction committed is then unknown, so nothing may run it again.
+    """
+
+
+def _commit_unknown(what: str, failure: str, cause: BaseException | None) -> CommitUnknown:
+    return CommitUnknown(f"{what}: {failure}, so whether it committed is unknown: {cause}")
 
 
 class Store:
@@ -89,8 +96,9 @@ class Store:
         ``isolation`` (e.g. ``"READ COMMITTED"``) is the level the transaction runs at on the
         server databases; SQLite, which has one writer at a time, ignores it. ``retry=False``
         runs it once and raises what made it fail as it is (a retryable ``DBAPIError``, a lost
-        connection before the COMMIT); a connection lost during the COMMIT is always
-        :class:`CommitUnknown`. Group commit runs its batches so, and splits a failed one.
+        connection before the COMMIT); any failure of the COMMIT itself other than the server's
+        refusal (serialization failure, deadlock) is always :class:`CommitUnknown`. Group commit
+        runs its batches so, and splits a failed one.
         """
         if self.dialect.serialize_writers:
             async with self._writers:
@@ -129,21 +137,36 @@ class Store:
                         # Not wrapped by SQLAlchemy, so the pool would hand the dead
                         # connection out again: drop it here.
                         await conn.invalidate()
+                        if committing:
+                            raise _commit_unknown(
+                                what, "lost the database connection during commit", exc
+                            ) from exc
                         raise LedgerUnavailable(
                             f"{what}: lost the database connection: {exc}"
                         ) from exc
-            except (OperationalError, InterfaceError) as exc:
+            except DBAPIError as exc:
                 if self.dialect.retryable(exc):
-                    raise
-                if exc.connection_invalidated and not committing:
-                    raise  # rolled back by the server: with_retries runs it on a fresh connection
+                    raise  # a refusal the server answered with: nothing committed
+                if committing:
+                    # Any other failure of the COMMIT is ambiguous, whatever its class: asyncpg
+                    # reports a termination that reached it mid-COMMIT as an InternalError
+                    # ("cannot switch to state..."). Running the work again could place twice.
+                    failure = (
+                        "lost the database connection during commit"
+                        if exc.connection_invalidated
+                        else "the database failed during commit"
+                    )
+                    raise _commit_unknown(what, failure, exc.orig) from exc
                 if exc.connection_invalidated:
-                    raise CommitUnknown(
-                        f"{what}: lost the database connection during commit, so whether it "
-                        f"committed is unknown: {exc.orig}"
-                    ) from exc
-                raise LedgerUnavailable(f"{what}: database error: {exc.orig}") from exc
+                    raise  # rolled back by the server: with_retries runs it on a fresh connection
+                if isinstance(exc, OperationalError | InterfaceError):
+                    raise LedgerUnavailable(f"{what}: database error: {exc.orig}") from exc
+                raise
             except (OSError, TimeoutError) as exc:
+                if committing:
+                    raise _commit_unknown(
+                        what, "lost the database connection during commit", exc
+                    ) from exc
                 raise LedgerUnavailable(f"{what}: cannot reach the database: {exc}") from exc
 
         if not retry:
