@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 
 import pytest
 
@@ -20,6 +19,7 @@ from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT
 from tests.adapters.karpenter.conftest import NAMESPACE
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, KubeAPIServer, Obj, Resource
+from tests.waiting import until
 
 
 def _claim(**status: object) -> Obj:
@@ -60,14 +60,6 @@ def test_a_placeholder_wakes_when_scheduled_running_or_unschedulable() -> None:
     assert not edges.changed("MODIFIED", running)[0]
 
 
-async def _until(predicate: Callable[[], bool]) -> None:
-    async with asyncio.timeout(3):
-        while True:
-            if predicate():
-                return
-            await asyncio.sleep(0.01)
-
-
 async def test_the_watches_wake_the_controller_on_karpenters_progress(
     api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway
 ) -> None:
@@ -75,7 +67,7 @@ async def test_the_watches_wake_the_controller_on_karpenters_progress(
     claim, node = sim.node("pool")
     seen: list[str | None] = []
     task = asyncio.create_task(gateway.watch(seen.append))
-    await _until(lambda: seen.count("pool") >= 3)  # the initial state: pool, claim, node
+    await until(lambda: seen.count("pool") >= 3)  # the initial state: pool, claim, node
     seen.clear()
 
     # Our own annotation writes change nothing a pass waits for: no wake-up.
@@ -96,18 +88,18 @@ async def test_the_watches_wake_the_controller_on_karpenters_progress(
             labels={"karpenter.sh/nodepool": "pool", "fleetgate.io/surge-for": claim},
         )
     )
-    await _until(lambda: seen == ["pool"])
+    await until(lambda: seen == ["pool"])
     seen.clear()
     sim.provision()
-    await _until(lambda: len(seen) >= 3)
+    await until(lambda: len(seen) >= 3)
     await asyncio.sleep(0.1)
     assert seen == ["pool"] * 3  # the new claim, its Ready node, the placeholder running
     seen.clear()
 
     await gateway.delete_claim(claim)  # the drain starts, then Karpenter finishes it
-    await _until(lambda: seen == ["pool"])
+    await until(lambda: seen == ["pool"])
     sim.terminate()
-    await _until(lambda: len(seen) >= 3)
+    await until(lambda: len(seen) >= 3)
     await asyncio.sleep(0.1)
     assert seen == ["pool"] * 3  # the old claim and node gone (its pod was no placeholder)
     task.cancel()
@@ -135,7 +127,7 @@ async def test_a_policy_change_wakes_every_pool(
             "spec": {},
         }
     )
-    await _until(lambda: seen == [None])
+    await until(lambda: seen == [None])
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -152,7 +144,7 @@ async def test_a_failed_stream_is_reopened(
         seen: list[str | None] = []
         watcher = ChangeWatcher(gw.api_client, NAMESPACE, seen.append, retry_seconds=0.05)
         task = asyncio.create_task(watcher.run())
-        await _until(lambda: "pool" in seen)  # the retry saw the pool
+        await until(lambda: "pool" in seen)  # the retry saw the pool
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -200,12 +192,12 @@ async def test_the_watches_survive_compaction_of_the_history(
             gw.api_client, NAMESPACE, seen.append, stream_seconds=1, retry_seconds=0.05
         )
         task = asyncio.create_task(watcher.run())
-        await _until(lambda: "pool" in seen)
+        await until(lambda: "pool" in seen)
         api.compact()
         await asyncio.sleep(1.2)  # every stream ended and was re-opened after the compaction
         seen.clear()
         sim.node("pool")
-        await _until(lambda: seen.count("pool") >= 2)  # the new claim and its node
+        await until(lambda: seen.count("pool") >= 2)  # the new claim and its node
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -236,7 +228,7 @@ async def test_the_watches_open_their_streams_on_the_gateways_one_client(
         seen: list[str | None] = []
         watcher = ChangeWatcher(gw.api_client, NAMESPACE, seen.append, retry_seconds=0.05)
         task = asyncio.create_task(watcher.run())
-        await _until(lambda: "pool" in seen)  # the streams are open and delivering
+        await until(lambda: "pool" in seen)  # the streams are open and delivering
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
