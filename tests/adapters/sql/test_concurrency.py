@@ -58,7 +58,8 @@ async def test_writers_racing_for_the_last_slot_admit_exactly_one(ledger: SqlLed
     await assert_counters_match_placements(ledger)
 
 
-async def test_a_burst_over_two_bounded_nodes_admits_exactly_what_fits(ledger: SqlLedger) -> None:
+async def burst_onto_room_for_five(ledger: SqlLedger) -> list[Admission]:
+    """Fifty callers each try a CPU-bound node (room for 3), then a memory-bound one (for 2)."""
     await ledger.add_node(NodeSpec("cpu-bound", Capacity(2, 100_000, 1000)))  # 6 vCPUs: 3 x 2
     await ledger.add_node(NodeSpec("mem-bound", Capacity(64, 4096, 1000)))  # 2 x 2048 MB
     size = Resources(2, 2048, 10)
@@ -70,7 +71,11 @@ async def test_a_burst_over_two_bounded_nodes_admits_exactly_what_fits(ledger: S
                 return admission
         return admission
 
-    results = await asyncio.gather(*(walk() for _ in range(50)))
+    return list(await asyncio.gather(*(walk() for _ in range(50))))
+
+
+async def test_a_burst_over_two_bounded_nodes_admits_exactly_what_fits(ledger: SqlLedger) -> None:
+    results = await burst_onto_room_for_five(ledger)
     placed = [r.placement for r in results if r.placement is not None]
     assert len(placed) == 5
     assert sorted(p.node for p in placed) == ["cpu-bound"] * 3 + ["mem-bound"] * 2

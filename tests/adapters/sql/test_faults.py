@@ -11,6 +11,8 @@ the COMMIT is never retried (it may have committed): ``LedgerUnavailable``, nami
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -65,6 +67,32 @@ def after_first(ledger: SqlLedger, prefix: str, action: Any, when: str = "after"
 
     sa.event.listen(ledger.store.engine.sync_engine, f"{when}_cursor_execute", hook)
     return hook
+
+
+@contextlib.asynccontextmanager
+async def killed_at_first_commit(ledger: SqlLedger, backend: Backend) -> AsyncIterator[list[int]]:
+    """Kill the server session of the ledger's first transaction to commit, just before COMMIT.
+
+    Yields the list the victim's session id is put in, once the kill has happened.
+    """
+    killer = create_async_engine(backend.url)
+    victims: list[int] = []
+
+    def kill_before_commit(conn: Any) -> None:
+        if victims:
+            return  # once
+        cursor = conn.connection.dbapi_connection.cursor()
+        cursor.execute(IDENTITY[backend.kind])
+        victims.append(int(cursor.fetchone()[0]))
+        cursor.close()
+        await_only(kill_session(killer, backend.kind, victims[0]))
+
+    sa.event.listen(ledger.store.engine.sync_engine, "commit", kill_before_commit)
+    try:
+        yield victims
+    finally:
+        sa.event.remove(ledger.store.engine.sync_engine, "commit", kill_before_commit)
+        await killer.dispose()
 
 
 def killer_of(backend: Backend) -> tuple[Any, Any]:
@@ -129,26 +157,9 @@ async def test_a_connection_killed_during_commit_is_reported_not_retried(
     if backend.kind == "sqlite":
         pytest.skip("SQLite has no server side to kill")
     await ledger.add_node(NodeSpec("a", Capacity(4, 4096, 40)))
-    killer = create_async_engine(backend.url)
-    victims: list[int] = []
-
-    def kill_before_commit(conn: Any) -> None:
-        if victims:
-            return  # once
-        cursor = conn.connection.dbapi_connection.cursor()
-        cursor.execute(IDENTITY[backend.kind])
-        victims.append(int(cursor.fetchone()[0]))
-        cursor.close()
-
-        await_only(kill_session(killer, backend.kind, victims[0]))
-
-    sa.event.listen(ledger.store.engine.sync_engine, "commit", kill_before_commit)
-    try:
+    async with killed_at_first_commit(ledger, backend) as victims:
         with pytest.raises(LedgerUnavailable, match="during commit"):
             await ledger.admit(AdmitRequest("team", "a", Resources(2, 2, 2)))
-    finally:
-        sa.event.remove(ledger.store.engine.sync_engine, "commit", kill_before_commit)
-        await killer.dispose()
     assert victims, "the commit hook never ran"
     # Killed before its COMMIT reached the server: nothing was admitted, and nothing retried it.
     assert await ledger.placements() == []

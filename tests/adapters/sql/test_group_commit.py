@@ -33,8 +33,11 @@ from fleetgate.domain.capacity.dimensions import ALLOCATION, Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, NodeSpec
 from fleetgate.domain.events import Event, Level
-from tests.adapters.sql.test_concurrency import assert_counters_match_placements
-from tests.adapters.sql.test_faults import IDENTITY, kill_session, killer_of
+from tests.adapters.sql.test_concurrency import (
+    assert_counters_match_placements,
+    burst_onto_room_for_five,
+)
+from tests.adapters.sql.test_faults import killed_at_first_commit, killer_of
 from tests.conftest import Backend
 from tests.ledgers import START, open_ledger
 from tests.strategies import BATCH_NODES, queued_admissions
@@ -337,18 +340,7 @@ async def test_a_repeat_across_batches_replays(ledger: SqlLedger) -> None:
 
 
 async def test_fifty_way_burst_onto_capacity_for_five_admits_five(ledger: SqlLedger) -> None:
-    await ledger.add_node(NodeSpec("cpu-bound", Capacity(2, 100_000, 1000)))  # 3 x 2 vCPUs
-    await ledger.add_node(NodeSpec("mem-bound", Capacity(64, 4096, 1000)))  # 2 x 2048 MB
-    size = Resources(2, 2048, 10)
-
-    async def walk() -> Admission:
-        for node in ("cpu-bound", "mem-bound"):
-            admission = await ledger.admit(req(node, size, demand=1.2))
-            if admission.admitted:
-                return admission
-        return admission
-
-    results = await asyncio.gather(*(walk() for _ in range(50)))
+    results = await burst_onto_room_for_five(ledger)
     placed_on = sorted(r.placement.node for r in results if r.placement is not None)
     assert placed_on == ["cpu-bound"] * 3 + ["mem-bound"] * 2
     stats = ledger.group_commit_stats()
@@ -651,28 +643,12 @@ async def test_a_connection_killed_at_the_batch_commit_leaves_every_outcome_unkn
         pytest.skip("SQLite has no server side to kill")
     ledger = savepoint_ledger  # the function's call is killed in test_batch_function
     await ledger.add_node(NodeSpec("a", BIG))
-    killer = create_async_engine(backend.url)
-    victims: list[int] = []
-
-    def kill_before_commit(conn: Any) -> None:
-        if victims:
-            return
-        cursor = conn.connection.dbapi_connection.cursor()
-        cursor.execute(IDENTITY[backend.kind])
-        victims.append(int(cursor.fetchone()[0]))
-        cursor.close()
-        await_only(kill_session(killer, backend.kind, victims[0]))
-
-    sa.event.listen(ledger.store.engine.sync_engine, "commit", kill_before_commit)
-    try:
+    async with killed_at_first_commit(ledger, backend) as victims:
         results = await asyncio.gather(
             *(ledger.admit(req("a"), audit=placed) for _ in range(3)), return_exceptions=True
         )
-    finally:
-        sa.event.remove(ledger.store.engine.sync_engine, "commit", kill_before_commit)
-        await killer.dispose()
     assert victims and ledger.group_commit_stats().batches == 1
-    assert all(isinstance(r, CommitUnknown) and "during commit" in str(r) for r in results)
+    assert all(isinstance(r, CommitUnknown) and "during commit" in str(r) for r in results), results
     assert ledger.group_commit_stats().split_batches == 0  # never run again: it may have committed
     assert await ledger.placements() == [] and len(await placed_events(ledger)) == 0
     assert (await ledger.admit(req("a"))).admitted
