@@ -6,7 +6,7 @@ ended with (a shared machine moves every wall-clock figure).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from benchmarks import group_commit
 from benchmarks.admission import Cell, find
@@ -34,6 +34,16 @@ def _configs(cells: Sequence[Cell]) -> list[tuple[str, int, int]]:
         if c.path == "ledger":
             seen.setdefault((c.backend, c.fleet, c.writers), None)
     return list(seen)
+
+
+def _off_and_on(
+    cells: Sequence[Cell],
+) -> Iterator[tuple[str, int, int, Cell | None, Cell | None]]:
+    """Each configuration with its ledger cells, group commit off and on (None: not measured)."""
+    for backend, fleet, writers in _configs(cells):
+        off = find(list(cells), backend, fleet, writers, "ledger", "off")
+        on = find(list(cells), backend, fleet, writers, "ledger", "on")
+        yield backend, fleet, writers, off, on
 
 
 def _rate(cell: Cell | None) -> str:
@@ -68,12 +78,10 @@ def ceiling_table(cells: Sequence[Cell], loads: Mapping[str, str]) -> Table:
             "over-commit check (off; on; ceiling)",
         ],
     )
-    for backend, fleet, writers in _configs(cells):
+    for backend, fleet, writers, off, on in _off_and_on(cells):
         ceiling = find(list(cells), backend, fleet, writers, "ceiling")
         if ceiling is None:
             continue
-        off = find(list(cells), backend, fleet, writers, "ledger", "off")
-        on = find(list(cells), backend, fleet, writers, "ledger", "on")
         measured = [c for c in (off, on, ceiling) if c is not None]
         t.add(
             backend,
@@ -115,9 +123,7 @@ def batching_table(cells: Sequence[Cell], loads: Mapping[str, str]) -> Table:
             "over-commit check (off; on)",
         ],
     )
-    for backend, fleet, writers in _configs(cells):
-        off = find(list(cells), backend, fleet, writers, "ledger", "off")
-        on = find(list(cells), backend, fleet, writers, "ledger", "on")
+    for backend, fleet, writers, off, on in _off_and_on(cells):
         b = on.batching if on is not None else None
         checks = [c.check.summary() for c in (off, on) if c is not None]
         t.add(
@@ -158,9 +164,7 @@ def latency_table(cells: Sequence[Cell], loads: Mapping[str, str]) -> Table:
             "p99 added ms",
         ],
     )
-    for backend, fleet, writers in _configs(cells):
-        off = find(list(cells), backend, fleet, writers, "ledger", "off")
-        on = find(list(cells), backend, fleet, writers, "ledger", "on")
+    for backend, fleet, writers, off, on in _off_and_on(cells):
         added = ["-", "-"]
         if off is not None and on is not None:
             added = [f"{on.load.p(q) - off.load.p(q):+.2f}" for q in (0.5, 0.99)]
