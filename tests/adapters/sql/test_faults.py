@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -166,45 +166,66 @@ async def test_a_connection_killed_during_commit_is_reported_not_retried(
     assert (await ledger.admit(AdmitRequest("team", "a", Resources(2, 2, 2)))).admitted
 
 
-@pytest.mark.parametrize("lost", [True, False], ids=["connection-lost", "other-error"])
-async def test_a_commit_whose_answer_fails_is_never_run_again(
-    ledger: SqlLedger, monkeypatch: pytest.MonkeyPatch, lost: bool
-) -> None:
-    """The worst case of a failed COMMIT: the server committed, and only its answer was lost.
+@contextlib.contextmanager
+def first_commit_answer_lost(ledger: SqlLedger, lost: bool) -> Iterator[list[int]]:
+    """The ledger's first COMMIT commits, then its driver raises; ``lost``: as a lost connection.
 
-    The driver's error may be of any class (asyncpg reports a termination met mid-COMMIT as an
-    InternalError): unless the server refused, the admission is reported unknown, never run
-    again, so it is placed once, not twice.
+    The error is neither OperationalError nor InterfaceError, the classes a lost connection
+    mostly has (asyncpg reports a termination met mid-COMMIT as an InternalError). Yields the
+    list a 1 is put in once the failure has been raised.
     """
-    await ledger.add_node(NodeSpec("a", Capacity(4, 4096, 40)))
     engine = ledger.store.engine.sync_engine
     dialect = engine.dialect
-    commit = dialect.do_commit
     failures: list[int] = []
 
     def commit_then_fail(dbapi_connection: Any) -> None:
-        commit(dbapi_connection)
+        type(dialect).do_commit(dialect, dbapi_connection)
         if not failures:
             failures.append(1)
-            # Neither OperationalError nor InterfaceError, the classes a lost connection has.
             raise dialect.loaded_dbapi.DatabaseError("the answer to COMMIT never arrived")
 
     def as_lost(context: Any) -> None:
         if "never arrived" in str(context.original_exception):
             context.is_disconnect = lost
 
-    monkeypatch.setattr(dialect, "do_commit", commit_then_fail)
+    dialect.do_commit = commit_then_fail  # type: ignore[method-assign]
     sa.event.listen(engine, "handle_error", as_lost)
     try:
-        with pytest.raises(LedgerUnavailable, match="during commit") as raised:
-            await ledger.admit(AdmitRequest("team", "a", Resources(2, 2, 2)))
+        yield failures
     finally:
         sa.event.remove(engine, "handle_error", as_lost)
+        del dialect.do_commit
+
+
+@pytest.mark.parametrize("lost", [True, False], ids=["connection-lost", "other-error"])
+async def test_a_commit_whose_answer_fails_is_never_run_again(
+    ledger: SqlLedger, lost: bool
+) -> None:
+    """The worst case of a failed COMMIT: the server committed, and only its answer was lost.
+
+    Unless the server refused, the admission is reported unknown whatever the driver's error
+    class, and never run again: it is placed once, not twice.
+    """
+    await ledger.add_node(NodeSpec("a", Capacity(4, 4096, 40)))
+    with (
+        first_commit_answer_lost(ledger, lost) as failures,
+        pytest.raises(LedgerUnavailable, match="during commit") as raised,
+    ):
+        await ledger.admit(AdmitRequest("team", "a", Resources(2, 2, 2)))
     assert failures == [1]
     assert ("lost the database connection" in str(raised.value)) is lost
     placements = await ledger.placements()
     assert len(placements) == 1, placements  # it did commit, once
     assert (await ledger.reconcile()).summary.clean
+
+
+async def test_a_read_whose_commit_answer_is_lost_is_read_again(ledger: SqlLedger) -> None:
+    """A read has nothing to lose at its COMMIT: it is run again on a fresh connection."""
+    await ledger.add_node(NodeSpec("a", Capacity(4, 4096, 40)))
+    with first_commit_answer_lost(ledger, lost=True) as failures:
+        nodes = await ledger.nodes()
+    assert failures == [1]
+    assert [n.name for n in nodes] == ["a"]
 
 
 async def test_an_admission_abandoned_midway_is_rolled_back(ledger: SqlLedger) -> None:

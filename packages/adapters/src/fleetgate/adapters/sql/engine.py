@@ -129,7 +129,9 @@ class Store:
                     try:
                         async with conn.begin():
                             result = await work(conn)
-                            committing = True  # the COMMIT is sent when this block ends
+                            # The COMMIT is sent when this block ends. A read's has nothing to
+                            # lose: one failing at its COMMIT is run again like any other.
+                            committing = not read_only
                         return result
                     except ValueError as exc:
                         if not self.dialect.connection_lost(exc):
