@@ -172,16 +172,16 @@ def first_commit_answer_lost(ledger: SqlLedger, lost: bool) -> Iterator[list[int
 
     The error is neither OperationalError nor InterfaceError, the classes a lost connection
     mostly has (asyncpg reports a termination met mid-COMMIT as an InternalError). Yields the
-    list a 1 is put in once the failure has been raised.
+    COMMITs made while it is on: ``[True]`` for the one that failed, then ``False`` each.
     """
     engine = ledger.store.engine.sync_engine
     dialect = engine.dialect
-    failures: list[int] = []
+    commits: list[bool] = []
 
     def commit_then_fail(dbapi_connection: Any) -> None:
         type(dialect).do_commit(dialect, dbapi_connection)
-        if not failures:
-            failures.append(1)
+        commits.append(not commits)
+        if commits == [True]:
             raise dialect.loaded_dbapi.DatabaseError("the answer to COMMIT never arrived")
 
     def as_lost(context: Any) -> None:
@@ -191,7 +191,7 @@ def first_commit_answer_lost(ledger: SqlLedger, lost: bool) -> Iterator[list[int
     dialect.do_commit = commit_then_fail  # type: ignore[method-assign]
     sa.event.listen(engine, "handle_error", as_lost)
     try:
-        yield failures
+        yield commits
     finally:
         sa.event.remove(engine, "handle_error", as_lost)
         del dialect.do_commit
@@ -208,11 +208,11 @@ async def test_a_commit_whose_answer_fails_is_never_run_again(
     """
     await ledger.add_node(NodeSpec("a", Capacity(4, 4096, 40)))
     with (
-        first_commit_answer_lost(ledger, lost) as failures,
+        first_commit_answer_lost(ledger, lost) as commits,
         pytest.raises(LedgerUnavailable, match="during commit") as raised,
     ):
         await ledger.admit(AdmitRequest("team", "a", Resources(2, 2, 2)))
-    assert failures == [1]
+    assert commits == [True]  # nothing ran it again
     assert ("lost the database connection" in str(raised.value)) is lost
     placements = await ledger.placements()
     assert len(placements) == 1, placements  # it did commit, once
@@ -222,9 +222,9 @@ async def test_a_commit_whose_answer_fails_is_never_run_again(
 async def test_a_read_whose_commit_answer_is_lost_is_read_again(ledger: SqlLedger) -> None:
     """A read has nothing to lose at its COMMIT: it is run again on a fresh connection."""
     await ledger.add_node(NodeSpec("a", Capacity(4, 4096, 40)))
-    with first_commit_answer_lost(ledger, lost=True) as failures:
+    with first_commit_answer_lost(ledger, lost=True) as commits:
         nodes = await ledger.nodes()
-    assert failures == [1]
+    assert commits == [True, False]  # the failed read, then the one that answered
     assert [n.name for n in nodes] == ["a"]
 
 
