@@ -22,7 +22,7 @@ import pytest
 import schemathesis
 import yaml
 from hypothesis import HealthCheck, settings
-from pydantic import TypeAdapter, ValidationError
+from pydantic import TypeAdapter
 from schemathesis import GenerationMode
 from schemathesis.checks import (
     CHECKS,
@@ -50,6 +50,7 @@ from fleetgate.domain.durations import parse_duration
 from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.manifest import policy_from_manifest
 from tests.apps.api.conftest import ADMIN_TOKEN
+from tests.apps.api.schemas.test_common import accepts
 from tests.backends import create_database, drop_database
 
 pytestmark = pytest.mark.backend
@@ -236,15 +237,6 @@ def _policy_rules(context: HookContext, case: schemathesis.Case) -> schemathesis
     return case
 
 
-def _admitted(adapter: TypeAdapter[Any], value: Any) -> bool:
-    """Whether the schema's model admits ``value``."""
-    try:
-        adapter.validate_python(value)
-    except ValidationError:
-        return False
-    return True
-
-
 def _labels_selected_by(selector: dict[str, Any], labels: dict[str, str]) -> dict[str, str]:
     """``labels`` changed as little as makes ``selector`` select them (may still not, when its
     requirements contradict each other)."""
@@ -358,7 +350,7 @@ def _simulation_rules(context: HookContext, case: schemathesis.Case) -> schemath
     if not selector.matches(labels) and isinstance(fleet, dict):
         written = yaml.safe_load(policy) if isinstance(policy, str) else policy
         wanted = _labels_selected_by(written["spec"]["nodePoolSelector"], labels)
-        if selector.matches(wanted) and _admitted(LABELS, wanted):
+        if selector.matches(wanted) and accepts(LABELS, wanted):
             fleet = {**fleet, "fleet": {**fleet["fleet"], "labels": wanted}}
             labels = wanted
     if not selector.matches(labels):

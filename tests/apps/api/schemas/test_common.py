@@ -16,6 +16,7 @@ NAMEISH = st.text(alphabet=st.sampled_from("aZ09._-/ \t!~é\x00"), max_size=260)
 
 
 def accepts(adapter: TypeAdapter[Any], value: object) -> bool:
+    """Whether the schema's model admits ``value``."""
     try:
         adapter.validate_python(value)
     except ValidationError:

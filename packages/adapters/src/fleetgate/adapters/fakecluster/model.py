@@ -84,7 +84,24 @@ class _Cached:
     """Attributes no observation shows: writing one leaves the cached value and the pool's
     observation as they are."""
 
+    _indexed: frozenset[str] = frozenset()
+    """Attributes a cluster index depends on: a write that changes one is reported."""
+    _index_hook = ""
+    """The ``Revisions`` attribute that is told, as ``hook(record, attribute, old_value)``."""
+
     def __setattr__(self, name: str, value: Any) -> None:
+        if name in self._indexed:
+            revisions = self._revisions
+            hook = getattr(revisions, self._index_hook) if revisions is not None else None
+            if hook is not None:
+                old = getattr(self, name)
+                self._write(name, value)
+                if old != value:
+                    hook(self, name, old)
+                return
+        self._write(name, value)
+
+    def _write(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)
         if name not in self._unobserved:
             object.__setattr__(self, "_view", None)
@@ -164,16 +181,8 @@ class Claim(_Cached):
     _labels_seen: ClassVar[Any] = None
     """(the labels' items, their observed mapping, the requirements) at the last build."""
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in CLAIM_INDEXED:
-            revisions = self._revisions
-            if revisions is not None and revisions.on_claim is not None:
-                old = getattr(self, name)
-                _Cached.__setattr__(self, name, value)
-                if old != value:
-                    revisions.on_claim(self, name, old)
-                return
-        _Cached.__setattr__(self, name, value)
+    _indexed = CLAIM_INDEXED
+    _index_hook = "on_claim"
 
     def _kind(self) -> str:
         return "claims"
@@ -283,16 +292,8 @@ class Pod(_Cached):
     # nomination of Pending Pods rewrite these on every scheduling round.
     _unobserved = frozenset({"_view", "nominated_claim", "pending_since"})
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in POD_INDEXED:
-            revisions = self._revisions
-            if revisions is not None and revisions.on_pod is not None:
-                old = getattr(self, name)
-                _Cached.__setattr__(self, name, value)
-                if old != value:
-                    revisions.on_pod(self, name, old)
-                return
-        _Cached.__setattr__(self, name, value)
+    _indexed = POD_INDEXED
+    _index_hook = "on_pod"
 
     def _kind(self) -> str:
         return "placeholders" if is_placeholder(self) else "pods"
