@@ -421,14 +421,16 @@ class KubeAPIServer(ObjectStore):
                         (json.dumps({"type": "ADDED", "object": obj}) + "\n").encode()
                     )
             while not self._closing:
-                for rv, r, change, obj in self._history:
+                for rv, r, change, obj, before in self._history:
                     if rv <= since or r != res:
                         continue
                     since = rv
                     ns = obj["metadata"].get("namespace", "")
-                    if (namespace is None or ns == namespace) and matches(obj, labels, fields):
-                        line = json.dumps({"type": change, "object": obj}) + "\n"
-                        await response.write(line.encode())
+                    if namespace is not None and ns != namespace:
+                        continue
+                    event = _seen_through_selector(change, obj, before, labels, fields)
+                    if event is not None:
+                        await response.write((json.dumps(event) + "\n").encode())
                 remaining = deadline - asyncio.get_running_loop().time()
                 if remaining <= 0:
                     break
@@ -461,6 +463,28 @@ class KubeAPIServer(ObjectStore):
 
 
 # --- helpers ------------------------------------------------------------------------------------
+
+
+def _seen_through_selector(
+    change: str, obj: Obj, before: Obj | None, labels: Any, fields: Any
+) -> Obj | None:
+    """The event a watch with these selectors gets for one change, or None.
+
+    The real server's watch cache compares the object before and after a change: one that
+    starts matching arrives as ADDED, one that stops matching as DELETED (carrying its last
+    matching state at the change's resourceVersion), so a selective watcher's view never keeps
+    an object that no longer belongs to it.
+    """
+    if change != "MODIFIED" or before is None:
+        return {"type": change, "object": obj} if matches(obj, labels, fields) else None
+    now, was = matches(obj, labels, fields), matches(before, labels, fields)
+    if now:
+        return {"type": "MODIFIED" if was else "ADDED", "object": obj}
+    if was:
+        gone = copy.deepcopy(before)
+        gone["metadata"]["resourceVersion"] = obj["metadata"]["resourceVersion"]
+        return {"type": "DELETED", "object": gone}
+    return None
 
 
 def _fires(fault: _Fault, method: str, path: str, token: str | None) -> bool:

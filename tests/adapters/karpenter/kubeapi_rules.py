@@ -17,11 +17,12 @@ from typing import Any
 
 Obj = dict[str, Any]
 
-#: Kinds served with a ``status`` subresource (Leases and Events have none).
-STATUS_KINDS = frozenset({"NodePool", "NodeClaim", "Node", "Pod"})
+#: Kinds served with a ``status`` subresource (Leases and Events have none; the chart's
+#: RotationPolicy CRDs declare ``subresources: {status: {}}``).
+STATUS_KINDS = frozenset({"NodePool", "NodeClaim", "Node", "Pod", "RotationPolicy"})
 
 #: CRDs among them: their status is dropped on create.
-CRD_KINDS = frozenset({"NodePool", "NodeClaim"})
+CRD_KINDS = frozenset({"NodePool", "NodeClaim", "RotationPolicy"})
 
 EXPIRE_AFTER_DEFAULT = "720h"
 

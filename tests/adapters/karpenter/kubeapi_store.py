@@ -18,9 +18,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.adapters.karpenter.kubeapi_rules import on_create, on_update
+from tests.adapters.karpenter.kubeapi_schema import Schema, admit, crd_schema
 from tests.adapters.karpenter.kubeapi_semantics import (
     KubeError,
     matches,
@@ -40,6 +44,8 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool
+    #: The CRD's structural schema: writes are pruned, defaulted and validated by it.
+    schema: Schema | None = field(default=None, compare=False, hash=False, repr=False)
 
     @property
     def api_version(self) -> str:
@@ -51,6 +57,11 @@ class Resource:
         """``nodeclaims.karpenter.sh`` (or just ``pods`` for core), as error messages name it."""
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
+    @property
+    def qualified_kind(self) -> str:
+        """``RotationPolicy.fleetgate.io``, as an invalid object's message names its kind."""
+        return f"{self.kind}.{self.group}" if self.group else self.kind
+
 
 DEFAULT_RESOURCES = (
     Resource("", "v1", "nodes", "Node", namespaced=False),
@@ -61,6 +72,30 @@ DEFAULT_RESOURCES = (
     Resource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False),
     Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False),
 )
+
+
+#: The chart's CRDs, which the local server serves with their schemas (see ``crd_resource``).
+CHART_CRDS = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "fleetgate" / "crds"
+
+
+def crd_resource(path: Path) -> Resource:
+    """The resource the CRD in ``path`` defines, served with its first served version's schema."""
+    spec = yaml.safe_load(path.read_text())["spec"]
+    version = next(v["name"] for v in spec["versions"] if v.get("served", True))
+    names = spec["names"]
+    return Resource(
+        spec["group"],
+        version,
+        names["plural"],
+        names["kind"],
+        namespaced=spec["scope"] == "Namespaced",
+        schema=crd_schema(path, version),
+    )
+
+
+def chart_crd(filename: str) -> Resource:
+    """The resource of one of the chart's CRDs, by file name (``rotationpolicies.fleetgate.io``)."""
+    return crd_resource(CHART_CRDS / f"{filename}.yaml")
 
 
 def parse_quantity_units(value: str) -> int:
@@ -83,7 +118,8 @@ class ObjectStore:
     def __post_init__(self) -> None:
         self._objects: dict[tuple[Resource, str, str], Obj] = {}
         self._rv = 1000
-        self._history: list[tuple[int, Resource, str, Obj]] = []
+        self._history: list[tuple[int, Resource, str, Obj, Obj | None]] = []
+        self._last: dict[tuple[Resource, str, str], Obj] = {}  # each object's last written state
         self._changed = asyncio.Event()  # replaced after each set: a fresh one per change
         self._compacted = 0  # resourceVersions up to this one are no longer in the history
         self.conflicts = 0  # writes answered 409 for a stale resourceVersion
@@ -177,7 +213,15 @@ class ObjectStore:
     def _bump(self, res: Resource, obj: Obj, change: str) -> None:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)
-        self._history.append((self._rv, res, change, copy.deepcopy(obj)))
+        meta = obj["metadata"]
+        key = (res, meta.get("namespace", ""), meta["name"])
+        # The state before this change rides along, so a watch with a selector can tell an object
+        # that stopped (or started) matching, as the real server's watch cache does.
+        before = self._last.pop(key, None) if change == "DELETED" else self._last.get(key)
+        now = copy.deepcopy(obj)
+        if change != "DELETED":
+            self._last[key] = now
+        self._history.append((self._rv, res, change, now, before))
         self._wake()
 
     def _wake(self) -> None:
@@ -199,6 +243,8 @@ class ObjectStore:
         meta.setdefault("creationTimestamp", rfc3339(self.now()))
         meta.pop("deletionTimestamp", None)
         on_create(res.kind, obj, via_api=via_api)
+        if res.schema is not None:
+            obj = admit(res.schema, obj, kind=res.qualified_kind, name=name)
         self._objects[(res, namespace, name)] = obj
         self._bump(res, obj, "ADDED")
         return obj
@@ -228,6 +274,8 @@ class ObjectStore:
                 "modified; please apply your changes to the latest version and try again",
             )
         on_update(res.kind, current, new, subresource)
+        if res.schema is not None:
+            new = admit(res.schema, new, kind=res.qualified_kind, name=name, old=current)
         # Identity and server-owned fields cannot be changed by a client.
         for key in (
             "uid",

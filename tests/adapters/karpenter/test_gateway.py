@@ -18,7 +18,8 @@ from fleetgate.domain.rotation.cluster import (
 from fleetgate.domain.rotation.status import PolicyStatus, ReadyCondition
 from tests.adapters.karpenter.conftest import NAMESPACE
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
-from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, KubeAPIServer, Resource
+from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, KubeAPIServer
+from tests.adapters.karpenter.kubeapi_store import chart_crd
 
 MERGE = "application/merge-patch+json"
 
@@ -268,13 +269,11 @@ def _placeholder(claim: str) -> PlaceholderSpec:
     )
 
 
+WINDOW = {"timezone": "UTC", "days": ["Sat"], "start": "01:00", "end": "05:00"}
+
+
 def _serve_policy_crd(api: KubeAPIServer) -> None:
-    api.resources = (
-        *DEFAULT_RESOURCES,
-        Resource(
-            "fleetgate.io", "v1alpha1", "rotationpolicies", "RotationPolicy", namespaced=False
-        ),
-    )
+    api.resources = (*DEFAULT_RESOURCES, chart_crd("rotationpolicies.fleetgate.io"))
 
 
 def _seed_policy(api: KubeAPIServer, metadata: dict[str, object]) -> None:
@@ -283,7 +282,7 @@ def _seed_policy(api: KubeAPIServer, metadata: dict[str, object]) -> None:
             "apiVersion": "fleetgate.io/v1alpha1",
             "kind": "RotationPolicy",
             "metadata": metadata,
-            "spec": {"nodePoolSelector": {}},
+            "spec": {"nodePoolSelector": {}, "maintenanceWindows": [WINDOW]},
         }
     )
 
@@ -308,6 +307,7 @@ async def test_a_policy_status_is_a_merge_patch_of_the_status_subresource(
     api: KubeAPIServer, gateway: KarpenterGateway
 ) -> None:
     _with_policy_crd(api)
+    spec_before = (api.get("RotationPolicy", "web") or {})["spec"]
     api.requests.clear()
 
     assert await gateway.write_policy_status("web", _policy_status()) is True
@@ -321,7 +321,7 @@ async def test_a_policy_status_is_a_merge_patch_of_the_status_subresource(
     assert write.body == {"status": _policy_status().as_manifest()}
     stored = api.get("RotationPolicy", "web")
     assert stored is not None and stored["status"]["conditions"][0]["reason"] == "Accepted"
-    assert stored["spec"] == {"nodePoolSelector": {}}  # the subresource touches only status
+    assert stored["spec"] == spec_before  # the subresource touches only status
 
 
 async def test_a_conflicting_policy_status_write_is_false_not_an_error(

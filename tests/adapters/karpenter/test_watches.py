@@ -18,7 +18,8 @@ from fleetgate.domain.rotation.cluster import PlaceholderSpec, Requirement
 from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT
 from tests.adapters.karpenter.conftest import NAMESPACE
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
-from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, KubeAPIServer, Obj, Resource
+from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, KubeAPIServer, Obj
+from tests.adapters.karpenter.kubeapi_store import chart_crd
 from tests.waiting import until
 
 
@@ -112,9 +113,7 @@ async def test_a_policy_change_wakes_every_pool(
 ) -> None:
     api.resources = (
         *DEFAULT_RESOURCES,
-        Resource(
-            "fleetgate.io", "v1alpha1", "rotationpolicies", "RotationPolicy", namespaced=False
-        ),
+        chart_crd("rotationpolicies.fleetgate.io"),
     )
     seen: list[str | None] = []
     task = asyncio.create_task(gateway.watch(seen.append))
@@ -124,7 +123,12 @@ async def test_a_policy_change_wakes_every_pool(
             "apiVersion": "fleetgate.io/v1alpha1",
             "kind": "RotationPolicy",
             "metadata": {"name": "p", "generation": 1},
-            "spec": {},
+            "spec": {
+                "nodePoolSelector": {},
+                "maintenanceWindows": [
+                    {"timezone": "UTC", "days": ["Sat"], "start": "01:00", "end": "05:00"}
+                ],
+            },
         }
     )
     await until(lambda: seen == [None])
