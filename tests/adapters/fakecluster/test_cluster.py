@@ -487,3 +487,68 @@ async def test_an_observation_carries_exactly_the_member_changes_since_the_last(
     assert {id(v) for v in third.changes.claims_added} == added
     assert {id(v) for v in third.changes.claims_gone} == gone
     assert names[2] not in {c.name for c in third.claims}  # its drain ended: it left
+
+
+async def test_a_pdb_that_allows_no_disruption_holds_the_drain_until_the_tgp(
+    cluster: FakeCluster,
+) -> None:
+    old = cluster.add_node("pool", workload=CPU)
+    cluster.add_pdb("default", "app", match_labels={"app": "pool"}, max_unavailable=0)
+    await cluster.create_placeholder(placeholder(old))
+    cluster.advance_to(T0 + timedelta(minutes=3))  # the surge node is Ready
+    await cluster.delete_claim(old)
+
+    cluster.advance_to(T0 + timedelta(minutes=59))
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is not None  # the 5m drain could not end it
+    assert [p.name for p in obs.pods_on(old)] == [f"{old}-app"]  # evictions refused, retried
+    kinds = [r.kind for r in cluster.history]
+    assert kinds.count("eviction-blocked") == 1 and "drain-forced" not in kinds
+
+    cluster.advance_to(T0 + timedelta(minutes=63))  # deleted at 3m, tGP 1h
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is None
+    forced = [r for r in cluster.history if r.kind == "drain-forced"]
+    assert [(r.name, r.at) for r in forced] == [(old, T0 + timedelta(minutes=63))]
+    new = next(c for c in obs.claims if c.name != old)
+    assert [p.name for p in obs.pods_on(new.name)] == [f"{old}-app"]  # it lands after the force
+
+
+async def test_a_pdb_with_room_lets_the_drain_end_on_time(cluster: FakeCluster) -> None:
+    old = cluster.add_node("pool", workload=CPU)
+    cluster.add_pdb("default", "app", match_labels={"app": "pool"}, max_unavailable=1)
+    await cluster.create_placeholder(placeholder(old))
+    cluster.advance_to(T0 + timedelta(minutes=3))
+    await cluster.delete_claim(old)
+    cluster.advance_to(T0 + timedelta(minutes=8))
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is None
+    assert not {"eviction-blocked", "drain-forced"} & {r.kind for r in cluster.history}
+
+
+async def test_a_held_drain_ends_once_the_budget_recovers_not_at_the_tgp(
+    cluster: FakeCluster,
+) -> None:
+    # Two replicas, minAvailable 1: one node's Pod is Pending (its node not Ready), so the
+    # drained node's Pod is held until the other becomes healthy; then the drain ends.
+    old = cluster.add_node("pool", workload=CPU)
+    other = cluster.add_node("pool", workload=CPU, ready=False)
+    cluster.add_pdb("default", "app", match_labels={"app": "pool"}, min_available=1)
+    await cluster.create_placeholder(placeholder(old))
+    cluster.advance_to(T0 + timedelta(minutes=3))
+    await cluster.delete_claim(old)
+    cluster.advance_to(T0 + timedelta(minutes=20))
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is not None
+
+    cluster.set_ready(other, True)
+    cluster.advance_to(T0 + timedelta(minutes=21))  # the next retry is at most 10 s away
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is None
+    kinds = [r.kind for r in cluster.history]
+    assert "eviction-done" in kinds and "drain-forced" not in kinds
+
+
+def test_a_pdb_names_exactly_one_bound(cluster: FakeCluster) -> None:
+    with pytest.raises(ValueError, match="exactly one of minAvailable or maxUnavailable"):
+        cluster.add_pdb("default", "app", match_labels={}, min_available=1, max_unavailable=1)

@@ -40,6 +40,7 @@ from fleetgate.adapters.fakecluster.model import (
     Pool,
     Revisions,
 )
+from fleetgate.adapters.fakecluster.pdb import IF_HEALTHY_BUDGET, DisruptionBudget
 from fleetgate.adapters.fakecluster.tables import ClaimTable, PodTable
 from fleetgate.domain.rotation.cluster import (
     ClusterConflict,
@@ -65,6 +66,11 @@ def _duration(value: timedelta | str | None, field: str) -> timedelta | None:
         return parse_duration(value)
     except ValueError as exc:
         raise ValueError(f"{field}: {exc}") from exc
+
+
+#: The label of the workload Pod ``add_node`` puts on a node (its value: the pool's name), for a
+#: PodDisruptionBudget to select.
+WORKLOAD_LABEL = "app"
 
 
 class FakeCluster(KarpenterLifecycle):
@@ -116,6 +122,9 @@ class FakeCluster(KarpenterLifecycle):
         self._disruptions: dict[str, str] = {}  # claim -> reason, for a queued ``disrupt_at``
         self._replacing: dict[str, str] = {}  # Karpenter's replacement -> the claim it replaces
         self._members: dict[str, PoolMembers] = {}
+        self.budgets: list[DisruptionBudget] = []  # PodDisruptionBudgets (see ``add_pdb``)
+        self._held: dict[str, timedelta] = {}
+        self._drain_due: set[str] = set()
 
     # --- seeding -----------------------------------------------------------------------------
 
@@ -208,8 +217,40 @@ class FakeCluster(KarpenterLifecycle):
                 requests=workload,
                 pool=pool,
                 owner_kind="ReplicaSet",
+                labels={WORKLOAD_LABEL: pool},
             )
         return claim.name
+
+    def add_pdb(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        match_labels: Mapping[str, str],
+        min_available: int | str | None = None,
+        max_unavailable: int | str | None = None,
+        unhealthy_policy: str = IF_HEALTHY_BUDGET,
+    ) -> None:
+        """Add a PodDisruptionBudget over the Pods of ``namespace`` carrying ``match_labels``
+        (exactly one of ``min_available`` / ``max_unavailable``, a count or a percentage).
+
+        Karpenter's drains then evict those Pods only as the budget allows (see ``pdb``); the
+        workload Pod ``add_node`` puts on a node carries ``{WORKLOAD_LABEL: <pool>}``.
+        """
+        if (min_available is None) == (max_unavailable is None):
+            raise ValueError(
+                "a PodDisruptionBudget takes exactly one of minAvailable or maxUnavailable"
+            )
+        self.budgets.append(
+            DisruptionBudget(
+                namespace,
+                name,
+                dict(match_labels),
+                min_available=min_available,
+                max_unavailable=max_unavailable,
+                unhealthy_policy=unhealthy_policy,
+            )
+        )
 
     def add_pod(
         self,
@@ -223,6 +264,7 @@ class FakeCluster(KarpenterLifecycle):
         priority: int = 0,
         annotations: Mapping[str, str] | None = None,
         started_at: datetime | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> None:
         """Add a Pod, bound to ``node`` or Pending (then scheduled like any other).
 
@@ -241,6 +283,7 @@ class FakeCluster(KarpenterLifecycle):
             priority=priority,
             node_name=node,
             annotations=dict(annotations or {}),
+            labels=dict(labels or {}),
             started_at=started_at,
         )
         self.pods[pod.key] = pod
@@ -378,7 +421,11 @@ class FakeCluster(KarpenterLifecycle):
             if kind == "launch":
                 self._become_ready(self.claims[name], at)
             elif kind == "drained":
-                self._remove_claim(self.claims[name], at)
+                self._drained(self.claims[name], at)
+            elif kind == "evict":
+                self._retry_evictions(self.claims[name], at)
+            elif kind == "drain-deadline":
+                self._drain_deadline(self.claims[name], at)
             elif kind == "expire":
                 self._force_expire(self.claims[name], at)
             elif kind == "batch":

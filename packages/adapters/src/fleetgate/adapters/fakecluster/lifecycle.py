@@ -27,6 +27,7 @@ from fleetgate.adapters.fakecluster.model import (
     Revisions,
     is_placeholder,
 )
+from fleetgate.adapters.fakecluster.pdb import DisruptionBudget, next_backoff
 from fleetgate.adapters.fakecluster.scheduler import BATCH
 from fleetgate.domain.rotation.cluster import ObjectNotFound, Taint
 from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT, NODES
@@ -54,6 +55,9 @@ class KarpenterLifecycle:
     _rerun: bool
     _revisions: Revisions
     _replacing: dict[str, str]
+    budgets: list[DisruptionBudget]
+    _held: dict[str, timedelta]  # claim -> its drain's last eviction backoff, while a PDB holds it
+    _drain_due: set[str]  # held claims whose drain time has passed: they go once released
 
     def pool_resources(self, pool: str) -> dict[str, int]:
         """``status.resources``: the summed allocatable of the pool's claims."""
@@ -214,17 +218,97 @@ class KarpenterLifecycle:
         if claim.node is not None:
             on_node = self.pods.bound.get(claim.node.name, {}).values()
             for pod in sorted(on_node, key=lambda p: p.seq):
-                if pod.node_name == claim.node.name and pod.owner_kind != "DaemonSet":
-                    if pod.owner_kind is None:
-                        self._delete_pod(
-                            pod,
-                            at,
-                            "placeholder-deleted" if is_placeholder(pod) else "pod-deleted",
-                        )
-                    else:
-                        pod.node_name = None
-                        pod.pending_since = at
+                if pod.node_name == claim.node.name and pod.owner_kind is None:
+                    self._delete_pod(
+                        pod, at, "placeholder-deleted" if is_placeholder(pod) else "pod-deleted"
+                    )
+            held = self._evict(claim, at)
+            if held:
+                # A PodDisruptionBudget refuses: Karpenter retries with backoff and, once the
+                # claim's terminationGracePeriod runs out, deletes what is left (drain-deadline).
+                self._held[claim.name] = next_backoff(None)
+                self._record(at, "eviction-blocked", claim.name, claim.pool, pods=held)
+                self._at(at + self._held[claim.name], "evict", claim.name)
+                if tgp is not None:
+                    self._at(at + tgp, "drain-deadline", claim.name)
         self._schedule(at)
+
+    def _evict(self, claim: Claim, at: datetime) -> str:
+        """Evict the workload Pods on ``claim``'s Node through the Eviction API's rules; return
+        the names of those a PodDisruptionBudget holds (comma-separated, "" when none)."""
+        assert claim.node is not None
+        held = []
+        on_node = self.pods.bound.get(claim.node.name, {}).values()
+        for pod in sorted(on_node, key=lambda p: p.seq):
+            if pod.node_name != claim.node.name or pod.owner_kind in (None, "DaemonSet"):
+                continue
+            if self._budget_holds(pod):
+                held.append(pod.name)
+            else:
+                pod.node_name = None  # its owner recreates it: Pending, to be scheduled anew
+                pod.pending_since = at
+        return ",".join(held)
+
+    def _budget_holds(self, pod: Pod) -> bool:
+        """Whether the Eviction API would answer 429 for ``pod`` now (no budget: never)."""
+        if not self.budgets:
+            return False
+        guarding = [b for b in self.budgets if b.selects(pod.namespace, pod.labels)]
+        if not guarding:
+            return False
+        if len(guarding) > 1:
+            return (
+                True  # the API server refuses to evict a Pod under two budgets: Karpenter retries
+            )
+        budget = guarding[0]
+        guarded = [
+            self._healthy(p) for p in self.pods.values() if budget.selects(p.namespace, p.labels)
+        ]
+        return not budget.lets_go(self._healthy(pod), guarded)
+
+    def _healthy(self, pod: Pod) -> bool:
+        """A Pod counts as healthy for a budget while it runs on a Ready node."""
+        if pod.node_name is None:
+            return False
+        claim = self.claims.get(pod.node_name)
+        return claim is not None and claim.ready
+
+    def _retry_evictions(self, claim: Claim, at: datetime) -> None:
+        """Karpenter's backoff fired: evict again; the drain ends once nothing is held and its
+        own time has passed (the ``drained`` happening waited for this)."""
+        if claim.node is not None and self._evict(claim, at):
+            self._held[claim.name] = next_backoff(self._held[claim.name])
+            self._at(at + self._held[claim.name], "evict", claim.name)
+            self._schedule(at)
+            return
+        del self._held[claim.name]
+        self._record(at, "eviction-done", claim.name, claim.pool)
+        if claim.name in self._drain_due:
+            self._drain_due.discard(claim.name)
+            self._remove_claim(claim, at)
+        else:
+            self._schedule(at)
+
+    def _drained(self, claim: Claim, at: datetime) -> None:
+        """The drain's own time has passed: the claim goes, unless a budget still holds a Pod."""
+        if claim.name in self._held:
+            self._drain_due.add(claim.name)
+            return
+        self._remove_claim(claim, at)
+
+    def _drain_deadline(self, claim: Claim, at: datetime) -> None:
+        """terminationGracePeriod ran out with Pods still held: Karpenter deletes them anyway."""
+        if claim.name not in self._held:
+            return
+        del self._held[claim.name]
+        self._drain_due.discard(claim.name)
+        if claim.node is not None:
+            for pod in list(self.pods.bound.get(claim.node.name, {}).values()):
+                if pod.node_name == claim.node.name and pod.owner_kind not in (None, "DaemonSet"):
+                    pod.node_name = None
+                    pod.pending_since = at
+        self._record(at, "drain-forced", claim.name, claim.pool)
+        self._remove_claim(claim, at)
 
     def _force_expire(self, claim: Claim, at: datetime) -> None:
         if claim.deleting_at is None:
@@ -234,6 +318,8 @@ class KarpenterLifecycle:
 
     def _remove_claim(self, claim: Claim, at: datetime) -> None:
         del self.claims[claim.name]
+        self._held.pop(claim.name, None)
+        self._drain_due.discard(claim.name)
         if claim.node is not None:
             self.pods.drop_node(claim.node.name)
         self._revisions.left("claims", claim)
@@ -282,6 +368,8 @@ class KarpenterLifecycle:
             return not claim.ready and claim.deleting_at is None
         if kind in ("expire", "disrupt"):
             return claim.deleting_at is None
+        if kind in ("evict", "drain-deadline"):
+            return name in self._held
         return True
 
     def _record(self, at: datetime, kind: str, name: str, pool: str, **data: str) -> ClusterRecord:
