@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,7 +13,7 @@ from fleetgate.adapters.fakecluster.pdb import (
     allowed_disruptions,
     desired_healthy,
     may_evict,
-    next_backoff,
+    next_retry,
 )
 
 
@@ -63,16 +63,16 @@ def test_an_unhealthy_pod_goes_only_while_the_budget_is_healthy_unless_always_al
     )
 
 
-def test_karpenters_backoff_doubles_from_100ms_to_10s() -> None:
-    delays = [next_backoff(None)]
-    for _ in range(10):
-        delays.append(next_backoff(delays[-1]))
-    assert delays[:3] == [
-        timedelta(milliseconds=100),
-        timedelta(milliseconds=200),
-        timedelta(milliseconds=400),
-    ]
-    assert delays[-1] == EVICTION_MAX_DELAY == timedelta(seconds=10)
+def test_karpenters_retries_double_from_100ms_then_fall_every_10s() -> None:
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    ms = timedelta(milliseconds=1)
+    # Retries at 100, 300, 700, 1500, 3100, 6300, 12700 ms (doubling), then every 10 s.
+    assert next_retry(t0, t0) == t0 + 100 * ms
+    assert next_retry(t0, t0 + 101 * ms) == t0 + 300 * ms
+    assert next_retry(t0, t0 + 6300 * ms) == t0 + 6300 * ms
+    assert next_retry(t0, t0 + 6301 * ms) == t0 + 12700 * ms
+    assert next_retry(t0, t0 + 12701 * ms) == t0 + 22700 * ms
+    assert next_retry(t0, t0 + timedelta(hours=1)) == t0 + 12700 * ms + 359 * EVICTION_MAX_DELAY
 
 
 def test_a_budget_selects_by_namespace_and_labels() -> None:

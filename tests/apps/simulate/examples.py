@@ -7,7 +7,10 @@ census reasons, breaches, generations). Regenerate only on a deliberate behaviou
 when the census gained the ``KarpenterDisrupting`` and ``Drifted`` buckets: every case was
 checked to equal the old file once those two zero counts are left out of the events; and again
 when the summary gained ``breachedNodes`` and the breach diagnostic counted nodes and breaches
-apart (only those two fields changed, in every case).
+apart (only those two fields changed, in every case); and again when the summary gained
+``forcedDrains`` (0 in every case) and the controller's ``drain-stuck`` report became an event
+(one case each of two policies on the listed fleet with slow drains, whose 2h-tGP node outlives
+the pool's drain bound; nothing else changed).
 """
 
 from __future__ import annotations

@@ -144,3 +144,41 @@ def test_bad_karpenter_states_are_rejected_naming_the_field(
 ) -> None:
     with pytest.raises(FleetError, match=field):
         load_fleet(_states(pool, node), START)
+
+
+def _budget(budget: object) -> dict[str, object]:
+    return {
+        "fleet": {"expireAfter": "14d", "generate": {"count": 2}, "podDisruptionBudget": budget}
+    }
+
+
+def test_a_workload_budget_takes_one_bound_a_count_or_a_percentage() -> None:
+    fleet = load_fleet(_budget({"maxUnavailable": 0}), START)
+    assert fleet.budget is not None and (
+        fleet.budget.max_unavailable,
+        fleet.budget.min_available,
+    ) == (0, None)
+    fleet = load_fleet(
+        _budget({"minAvailable": "50%", "unhealthyPodEvictionPolicy": "AlwaysAllow"}), START
+    )
+    assert fleet.budget is not None
+    assert (fleet.budget.min_available, fleet.budget.unhealthy_policy) == ("50%", "AlwaysAllow")
+    assert load_fleet(_budget(None), START).budget is None
+
+
+@pytest.mark.parametrize(
+    ("budget", "field"),
+    [
+        ({}, "exactly one of minAvailable or maxUnavailable"),
+        ({"minAvailable": 1, "maxUnavailable": 1}, "exactly one of minAvailable or maxUnavailable"),
+        ({"maxUnavailable": -1}, "fleet.podDisruptionBudget.maxUnavailable"),
+        ({"maxUnavailable": "101%"}, "fleet.podDisruptionBudget.maxUnavailable"),
+        ({"minAvailable": True}, "fleet.podDisruptionBudget.minAvailable"),
+        ({"minAvailable": 1, "unhealthyPodEvictionPolicy": "Never"}, "unhealthyPodEvictionPolicy"),
+        ({"minAvailable": 1, "selector": {}}, "unknown keys"),
+        ([1], "fleet.podDisruptionBudget: must be a mapping"),
+    ],
+)
+def test_a_bad_workload_budget_is_refused_naming_the_field(budget: object, field: str) -> None:
+    with pytest.raises(FleetError, match=field):
+        load_fleet(_budget(budget), START)

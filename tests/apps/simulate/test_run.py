@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -243,3 +243,49 @@ def test_karpenters_own_replacement_is_never_replaced_twice() -> None:
     doc = run(policy(windows=TOKYO), _pair(disruptedAt="2024-01-02T18:00:00Z"), days=20)
     assert "a" not in {r["node"] for r in doc["rotations"]}
     assert doc["summary"]["breaches"] == 0
+
+
+# --- PodDisruptionBudgets on the workload (issue 28) -----------------------------------------
+
+
+def _at(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def test_a_pdb_allowing_no_disruption_holds_every_drain_to_the_tgp_yet_rotates_in_order() -> None:
+    doc = run(policy(windows=TOKYO), _with(podDisruptionBudget={"maxUnavailable": 0}), days=20)
+    s = doc["summary"]
+    assert s["breaches"] == 0 and s["rotations"] == s["succeeded"] == s["forcedDrains"] >= 4
+    forced = {e["node"]: _at(e["at"]) for e in _of(doc, "drain-forced")}
+    blocked = {e["node"]: _at(e["at"]) for e in _of(doc, "eviction-blocked")}
+    assert set(forced) == set(blocked) == {r["node"] for r in doc["rotations"]}
+    for r in doc["rotations"]:
+        # Make before break: the surge node was Ready before the old node's drain began, and
+        # Karpenter forced the drain exactly at the claim's terminationGracePeriod (1h), inside
+        # the drain bound (tGP + 2m), so the controller never reports it stuck.
+        assert r["ready"] is not None and _at(r["ready"]) <= blocked[r["node"]]
+        assert forced[r["node"]] == blocked[r["node"]] + timedelta(hours=1)
+    assert not _of(doc, "drain-stuck")
+    assert "DrainForcedAtTerminationGracePeriod" in {d["code"] for d in doc["diagnostics"]}
+
+
+def test_without_a_tgp_a_pdb_holds_the_drain_for_good_and_it_is_reported_stuck() -> None:
+    doc = generated(2, "13d")
+    del doc["fleet"]["terminationGracePeriod"]  # type: ignore[attr-defined]
+    doc["fleet"]["podDisruptionBudget"] = {"minAvailable": "100%"}  # type: ignore[index]
+    doc = run(policy(windows=TOKYO), doc, days=20)
+    [first] = doc["rotations"]  # the pool's one rotation never ends, and says so once
+    assert first["outcome"] == "in-flight"
+    [stuck] = _of(doc, "drain-stuck")
+    [blocked, *later] = _of(doc, "eviction-blocked")
+    assert stuck["node"] == blocked["node"] == first["node"]
+    assert _at(stuck["at"]) > _at(blocked["at"]) + timedelta(hours=1)  # the 1h fallback bound
+    # The other node, never rotated, is force-expired by Karpenter and held the same way.
+    assert [e["node"] for e in later] == ["node-2"]
+    assert not _of(doc, "drain-forced") and doc["summary"]["forcedDrains"] == 0
+
+
+def test_a_pdb_with_a_disruption_to_spare_never_holds_a_drain() -> None:
+    doc = run(policy(windows=TOKYO), _with(podDisruptionBudget={"maxUnavailable": 1}), days=20)
+    assert doc["summary"]["forcedDrains"] == 0 and doc["summary"]["breaches"] == 0
+    assert not _of(doc, "eviction-blocked") and not _of(doc, "drain-stuck")

@@ -434,6 +434,20 @@ class SimulatedCluster(ClusterGateway, Protocol):
         disruption; a duration opt-out counts from ``started_at``)."""
         ...
 
+    def add_pdb(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        match_labels: Mapping[str, str],
+        min_available: int | str | None = None,
+        max_unavailable: int | str | None = None,
+        unhealthy_policy: str = "IfHealthyBudget",
+    ) -> None:
+        """Add a PodDisruptionBudget (one bound, a count or ``"N%"``): Karpenter's drains then
+        evict the Pods it selects only as it allows, and force them at terminationGracePeriod."""
+        ...
+
     def set_drifted(self, claim: str, drifted: bool = True) -> None:
         """Set a claim's ``Drifted`` condition (Karpenter will replace it itself)."""
         ...

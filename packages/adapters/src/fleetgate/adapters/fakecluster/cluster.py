@@ -123,8 +123,9 @@ class FakeCluster(KarpenterLifecycle):
         self._replacing: dict[str, str] = {}  # Karpenter's replacement -> the claim it replaces
         self._members: dict[str, PoolMembers] = {}
         self.budgets: list[DisruptionBudget] = []  # PodDisruptionBudgets (see ``add_pdb``)
-        self._held: dict[str, timedelta] = {}
+        self._held: dict[str, datetime] = {}
         self._drain_due: set[str] = set()
+        self._retrying: set[str] = set()
 
     # --- seeding -----------------------------------------------------------------------------
 
@@ -306,6 +307,8 @@ class FakeCluster(KarpenterLifecycle):
             c.node.ready = ready
             if ready:
                 self._notify("ready", c.node, self.clock.now())
+        if self._held:  # its Pods' health counts in PodDisruptionBudgets
+            self._recheck_held(self.clock.now())
 
     def set_pool_ready(self, pool: str, ready: bool) -> None:
         """Flip a NodePool's Ready condition (Karpenter provisions nothing from a pool that is

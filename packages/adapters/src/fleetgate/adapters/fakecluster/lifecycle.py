@@ -27,7 +27,7 @@ from fleetgate.adapters.fakecluster.model import (
     Revisions,
     is_placeholder,
 )
-from fleetgate.adapters.fakecluster.pdb import DisruptionBudget, next_backoff
+from fleetgate.adapters.fakecluster.pdb import DisruptionBudget, next_retry
 from fleetgate.adapters.fakecluster.scheduler import BATCH
 from fleetgate.domain.rotation.cluster import ObjectNotFound, Taint
 from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT, NODES
@@ -56,7 +56,8 @@ class KarpenterLifecycle:
     _revisions: Revisions
     _replacing: dict[str, str]
     budgets: list[DisruptionBudget]
-    _held: dict[str, timedelta]  # claim -> its drain's last eviction backoff, while a PDB holds it
+    _held: dict[str, datetime]  # claim -> its drain's first refused eviction, while a PDB holds it
+    _retrying: set[str]  # held claims with an eviction retry queued
     _drain_due: set[str]  # held claims whose drain time has passed: they go once released
 
     def pool_resources(self, pool: str) -> dict[str, int]:
@@ -226,9 +227,8 @@ class KarpenterLifecycle:
             if held:
                 # A PodDisruptionBudget refuses: Karpenter retries with backoff and, once the
                 # claim's terminationGracePeriod runs out, deletes what is left (drain-deadline).
-                self._held[claim.name] = next_backoff(None)
+                self._held[claim.name] = at
                 self._record(at, "eviction-blocked", claim.name, claim.pool, pods=held)
-                self._at(at + self._held[claim.name], "evict", claim.name)
                 if tgp is not None:
                     self._at(at + tgp, "drain-deadline", claim.name)
         self._schedule(at)
@@ -273,12 +273,28 @@ class KarpenterLifecycle:
         claim = self.claims.get(pod.node_name)
         return claim is not None and claim.ready
 
+    def _recheck_held(self, at: datetime) -> None:
+        """Queue Karpenter's next eviction retry for each held drain that a retry could now
+        release (the budget's Pods changed); a retry bound to be refused changes nothing."""
+        for name, first in self._held.items():
+            claim = self.claims.get(name)
+            if name in self._retrying or claim is None or claim.node is None:
+                continue
+            on_node = self.pods.bound.get(claim.node.name, {}).values()
+            if any(
+                p.node_name == claim.node.name
+                and p.owner_kind not in (None, "DaemonSet")
+                and not self._budget_holds(p)
+                for p in on_node
+            ):
+                self._retrying.add(name)
+                self._at(next_retry(first, at), "evict", name)
+
     def _retry_evictions(self, claim: Claim, at: datetime) -> None:
-        """Karpenter's backoff fired: evict again; the drain ends once nothing is held and its
+        """Karpenter's retry fired: evict again; the drain ends once nothing is held and its
         own time has passed (the ``drained`` happening waited for this)."""
+        self._retrying.discard(claim.name)
         if claim.node is not None and self._evict(claim, at):
-            self._held[claim.name] = next_backoff(self._held[claim.name])
-            self._at(at + self._held[claim.name], "evict", claim.name)
             self._schedule(at)
             return
         del self._held[claim.name]
@@ -302,6 +318,7 @@ class KarpenterLifecycle:
             return
         del self._held[claim.name]
         self._drain_due.discard(claim.name)
+        self._retrying.discard(claim.name)
         if claim.node is not None:
             for pod in list(self.pods.bound.get(claim.node.name, {}).values()):
                 if pod.node_name == claim.node.name and pod.owner_kind not in (None, "DaemonSet"):
@@ -320,6 +337,7 @@ class KarpenterLifecycle:
         del self.claims[claim.name]
         self._held.pop(claim.name, None)
         self._drain_due.discard(claim.name)
+        self._retrying.discard(claim.name)
         if claim.node is not None:
             self.pods.drop_node(claim.node.name)
         self._revisions.left("claims", claim)
@@ -341,6 +359,8 @@ class KarpenterLifecycle:
 
     def _schedule(self, at: datetime) -> None:
         scheduler.schedule(self, at)
+        if self._held and not self._scheduling:
+            self._recheck_held(at)
 
     # --- helpers -----------------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 #: Karpenter's eviction queue backoff: the first retry after 100 ms, doubling to at most 10 s.
 EVICTION_BASE_DELAY = timedelta(milliseconds=100)
@@ -80,11 +80,20 @@ def may_evict(
     return healthy >= desired_healthy(expected, min_available, max_unavailable)
 
 
-def next_backoff(previous: timedelta | None) -> timedelta:
-    """Karpenter's next eviction retry delay after a refusal."""
-    if previous is None:
-        return EVICTION_BASE_DELAY
-    return min(previous * 2, EVICTION_MAX_DELAY)
+def next_retry(first_refusal: datetime, now: datetime) -> datetime:
+    """The first of Karpenter's eviction retries (100 ms after the first refusal, each delay
+    doubling to at most 10 s) that falls at or after ``now``.
+
+    The fake cluster asks this only once a retry could succeed, instead of waking every 10 s of
+    virtual time for a retry that is bound to be refused: the outcome is the same.
+    """
+    at, delay = first_refusal + EVICTION_BASE_DELAY, EVICTION_BASE_DELAY
+    while at < now and delay < EVICTION_MAX_DELAY:
+        delay = min(delay * 2, EVICTION_MAX_DELAY)
+        at += delay
+    if at < now:  # the delay is capped now: the retries fall on a 10 s grid from ``at``
+        at += EVICTION_MAX_DELAY * -((at - now) // EVICTION_MAX_DELAY)
+    return at
 
 
 @dataclass(frozen=True)

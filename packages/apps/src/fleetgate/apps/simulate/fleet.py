@@ -14,6 +14,9 @@ fleet:
   limits: {nodes: 12}
   # and per listed node: drifted: true, disruptedAt: <instant> (Karpenter replaces it itself
   # then), doNotDisrupt: "true" or a duration (a Pod on it opts out, started at the start)
+  podDisruptionBudget:          # a PDB over the workload (one Pod a node; optional):
+    maxUnavailable: 0           # minAvailable or maxUnavailable, a count or "N%", and
+    unhealthyPodEvictionPolicy: IfHealthyBudget   # or AlwaysAllow (the default: IfHealthyBudget)
 env:                            # how long things really take (default: the policy's estimates)
   provisioning: 3m
   drain: 10m
@@ -22,6 +25,7 @@ env:                            # how long things really take (default: the poli
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -51,6 +55,15 @@ class FleetNode:
 
 
 @dataclass(frozen=True)
+class FleetBudget:
+    """A PodDisruptionBudget over the fleet's workload: exactly one of the two bounds."""
+
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    unhealthy_policy: str = "IfHealthyBudget"
+
+
+@dataclass(frozen=True)
 class Fleet:
     """A pool template and its initial nodes, plus the environment's real durations."""
 
@@ -67,6 +80,8 @@ class Fleet:
     """The NodePool's Ready condition."""
     node_limit: int | None = None
     """``spec.limits.nodes`` (a count of nodes; None: no limit)."""
+    budget: FleetBudget | None = None
+    """A PodDisruptionBudget over the workload Pods (None: none guards them)."""
 
 
 def _duration(value: Any, path: str, *, positive: bool = False) -> timedelta:
@@ -111,7 +126,7 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
     if not isinstance(spec, Mapping):
         raise FleetError("fleet: required, a mapping")
     allowed = {"pool", "labels", "expireAfter", "terminationGracePeriod", "nodes", "generate"}
-    allowed |= {"replicas", "ready", "limits"}
+    allowed |= {"replicas", "ready", "limits", "podDisruptionBudget"}
     unknown = set(spec) - allowed
     if unknown:
         raise FleetError(f"fleet: unknown keys {sorted(unknown)}")
@@ -153,6 +168,41 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
         nodes=nodes,
         env_provisioning=_optional(env, "provisioning", "env"),
         env_drain=_optional(env, "drain", "env"),
+        budget=_budget(spec.get("podDisruptionBudget"), "fleet.podDisruptionBudget"),
+    )
+
+
+_POLICIES = ("IfHealthyBudget", "AlwaysAllow")
+
+
+def _budget(value: Any, path: str) -> FleetBudget | None:
+    """The workload's PodDisruptionBudget, as the API server admits one."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise FleetError(f"{path}: must be a mapping")
+    unknown = set(value) - {"minAvailable", "maxUnavailable", "unhealthyPodEvictionPolicy"}
+    if unknown:
+        raise FleetError(f"{path}: unknown keys {sorted(unknown)}")
+    if ("minAvailable" in value) == ("maxUnavailable" in value):
+        raise FleetError(f"{path}: give exactly one of minAvailable or maxUnavailable")
+    key = "minAvailable" if "minAvailable" in value else "maxUnavailable"
+    bound = value[key]
+    whole = isinstance(bound, int) and not isinstance(bound, bool) and 0 <= bound <= 10_000
+    percent = isinstance(bound, str) and re.fullmatch(r"(100|[1-9]?[0-9])%", bound) is not None
+    if not (whole or percent):
+        raise FleetError(
+            f'{path}.{key}: must be a count from 0 to 10000 or a percentage "0%"-"100%"'
+        )
+    policy = value.get("unhealthyPodEvictionPolicy", "IfHealthyBudget")
+    if policy not in _POLICIES:
+        raise FleetError(
+            f"{path}.unhealthyPodEvictionPolicy: must be one of {', '.join(_POLICIES)}"
+        )
+    return FleetBudget(
+        min_available=bound if key == "minAvailable" else None,
+        max_unavailable=bound if key == "maxUnavailable" else None,
+        unhealthy_policy=policy,
     )
 
 

@@ -34,6 +34,7 @@ class Rotation:
     ready: datetime | None = None
     done: datetime | None = None
     outcome: str | None = None
+    drain_stuck: bool = False  # the controller reported its drain outliving the bound
 
 
 @dataclass
@@ -83,6 +84,9 @@ class Recorder:
         anchor = step.report.anchor
         current = self._open.get(anchor or "")
         if current is not None:
+            if step.report.drain_stuck and not current.drain_stuck:
+                current.drain_stuck = True  # as fleetgate_rotation_drain_stuck turns 1
+                self.add(now, "drain-stuck", node=current.node)
             self._progress(current, applied, now)
         reason = step.report.reason
         if reason is None or step.report.governance.status.value != "governed":

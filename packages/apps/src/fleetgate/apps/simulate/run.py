@@ -117,6 +117,16 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         replicas=fleet.replicas,
         ready=fleet.ready,
     )
+    if fleet.budget is not None:
+        # The workload Pod on each node carries {app: <pool>}: the budget guards all of them.
+        cluster.add_pdb(
+            "default",
+            f"{fleet.pool}-workload",
+            match_labels={"app": fleet.pool},
+            min_available=fleet.budget.min_available,
+            max_unavailable=fleet.budget.max_unavailable,
+            unhealthy_policy=fleet.budget.unhealthy_policy,
+        )
     for node in fleet.nodes:
         extra: dict[str, Any] = {}
         if node.expire_after is not None:
@@ -157,7 +167,8 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         )
     lineage = build_lineage(cluster, fleet, recorder, resolved, through)
     windows = _windows(resolved, inp.start, through)
-    events = _window_events(windows) + recorder.events + lineage.breach_events
+    drains = _drain_events(cluster)
+    events = _window_events(windows) + recorder.events + lineage.breach_events + drains
     events.sort(key=lambda e: (e["at"], _ORDER.get(e["type"], 50)))
     summary = {
         "nodes": len(fleet.nodes),
@@ -167,10 +178,21 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         "surgeless": sum(r["mode"] == "surgeless" for r in lineage.rotations),
         "breaches": lineage.breaches,
         "breachedNodes": len(lineage.breached_slots),
+        "forcedDrains": sum(e["type"] == "drain-forced" for e in drains),
         "controllerPasses": driver.passes,
     }
     if lineage.breaches:
         diagnostics.append(_diag("fatal", "ExpireAfterBreach", headline(summary)))
+    if summary["forcedDrains"]:
+        diagnostics.append(
+            _diag(
+                "warning",
+                "DrainForcedAtTerminationGracePeriod",
+                f"{summary['forcedDrains']} drain(s) were held by the PodDisruptionBudget until "
+                "terminationGracePeriod and then forced: their Pods were deleted regardless of "
+                "the budget. Allow a disruption (maxUnavailable >= 1) or keep a spare replica.",
+            )
+        )
     return {
         "result": header(resolved, derivation),
         "env": {"provisioning": fmt(provisioning), "drain": fmt(drain)},
@@ -268,6 +290,16 @@ def _windows(resolved: ResolvedPolicy, start: datetime, end: datetime) -> list[d
             }
         )
     return out
+
+
+def _drain_events(cluster: Any) -> list[dict[str, Any]]:
+    """Karpenter's side of the drains: evictions a PodDisruptionBudget refused, forced ends."""
+    kinds = {"eviction-blocked", "drain-forced"}
+    return [
+        {"at": r.at, "type": r.kind, "node": r.name, **dict(r.data)}
+        for r in cluster.history
+        if r.kind in kinds
+    ]
 
 
 def _window_events(windows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -117,6 +117,8 @@ def _instant_text(value: Any) -> Any:
     return value
 
 
+_PERCENT = "^(100|[1-9]?[0-9])%$"
+_PERCENT_REASON = 'must be a count or a percentage from "0%" to "100%"'
 _INSTANT_REASON = (
     "must be an RFC3339 instant such as 2024-01-01T00:00:00Z, in the years "
     f"{FIRST_YEAR} to {LAST_YEAR}"
@@ -174,6 +176,27 @@ class FleetLimits(_Part):
     nodes: Count | None = None
 
 
+_Bound = (
+    Annotated[int, Field(strict=True, ge=0, le=MAX_COUNT), WHOLE_NUMBER]
+    | Annotated[str, Matching(_PERCENT, _PERCENT_REASON)]
+)
+_UnhealthyPolicy = Literal["IfHealthyBudget", "AlwaysAllow"]
+
+
+class MinAvailableBudget(_Part):
+    """A PodDisruptionBudget over the workload (one Pod a node) by ``minAvailable``."""
+
+    min_available: _Bound = Field(description="Healthy Pods that must remain: a count or N%.")
+    unhealthy_pod_eviction_policy: _UnhealthyPolicy = "IfHealthyBudget"
+
+
+class MaxUnavailableBudget(_Part):
+    """A PodDisruptionBudget over the workload (one Pod a node) by ``maxUnavailable``."""
+
+    max_unavailable: _Bound = Field(description="Pods that may be unavailable: a count or N%.")
+    unhealthy_pod_eviction_policy: _UnhealthyPolicy = "IfHealthyBudget"
+
+
 class FleetGenerate(_Part):
     """Nodes generated with ages spread evenly over ``spread`` (the first is the oldest)."""
 
@@ -196,6 +219,9 @@ class _FleetTemplate(_Part):
     replicas: Count | None = Field(None, description="spec.replicas: set, the pool is static.")
     ready: bool = Field(True, description="The NodePool's Ready condition.")
     limits: FleetLimits | None = None
+    pod_disruption_budget: MinAvailableBudget | MaxUnavailableBudget | None = Field(
+        None, description="A PodDisruptionBudget over the workload Pods (one on each node)."
+    )
 
 
 class ListedFleetSpec(_FleetTemplate):
