@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from tests.adapters.karpenter.kubeapi import KubeAPIServer, Obj, Request, rfc3339
+from fleetgate.domain.durations import parse_duration
+from tests.adapters.karpenter.kubeapi import KubeAPIServer, KubeError, Obj, Request, rfc3339
 from tests.adapters.karpenter.kubeapi_store import parse_quantity_units
 
 POOL_LABEL = "karpenter.sh/nodepool"
@@ -79,6 +80,8 @@ class KarpenterSim:
     )
     shortage: bool = False  # when set, provision() leaves placeholders Unschedulable
     graceful: bool = False  # when set, terminate() evicts Pods gracefully and waits them out
+    evictions: list[tuple[str, int]] = field(default_factory=list)  # (Pod, HTTP status) tried
+    forced: list[str] = field(default_factory=list)  # claims whose drain ran out its tGP
     _serial: int = 0
 
     def node(
@@ -153,9 +156,10 @@ class KarpenterSim:
         namespace: str = "apps",
         daemonset: bool = False,
         annotations: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
     ) -> None:
-        """Seed a Running workload (or DaemonSet) Pod bound to ``node``."""
-        meta: Obj = {"name": name, "namespace": namespace}
+        """Seed a Running, Ready workload (or DaemonSet) Pod bound to ``node``."""
+        meta: Obj = {"name": name, "namespace": namespace, "labels": dict(labels or {})}
         if annotations:
             meta["annotations"] = dict(annotations)
         if daemonset:
@@ -179,7 +183,10 @@ class KarpenterSim:
                         {"name": "app", "image": "app:1", "resources": {"requests": requests}}
                     ],
                 },
-                "status": {"phase": "Running"},
+                "status": {
+                    "phase": "Running",
+                    "conditions": [_condition("PodScheduled", True), _condition("Ready", True)],
+                },
             }
         )
 
@@ -210,35 +217,60 @@ class KarpenterSim:
         return launched
 
     def terminate(self) -> list[str]:
-        """End the drain of every NodeClaim being deleted: it, its Node and its Pods go.
+        """Drain every NodeClaim being deleted, as Karpenter's terminator does; return the claims
+        that went (it, its Node and its Pods).
 
-        With ``graceful``, the drain evicts each Pod as the API does (a terminating Pod for its
-        grace period) and the claim goes only once its Pods are gone, on a later call.
+        Each workload Pod is evicted through the Eviction API (a UID precondition; grace 0
+        unless ``graceful``); DaemonSet Pods are left to go with the Node. A Pod a
+        PodDisruptionBudget holds (429, or 500 under two budgets) keeps the claim, to be tried
+        again on a later call, until the claim's ``terminationGracePeriod`` has passed since its
+        deletion: then what is left is deleted regardless (``forced``). With ``graceful`` the
+        claim also waits until its evicted Pods have terminated.
         """
         gone = []
         self.api.reap()
         for claim in self.api.list("NodeClaim"):
-            if not claim["metadata"].get("deletionTimestamp"):
+            deleting = claim["metadata"].get("deletionTimestamp")
+            if not deleting:
                 continue
             node = claim.get("status", {}).get("nodeName")
             on_node = [
                 p for p in self.api.list("Pod") if node and p["spec"].get("nodeName") == node
             ]
-            if self.graceful and on_node:
-                for pod in on_node:
-                    if not pod["metadata"].get("deletionTimestamp"):
-                        meta = pod["metadata"]
-                        self.api._delete(
-                            self.api.resource("Pod"), meta["namespace"], meta["name"], None
-                        )
+            held = [p for p in on_node if not _daemonset(p) and not self._evicted(p)]
+            deadline = _deadline(claim)
+            if held and (deadline is None or self.api.now() < deadline):
+                continue  # a budget holds it: Karpenter retries on its backoff
+            if held:
+                self.forced.append(claim["metadata"]["name"])
+            elif self.graceful and any(not _daemonset(p) for p in on_node):
                 continue  # the node goes once its Pods have terminated
-            for pod in on_node:
-                self.api.remove("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
+            for pod in self.api.list("Pod"):
+                if node and pod["spec"].get("nodeName") == node:
+                    self.api.remove("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
             if node and self.api.get("Node", node) is not None:
                 self.api.remove("Node", node)
             self.api.remove("NodeClaim", claim["metadata"]["name"])
             gone.append(claim["metadata"]["name"])
         return gone
+
+    def _evicted(self, pod: Obj) -> bool:
+        """Evict ``pod`` (already terminating counts as evicted); False when a budget holds it."""
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            return True
+        options: Obj = {"preconditions": {"uid": meta["uid"]}}
+        if not self.graceful:
+            options["gracePeriodSeconds"] = 0
+        try:
+            self.api.evict(meta["namespace"], meta["name"], {"deleteOptions": options})
+        except KubeError as refused:
+            if refused.code not in (429, 500):
+                raise
+            self.evictions.append((meta["name"], refused.code))
+            return False
+        self.evictions.append((meta["name"], 201))
+        return True
 
     def disrupt(self, claim: str, reason: str = "Underutilized") -> str:
         """Karpenter decides to replace ``claim`` itself: it taints the node
@@ -338,6 +370,19 @@ def _required_in_values(pod: Obj) -> dict[str, list[str]]:
         for e in terms[0].get("matchExpressions", [])
         if e.get("operator") == "In"
     }
+
+
+def _daemonset(pod: Obj) -> bool:
+    return any(o.get("kind") == "DaemonSet" for o in pod["metadata"].get("ownerReferences") or ())
+
+
+def _deadline(claim: Obj) -> datetime | None:
+    """When Karpenter stops waiting for the claim's drain: deletion + terminationGracePeriod."""
+    tgp = (claim.get("spec") or {}).get("terminationGracePeriod")
+    if not tgp:
+        return None
+    deleted = datetime.fromisoformat(claim["metadata"]["deletionTimestamp"].replace("Z", "+00:00"))
+    return deleted + parse_duration(tgp)
 
 
 def _bind(pod: Any, node: str) -> None:

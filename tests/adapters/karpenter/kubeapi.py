@@ -250,18 +250,37 @@ class KubeAPIServer(ObjectStore):
         if rest[0] == "namespaces" and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
         res = next((r for r in served if r.plural == rest[0]), None)
-        # ``<plural>/<name>/status``: the status subresource (every served kind has one here).
+        # ``<plural>/<name>/status``: the status subresource (every served kind has one here);
+        # ``pods/<name>/eviction``: the Eviction API.
         status = len(rest) == 3 and rest[2] == "status"
+        eviction = len(rest) == 3 and rest[2] == "eviction" and rest[0] == "pods"
         if (
             res is None
-            or (len(rest) > 2 and not status)
+            or (len(rest) > 2 and not (status or eviction))
             or (namespace is not None and not res.namespaced)
         ):
             raise KubeError(404, "NotFound", "the server could not find the requested resource")
         name = rest[1] if len(rest) >= 2 else None
+        if len(rest) == 3 and rest[2] == "eviction" and res.kind == "Pod":
+            return self._eviction(request, namespace or "", rest[1], body)
         if status:
             return await self._status_verb(request, res, namespace or "", rest[1], body)
         return await self._verb(request, res, namespace, name, query, body)
+
+    def _eviction(self, request: web.Request, ns: str, name: str, body: Any) -> web.StreamResponse:
+        """``POST pods/<name>/eviction`` (policy/v1 Eviction): 201 with a Success status."""
+        if request.method != "POST":
+            raise KubeError(405, "MethodNotAllowed", f"{request.method} is not supported here")
+        if ("create", "pods/eviction") in self._forbidden:
+            raise KubeError(
+                403,
+                "Forbidden",
+                'pods "eviction" is forbidden: cannot create resource "pods/eviction"',
+            )
+        self.evict(ns, name, body if isinstance(body, dict) else None)
+        return web.json_response(
+            {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}, status=201
+        )
 
     async def _status_verb(
         self, request: web.Request, res: Resource, ns: str, name: str, body: Any

@@ -19,7 +19,9 @@ Obj = dict[str, Any]
 
 #: Kinds served with a ``status`` subresource (Leases and Events have none; the chart's
 #: RotationPolicy CRDs declare ``subresources: {status: {}}``).
-STATUS_KINDS = frozenset({"NodePool", "NodeClaim", "Node", "Pod", "RotationPolicy"})
+STATUS_KINDS = frozenset(
+    {"NodePool", "NodeClaim", "Node", "Pod", "RotationPolicy", "PodDisruptionBudget"}
+)
 
 #: CRDs among them: their status is dropped on create.
 CRD_KINDS = frozenset({"NodePool", "NodeClaim", "RotationPolicy"})

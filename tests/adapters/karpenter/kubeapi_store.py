@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from tests.adapters.karpenter.kubeapi_eviction import budget_status, check_eviction
 from tests.adapters.karpenter.kubeapi_rules import on_create, on_update
 from tests.adapters.karpenter.kubeapi_schema import Schema, admit, crd_schema
 from tests.adapters.karpenter.kubeapi_semantics import (
@@ -71,6 +72,7 @@ DEFAULT_RESOURCES = (
     Resource("events.k8s.io", "v1", "events", "Event", namespaced=True),
     Resource("karpenter.sh", "v1", "nodepools", "NodePool", namespaced=False),
     Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False),
+    Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True),
 )
 
 
@@ -120,6 +122,7 @@ class ObjectStore:
         self._rv = 1000
         self._history: list[tuple[int, Resource, str, Obj, Obj | None]] = []
         self._last: dict[tuple[Resource, str, str], Obj] = {}  # each object's last written state
+        self._refreshing = False  # writing budget statuses (which must not trigger another)
         self._changed = asyncio.Event()  # replaced after each set: a fresh one per change
         self._compacted = 0  # resourceVersions up to this one are no longer in the history
         self.conflicts = 0  # writes answered 409 for a stale resourceVersion
@@ -223,6 +226,43 @@ class ObjectStore:
             self._last[key] = now
         self._history.append((self._rv, res, change, now, before))
         self._wake()
+        if res.kind in ("Pod", "PodDisruptionBudget") and not self._refreshing:
+            self._refresh_budgets(key[1])
+
+    def _refresh_budgets(self, namespace: str) -> None:
+        """Write each budget's status as the disruption controller would, where it changed."""
+        budgets = [
+            (k, o)
+            for k, o in self._objects.items()
+            if k[0].kind == "PodDisruptionBudget" and k[1] == namespace
+        ]
+        if not budgets:
+            return
+        pods = [o for k, o in self._objects.items() if k[0].kind == "Pod" and k[1] == namespace]
+        self._refreshing = True
+        try:
+            for (res, _ns, _name), budget in budgets:
+                status = budget_status(budget, pods)
+                if budget.get("status") != status:
+                    budget["status"] = status
+                    self._bump(res, budget, "MODIFIED")
+        finally:
+            self._refreshing = False
+
+    def evict(self, namespace: str, name: str, body: Obj | None = None) -> Obj:
+        """``POST pods/<name>/eviction``: delete the Pod as a DELETE would, unless a
+        PodDisruptionBudget forbids it (see ``kubeapi_eviction``); the Pod as it is left."""
+        res = self.resource("Pod")
+        pod = self._existing(res, namespace, name)
+        budgets = [
+            o
+            for k, o in self._objects.items()
+            if k[0].kind == "PodDisruptionBudget" and k[1] == namespace
+        ]
+        pods = [o for k, o in self._objects.items() if k[0].kind == "Pod" and k[1] == namespace]
+        check_eviction(pod, budgets, pods, body)
+        options = (body or {}).get("deleteOptions") or None
+        return copy.deepcopy(self._delete(res, namespace, name, options))
 
     def _wake(self) -> None:
         changed, self._changed = self._changed, asyncio.Event()

@@ -269,3 +269,63 @@ async def test_a_loaded_fleet_rotates_beside_karpenter_without_a_double_replacem
     surged_for = [w.body["metadata"]["labels"][ann.SURGE_FOR] for w in surges]
     assert sorted(surged_for) == sorted(ours_claims)  # exactly one surge per rotated claim
     assert api.list("Pod", NAMESPACE) == []
+
+
+async def test_a_drain_a_pdb_holds_runs_to_the_tgp_then_completes_make_before_break(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    # The workload's budget allows no disruption: every eviction of its Pod is a 429, so
+    # Karpenter deletes it only once the old claim's terminationGracePeriod (1h) has passed.
+    api.seed(nodepool("pool", expire_after="336h", tgp="1h"))
+    now = clock.now()
+    old, old_node = sim.node("pool", created=now - timedelta(days=14) + timedelta(minutes=30))
+    young, _ = sim.node("pool", created=now - timedelta(days=1))
+    sim.pod("web-0", old_node, {"cpu": "3", "memory": "1Gi"}, labels={"app": "web"})
+    api.seed(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": "apps"},
+            "spec": {"maxUnavailable": 0, "selector": {"matchLabels": {"app": "web"}}},
+        }
+    )
+    passes: list[PassResult] = []
+    registry = CollectorRegistry()
+    controller = _controller(gateway, clock, passes, registry)
+    seen: dict[str, object] = {}
+
+    def done() -> bool:
+        # What held at each round, first seen: the surge node Ready, the old claim deleting.
+        claims = api.list("NodeClaim")
+        surge_ready = any(
+            c["metadata"]["name"] not in (old, young)
+            and any(
+                x["type"] == "Ready" and x["status"] == "True" for x in c["status"]["conditions"]
+            )
+            for c in claims
+        )
+        if surge_ready:
+            seen.setdefault("surge ready", clock.now())
+        deleting = api.get("NodeClaim", old)
+        if deleting is not None and deleting["metadata"].get("deletionTimestamp"):
+            seen.setdefault("deleting", clock.now())
+        if deleting is None:
+            seen.setdefault("gone", clock.now())
+        return deleting is None and ann.LAST_ROTATION_AT in _annotations(api)
+
+    await _run(controller, sim, clock, done, rounds=500)
+
+    assert sim.forced == [old]
+    assert ("web-0", 429) in sim.evictions and ("web-0", 201) not in sim.evictions
+    budget = api.get("PodDisruptionBudget", "web", "apps")
+    assert budget is not None and budget["status"]["disruptionsAllowed"] == 0
+    # Make before break: the old claim was deleted only once the surge node was Ready, and it
+    # went no sooner than its terminationGracePeriod after its deletion.
+    assert seen["surge ready"] <= seen["deleting"]  # type: ignore[operator]
+    assert seen["gone"] >= seen["deleting"] + timedelta(hours=1)  # type: ignore[operator]
+    assert (
+        registry.get_sample_value(
+            "fleetgate_rotation_completed_total", {"nodepool": "pool", "outcome": "success"}
+        )
+        == 1.0
+    )
