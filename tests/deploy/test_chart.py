@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import copy
 import re
+import shutil
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -463,3 +466,72 @@ def test_the_prometheus_rule_has_the_documented_alerts_over_series_the_controlle
         )
         for metric in re.findall(r"\bfleetgate_[a-z_]+", alert["expr"]):
             assert metric in served, f"{alert['alert']} reads {metric}, which nothing serves"
+
+
+# The drain alert, evaluated by Prometheus's own rule engine: ``promtool test rules`` over the
+# rendered PrometheusRule. promtool comes from Debian's ``prometheus`` package, which .ci/run
+# installs; without it this test fails (it is never skipped).
+_DRAIN_STUCK_TEST = {
+    "rule_files": ["rules.yaml"],
+    "evaluation_interval": "1m",
+    "tests": [
+        {
+            "interval": "1m",
+            # The gauge of a pool whose drain outlives its bound from minute 3 (a PDB that holds
+            # it past terminationGracePeriod + 2m, or a drain without a tGP past 1h), and a pool
+            # whose drains end in time.
+            "input_series": [
+                {
+                    "series": 'fleetgate_rotation_drain_stuck{nodepool="web",namespace="fg"}',
+                    "values": "0 0 0 1 1 1",
+                },
+                {
+                    "series": 'fleetgate_rotation_drain_stuck{nodepool="db",namespace="fg"}',
+                    "values": "0 0 0 0 0 0",
+                },
+            ],
+            "alert_rule_test": [
+                {"eval_time": "2m", "alertname": "FleetgateDrainStuck", "exp_alerts": []},
+                {
+                    "eval_time": "4m",
+                    "alertname": "FleetgateDrainStuck",
+                    "exp_alerts": [
+                        {
+                            "exp_labels": {
+                                "severity": "page",
+                                "nodepool": "web",
+                                "namespace": "fg",
+                            },
+                            "exp_annotations": {
+                                "summary": "A drain in NodePool web outlived its bound: a PDB or "
+                                "a finalizer holds it."
+                            },
+                        }
+                    ],
+                },
+            ],
+        }
+    ],
+}
+
+
+def test_the_drain_alert_fires_in_prometheus_once_a_drain_outlives_its_bound(
+    tmp_path: Path,
+) -> None:
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is missing: apt-get install prometheus (.ci/run does)"
+    rule = find(render(MONITORED), "PrometheusRule")
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(_DRAIN_STUCK_TEST))
+
+    run = subprocess.run(
+        [promtool, "test", "rules", "test.yaml"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "SUCCESS" in run.stdout
