@@ -30,6 +30,25 @@ async def test_the_page_and_its_answers_need_the_admin_token(client: httpx.Async
     assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
+async def test_a_direct_link_with_the_token_signs_in_and_lands_on_the_what_if_page(
+    client: httpx.AsyncClient,
+) -> None:
+    r = await client.get("/whatif", params={"token": TOKEN})
+    assert r.status_code == 303 and r.headers["location"] == "/whatif"
+    assert TOKEN not in r.headers["set-cookie"]
+    page = await client.get("/whatif")
+    assert page.status_code == 200 and "policy-a" in page.text
+    assert (await client.get("/dashboard/data")).status_code == 200  # one session for both
+
+
+async def test_a_wrong_token_on_the_what_if_link_asks_again_for_that_page(
+    client: httpx.AsyncClient,
+) -> None:
+    r = await client.get("/whatif", params={"token": "guess"})
+    assert r.status_code == 401 and 'action="/whatif"' in r.text
+    assert "set-cookie" not in r.headers
+
+
 async def test_two_policies_are_checked_and_simulated_side_by_side(
     client: httpx.AsyncClient,
 ) -> None:

@@ -16,6 +16,8 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 DIMENSIONS = (("cpus", "vCPU", ""), ("memory_mb", "memory", " MB"), ("disk_gb", "disk", " GB"))
+PAGES = ("/", "/whatif")
+"""The pages a sign-in may return to (anything else returns to ``/``)."""
 SECTIONS = ("summary", "pools", "nodes", "claims", "namespaces", "events")
 TICK_HOURS = (1, 2, 3, 6, 12, 24)
 """Hour steps a timeline's axis may use: the smallest that keeps it to ``MAX_TICKS`` ticks."""
@@ -33,6 +35,7 @@ _PAGE = Template("""<!doctype html>
 <header>
   <h1>fleetgate</h1>
   <p class="tagline">guarded capacity admission · maintenance-window rotation</p>
+  <nav><a id="whatif-link" href="/whatif">What if: compare two policies</a></nav>
   <p id="live" class="live" data-state="loading">live</p>
 </header>
 <section id="summary" class="summary">$summary</section>
@@ -57,7 +60,7 @@ _LOGIN = Template("""<!doctype html>
 <body class="login">
 <h1>fleetgate</h1>
 <p>$message</p>
-<form method="get" action="/">
+<form method="get" action="$action">
 <label>Admin token <input type="password" name="token" autocomplete="off" required></label>
 <button type="submit">Open the dashboard</button>
 </form>
@@ -480,9 +483,10 @@ def page(s: Mapping[str, Any]) -> str:
     return _PAGE.substitute(sections(s))
 
 
-def login(message: str) -> str:
-    """The page that asks for the admin token."""
-    return _LOGIN.substitute(message=e(message))
+def login(message: str, action: str = "/") -> str:
+    """The page that asks for the admin token; the form signs in to ``action`` (the page asked
+    for), so a direct link to ``/whatif`` lands there."""
+    return _LOGIN.substitute(message=e(message), action=e(action if action in PAGES else "/"))
 
 
 __all__: Sequence[str] = [

@@ -14,12 +14,11 @@ import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 from string import Template
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 
-from fleetgate.apps.api.dashboard import render
 from fleetgate.apps.api.dashboard.render import e
 from fleetgate.apps.api.schemas.fleet import MAX_SIMULATE_NODES
 from fleetgate.apps.api.schemas.rotation import SIMULATE_SECONDS
@@ -29,6 +28,9 @@ from fleetgate.apps.simulate.fleet import Fleet, FleetError, load_fleet
 from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
 from fleetgate.domain.durations import format_duration, parse_duration
 from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
+
+if TYPE_CHECKING:  # the package imports this module: only the type, to avoid a cycle
+    from fleetgate.apps.api.dashboard import Dashboard
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 MAX_DAYS = 90
@@ -67,7 +69,7 @@ _PAGE = Template("""<!doctype html>
 <header>
   <h1>fleetgate · what if</h1>
   <p class="tagline">two policies, one fleet: the forecast and the real controller, simulated</p>
-  <p><a href="/">dashboard</a></p>
+  <nav><a id="dashboard-link" href="/">dashboard</a></nav>
 </header>
 <form id="whatif" class="panel wide">
   <label>Policy A<textarea id="policy-a" name="policy-a" rows="16" cols="50">$a</textarea></label>
@@ -242,12 +244,16 @@ def results_html(sides: list[dict[str, Any]], span: timedelta) -> str:
     return "".join(_side(side, "AB"[i], span) for i, side in enumerate(sides))
 
 
-def install(app: FastAPI, authorized: Any, headers: dict[str, str]) -> None:
-    """Mount ``/whatif`` and ``POST /dashboard/whatif`` behind ``authorized(request)``."""
+def install(app: FastAPI, dashboard: Dashboard, headers: dict[str, str]) -> None:
+    """Mount ``/whatif`` and ``POST /dashboard/whatif`` behind the dashboard's sign-in."""
+    authorized = dashboard.authorized
 
     async def whatif_page(request: Request) -> Response:
+        signed_in = dashboard.sign_in(request)  # ``/whatif?token=…`` signs in as ``/`` does
+        if signed_in is not None:
+            return signed_in
         if not authorized(request):
-            return HTMLResponse(render.login("The dashboard needs the admin token."), 401, headers)
+            return dashboard.refused(request)
         return HTMLResponse(page(), headers=headers)
 
     async def whatif_run(request: Request) -> Response:
