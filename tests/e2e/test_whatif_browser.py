@@ -47,7 +47,7 @@ def test_two_policies_are_compared_in_the_browser(up: Up, browser: Any, tmp_path
     run(browser, "20", "done")
     a = browser.find_element(By.CSS_SELECTOR, "article.whatif[data-side='A']")
     b = browser.find_element(By.CSS_SELECTOR, "article.whatif[data-side='B']")
-    assert "twice-weekly" in a.text and "weekly" in b.text
+    assert "daily" in a.text and "weekly" in b.text
     assert a.find_element(By.CSS_SELECTOR, "dd[data-term='G']").text == "2"
     assert a.find_elements(By.CSS_SELECTOR, ".timeline svg .tl-rotation")
     assert a.get_attribute("data-breaches") == "0"

@@ -46,6 +46,7 @@ async def test_the_snapshot_shows_the_fleet_as_ledger_cluster_and_controller_see
     await up.runtime.tick(timedelta(minutes=1), 0.0)
     snap = await up.status.snapshot()
     json.dumps(snap)  # JSON-ready throughout
+    assert snap["clock"] == "virtual"  # the page labels up's instants as virtual time
     names = {n["name"] for n in snap["nodes"]}
     assert names == {c.name for c in up.cluster.claims.values() if c.ready}
     placed = sum(n["placements"] for n in snap["nodes"])

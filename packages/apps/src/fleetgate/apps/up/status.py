@@ -146,6 +146,7 @@ class UpStatus:
         await self._read_events()
         return {
             "now": iso(now),
+            "clock": "virtual",  # up's accelerated clock: the page labels every instant so
             "started": iso(self.started),
             "elapsed": _rounded(now - self.started),
             "speed": self.speed,
