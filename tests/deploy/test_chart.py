@@ -124,7 +124,11 @@ def test_service_monitor_is_a_switch_and_has_the_operators_shape() -> None:
         ("http", "/metrics"),
     }
     for endpoint in spec["endpoints"]:
-        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout"}
+        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "honorLabels"}
+    # The tenant namespace label of the admission series survives the scrape (Grafana's
+    # $namespace); the controller's series have no such label and keep the Pod's.
+    honour = {e["port"]: e.get("honorLabels", False) for e in spec["endpoints"]}
+    assert honour == {"http": True, "metrics": False}
     # Each endpoint port exists on a Service the selector matches.
     services = [d for d in render(EVERYTHING) if d["kind"] == "Service"]
     selected = [
@@ -460,6 +464,8 @@ def test_the_prometheus_rule_has_the_documented_alerts_over_series_the_controlle
     served = {m.name for m in registry.collect()} | {
         m.name + "_total" for m in registry.collect() if m.type == "counter"
     }
+    deprecated = {m.name for m in registry.collect() if m.documentation.startswith("DEPRECATED")}
+    assert deprecated  # the controller's renamed series are still served, as aliases
     assert len(group["rules"]) >= 8
     for alert in group["rules"]:
         assert set(alert) <= {"alert", "expr", "for", "labels", "annotations"}
@@ -473,6 +479,7 @@ def test_the_prometheus_rule_has_the_documented_alerts_over_series_the_controlle
         )
         for metric in re.findall(r"\bfleetgate_[a-z_]+", alert["expr"]):
             assert metric in served, f"{alert['alert']} reads {metric}, which nothing serves"
+            assert metric not in deprecated, f"{alert['alert']} reads the deprecated {metric}"
 
 
 def test_every_api_replica_reads_the_one_admin_token_secret_the_chart_makes() -> None:
