@@ -4,10 +4,12 @@ bad values are refused at install time, and the config it renders is one fleetga
 
 from __future__ import annotations
 
+import base64
 import copy
 import re
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ from fleetgate.apps.controller.endpoints import ControllerEndpoints
 from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.settings import load_settings
 from fleetgate.domain.rotation.manifest import read_manifest
-from tests.deploy.helm import CHART, HelmError, lint, template
+from tests.deploy.helm import CHART, HelmError, helm, lint, template
 
 K8S_VERSIONS = ("1.26.0", "1.37.0")  # the chart's kubeVersion floor, and the newest schemas
 BASE: dict[str, Any] = {"database": {"existingSecret": "fleetgate-database"}}
@@ -44,6 +46,11 @@ EVERYTHING = {
     "controller": {"clusterOptions": {"lease_duration": 20}, "nodeSelector": {"pool": "system"}},
     "imagePullSecrets": [{"name": "regcred"}],
     "config": {"capacity": {"target_load": 0.8}},
+    "networkPolicy": {
+        "enabled": True,
+        "apiFrom": [{"namespaceSelector": {"matchLabels": {"fleetgate.io/client": "true"}}}],
+        "metricsFrom": [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}],
+    },
 }
 MONITORED = {
     **BASE,
@@ -118,7 +125,11 @@ def test_service_monitor_is_a_switch_and_has_the_operators_shape() -> None:
         ("http", "/metrics"),
     }
     for endpoint in spec["endpoints"]:
-        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout"}
+        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout", "honorLabels"}
+    # The tenant namespace label of the admission series survives the scrape (Grafana's
+    # $namespace); the controller's series have no such label and keep the Pod's.
+    honour = {e["port"]: e.get("honorLabels", False) for e in spec["endpoints"]}
+    assert honour == {"http": True, "metrics": False}
     # Each endpoint port exists on a Service the selector matches.
     services = [d for d in render(EVERYTHING) if d["kind"] == "Service"]
     selected = [
@@ -405,7 +416,8 @@ def test_the_reference_controllers_group_is_served_with_the_same_schema() -> Non
     ours, reference = crd(), crd("noderotation.io")
     assert reference["metadata"]["name"] == "rotationpolicies.noderotation.io"
     assert reference["spec"]["group"] == "noderotation.io"
-    assert reference["spec"]["names"] == ours["spec"]["names"]  # kind RotationPolicy, cluster
+    names = {k: v for k, v in ours["spec"]["names"].items() if k != "shortNames"}
+    assert {k: v for k, v in reference["spec"]["names"].items() if k != "shortNames"} == names
     assert reference["spec"]["scope"] == "Cluster"
     assert reference["spec"]["versions"] == ours["spec"]["versions"]  # one schema, two groups
 
@@ -453,6 +465,8 @@ def test_the_prometheus_rule_has_the_documented_alerts_over_series_the_controlle
     served = {m.name for m in registry.collect()} | {
         m.name + "_total" for m in registry.collect() if m.type == "counter"
     }
+    deprecated = {m.name for m in registry.collect() if m.documentation.startswith("DEPRECATED")}
+    assert deprecated  # the controller's renamed series are still served, as aliases
     assert len(group["rules"]) >= 8
     for alert in group["rules"]:
         assert set(alert) <= {"alert", "expr", "for", "labels", "annotations"}
@@ -535,3 +549,94 @@ def test_the_drain_alert_fires_in_prometheus_once_a_drain_outlives_its_bound(
 
     assert run.returncode == 0, run.stdout + run.stderr
     assert "SUCCESS" in run.stdout
+            assert metric not in deprecated, f"{alert['alert']} reads the deprecated {metric}"
+
+
+def test_every_api_replica_reads_the_one_admin_token_secret_the_chart_makes() -> None:
+    # Without adminTokenSecret each replica generated its own token (printed to its log) and a
+    # token worked on one Pod only; now the release has one Secret that every replica reads.
+    for replicas in (2, 3):
+        docs = render({**BASE, "api": {"replicas": replicas}})
+        secret = find(docs, "Secret", "fleetgate-admin-token")
+        token = base64.b64decode(secret["data"]["token"]).decode()
+        assert len(token) >= 40 and token.isalnum()
+        api = find(docs, "Deployment", "fleetgate-api")["spec"]["template"]["spec"]
+        env = {e["name"]: e for e in api["containers"][0]["env"]}
+        assert env["FLEETGATE_API__ADMIN_TOKEN"]["valueFrom"]["secretKeyRef"] == {
+            "name": "fleetgate-admin-token",
+            "key": "token",
+        }
+    # Kept across upgrades: an existing Secret's token is read back, not replaced.
+    source = (CHART / "templates" / "admin-token-secret.yaml").read_text()
+    assert 'lookup "v1" "Secret" .Release.Namespace $name' in source
+    assert not [d for d in render({**BASE, "api": {"enabled": False}}) if d["kind"] == "Secret"]
+
+
+def test_the_reconciler_is_probed_on_the_port_it_serves_its_metrics_on() -> None:
+    docs = render({**BASE, "reconciler": {"metricsPort": 9102}})
+    [container] = find(docs, "Deployment", "fleetgate-reconciler")["spec"]["template"]["spec"][
+        "containers"
+    ]
+    assert container["ports"] == [{"name": "metrics", "containerPort": 9102}]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["FLEETGATE_RECONCILER__METRICS_PORT"] == "9102"
+    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/metrics", "port": "metrics"}
+
+
+def test_the_network_policy_is_off_by_default_and_opens_only_the_served_ports() -> None:
+    assert not [d for d in render(BASE) if d["kind"] == "NetworkPolicy"]
+    policy = find(render(EVERYTHING), "NetworkPolicy", "fleetgate")
+    spec = policy["spec"]
+    assert spec["policyTypes"] == ["Ingress"]
+    assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/instance"] == "fleetgate"
+    api, metrics = spec["ingress"]
+    assert api["ports"] == [{"port": 8000, "protocol": "TCP"}]
+    assert api["from"] == EVERYTHING["networkPolicy"]["apiFrom"]
+    assert {p["port"] for p in metrics["ports"]} == {8080, 8081, 8082}
+    assert metrics["from"] == EVERYTHING["networkPolicy"]["metricsFrom"]
+    anyone = find(render({**BASE, "networkPolicy": {"enabled": True}}), "NetworkPolicy")
+    assert all("from" not in rule for rule in anyone["spec"]["ingress"])  # empty: anyone
+
+
+def test_the_two_crds_have_distinct_short_names() -> None:
+    ours, reference = crd()["spec"]["names"], crd("noderotation.io")["spec"]["names"]
+    assert ours["shortNames"] == ["fgrotpol"] and reference["shortNames"] == ["nrrotpol"]
+    assert "rotpol" not in ours["shortNames"] + reference["shortNames"]  # the reference's own
+
+
+def notes(values: dict[str, Any]) -> str:
+    """NOTES.txt as Helm renders it: ``helm template`` skips NOTES, so a copy of the chart
+    renders it with ``tpl`` into a one-key YAML document."""
+    with tempfile.TemporaryDirectory() as scratch:
+        chart = Path(scratch) / "fleetgate"
+        shutil.copytree(CHART, chart)
+        shutil.copy(chart / "templates" / "NOTES.txt", chart / "notes.txt")
+        (chart / "templates" / "notes-as-text.yaml").write_text(
+            'notes: {{ tpl (.Files.Get "notes.txt") . | toJson }}\n'
+        )
+        out = helm(
+            "template",
+            "fleetgate",
+            str(chart),
+            "--namespace",
+            "fleetgate-system",
+            "--show-only",
+            "templates/notes-as-text.yaml",
+            values=values,
+        )
+    text: str = yaml.safe_load(out)["notes"]
+    return text
+
+
+def test_the_notes_say_how_to_reach_the_api_and_read_the_admin_token() -> None:
+    text = notes(BASE)
+    assert "kubectl -n fleetgate-system port-forward svc/fleetgate-api 8000:80" in text
+    assert (
+        "kubectl -n fleetgate-system get secret fleetgate-admin-token "
+        "-o jsonpath='{.data.token}' | base64 -d"
+    ) in text
+    assert "made by this chart once" in text
+    yours = notes({**BASE, "api": {"adminTokenSecret": "mine"}})
+    assert "get secret mine -o jsonpath" in yours and "made by this chart" not in yours
+    assert "port-forward" not in notes({**BASE, "api": {"enabled": False}})

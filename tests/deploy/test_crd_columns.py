@@ -1,4 +1,4 @@
-"""``kubectl get rotpol`` columns: each printer column's path finds its value in the status the
+"""``kubectl get fgrotpol`` columns: each printer column's path finds its value in the status the
 controller really writes (``PolicyStatus.as_manifest``), in both CRDs, with the type it declares."""
 
 from __future__ import annotations
@@ -65,5 +65,5 @@ def test_the_printer_columns_read_the_status_the_controller_writes(group: str) -
 def test_both_crds_show_the_same_columns_and_the_default_view_stays_narrow() -> None:
     assert columns("fleetgate.io") == columns("noderotation.io")
     default = [c["name"] for c in columns("fleetgate.io") if not c.get("priority")]
-    # `kubectl get rotpol` without -o wide: the at-a-glance set, names and reasons kept for wide.
+    # `kubectl get fgrotpol` without -o wide: the at-a-glance set, names and reasons kept for wide.
     assert default == ["Ready", "Pools", "Rotating", "Window", "Next Window", "A", "Age"]

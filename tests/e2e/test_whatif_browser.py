@@ -2,60 +2,105 @@
 simulated timeline side by side.
 
 Runs the real ``fleetgate up`` (as the dashboard's browser test does, reusing its harness),
-signs in through the printed link, opens ``/whatif``, changes the fleet, runs it, and checks what
-the page shows: both policies' A/G/C and findings, a timeline with rotations for the policy that
-keeps up and breaches for the one that cannot. Never skipped: without Chromium the test fails.
+signs in through the printed link, reaches ``/whatif`` from the dashboard's own link, runs the
+default pair, and checks what the page shows: a healthy policy A (no finding, no breach) against
+a breaching B, each with the dashboard's timeline (hour/day axis, dates, legend). The What-if
+link the banner prints signs a fresh browser in on that page. Never skipped: without Chromium
+the test fails.
 """
 
 from __future__ import annotations
 
+import queue
+import re
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.test_dashboard_browser import Up, browser, get, up, wait_for
+from tests.e2e.test_dashboard_browser import STARTUP, Up, browser, get, up, wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 __all__ = ["browser", "up"]  # the fixtures, imported so that pytest finds them here
+WHATIF_LINK = re.compile(r"what if\s+(http://\S+/whatif\?token=\S+)")
+SIMULATE = 180.0  # seconds: two 30-day simulations of 40 nodes on a loaded machine
 
 
-def run(browser: Any, nodes: str, outcome: str) -> None:
-    """Set the node count, press the button, and wait for the page to say ``outcome``."""
+def whatif_link(up: Up) -> str:
+    """The What-if link of the banner (printed after the dashboard link)."""
+    deadline = time.monotonic() + STARTUP
+    while time.monotonic() < deadline:
+        try:
+            line = up.lines.get(timeout=1.0)
+        except queue.Empty:
+            continue
+        match = WHATIF_LINK.search(line)
+        if match:
+            return match.group(1)
+    pytest.fail("fleetgate up printed no What-if link")
+
+
+def run(browser: Any, outcome: str, nodes: str | None = None) -> None:
+    """Optionally set the node count, press the button, and wait for the page to say
+    ``outcome``."""
     from selenium.webdriver.common.by import By
 
-    count = browser.find_element(By.ID, "count")
-    count.clear()
-    count.send_keys(nodes)
+    if nodes is not None:
+        count = browser.find_element(By.ID, "count")
+        count.clear()
+        count.send_keys(nodes)
     browser.find_element(By.ID, "run").click()
     wait_for(
         browser,
         f"the page to say {outcome}",
         lambda d: d.find_element(By.ID, "status").get_attribute("data-state") == outcome,
+        timeout=SIMULATE,
         read=lambda d: d,
     )
 
 
-def test_two_policies_are_compared_in_the_browser(up: Up, browser: Any, tmp_path: Path) -> None:
+def test_the_what_if_page_is_reached_from_the_dashboard_and_compares_two_policies(
+    up: Up, browser: Any, tmp_path: Path
+) -> None:
     from selenium.webdriver.common.by import By
 
     link = up.link()
+    direct = whatif_link(up)
     base = link.split("/?token=")[0]
     assert get(f"{base}/whatif")[0] == 401  # the page is the dashboard's: admin token only
-    browser.get(link)  # sets the dashboard cookie
-    browser.get(f"{base}/whatif")
-    run(browser, "20", "done")
+    browser.get(link)  # signs in: a session cookie
+    browser.find_element(By.ID, "whatif-link").click()
+    wait_for(
+        browser, "the What-if page", lambda d: d.current_url == f"{base}/whatif", read=lambda d: d
+    )
+    run(browser, "done")  # the default pair over the default fleet
     a = browser.find_element(By.CSS_SELECTOR, "article.whatif[data-side='A']")
     b = browser.find_element(By.CSS_SELECTOR, "article.whatif[data-side='B']")
-    assert "twice-weekly" in a.text and "weekly" in b.text
-    assert a.find_element(By.CSS_SELECTOR, "dd[data-term='G']").text == "2"
+    assert "daily" in a.text and "weekly" in b.text
+    assert a.get_attribute("data-breaches") == "0" and not a.find_elements(
+        By.CSS_SELECTOR, ".finding"
+    )
     assert a.find_elements(By.CSS_SELECTOR, ".timeline svg .tl-rotation")
-    assert a.get_attribute("data-breaches") == "0"
     assert b.find_elements(By.CSS_SELECTOR, ".finding[data-code='ANonPositive']")
     assert int(b.get_attribute("data-breaches") or 0) > 0
     assert b.find_elements(By.CSS_SELECTOR, ".timeline svg .tl-breach")
+    for side in (a, b):  # the dashboard's axis, dates and legend
+        assert side.find_elements(By.CSS_SELECTOR, "svg.tl-axis text.tl-mark")
+        assert "simulated times in Asia/Tokyo" in side.text and "2024" in side.text
+        assert "maintenance window" in side.find_element(By.TAG_NAME, "figcaption").text
     browser.save_screenshot(str(tmp_path / "whatif.png"))
     # A bad input is answered on the page, naming the field.
-    run(browser, "0", "error")
+    run(browser, "error", nodes="0")
     assert browser.find_element(By.ID, "status").text.startswith("count:")
+    browser.find_element(By.ID, "dashboard-link").click()  # and back
+    wait_for(browser, "the dashboard", lambda d: d.current_url == f"{base}/", read=lambda d: d)
+    # The banner's What-if link signs a browser without a session in, straight onto the page,
+    # and the token leaves the address bar.
+    browser.delete_all_cookies()
+    browser.get(direct)
+    wait_for(
+        browser, "the What-if form", lambda d: d.find_elements(By.ID, "whatif"), read=lambda d: d
+    )
+    assert browser.current_url == f"{base}/whatif"
     assert up.interrupt() == 0

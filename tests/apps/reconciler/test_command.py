@@ -106,14 +106,14 @@ def test_the_loop_serves_metrics_and_stops_on_sigterm(tmp_sqlite_url: str) -> No
                 body = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=1).text
             except httpx.HTTPError:
                 body = ""
-            if 'fleetgate_capacity_node_used{node="node-a",resource="cpus"} 2.0' in body and (
+            if 'fleetgate_capacity_node_used_cpus{node="node-a"} 2.0' in body and (
                 "fleetgate_capacity_reconcile_passes_total 2.0" in body
                 or "fleetgate_capacity_reconcile_passes_total 3.0" in body
                 or "fleetgate_capacity_reconcile_passes_total 4.0" in body
             ):
                 break
             time.sleep(0.1)
-        assert 'fleetgate_capacity_node_used{node="node-a",resource="cpus"} 2.0' in body, body
+        assert 'fleetgate_capacity_node_used_cpus{node="node-a"} 2.0' in body, body
         assert "fleetgate_capacity_reconcile_last_success_timestamp_seconds" in body
     finally:
         proc.send_signal(signal.SIGTERM)

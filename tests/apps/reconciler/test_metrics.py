@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
+from fleetgate.apps.reconciler.metrics import ALIASES_REMOVED_IN, ReconcilerMetrics
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import ClusterState
 from fleetgate.domain.capacity.reconcile import NodeCounters, PassReport, Snapshot, reconcile
@@ -130,3 +131,35 @@ def test_memory_and_disk_are_also_published_in_bytes_and_the_old_values_kept() -
     metrics.record_pass(report(("b", Resources(), Resources())), NOW)
     assert value(registry, node_used, node="a", resource="memory") is None
     assert value(registry, node_used, node="b", resource="memory") == 0
+
+
+def test_every_canonical_family_has_one_unit_and_the_mixed_aliases_say_when_they_go() -> None:
+    registry = CollectorRegistry()
+    metrics = ReconcilerMetrics(registry)
+    metrics.record_pass(report(("a", Resources(3, 512, 7), Resources(3, 256, 9))), NOW)
+    assert value(registry, "fleetgate_capacity_node_limit_cpus", node="a") == 10
+    assert value(registry, "fleetgate_capacity_node_used_cpus", node="a") == 3
+    assert value(registry, "fleetgate_capacity_cluster_total_cpus") == 10
+    assert value(registry, "fleetgate_capacity_reconcile_drift_corrected_cpus_total") == 0
+    families = {f.name: f for f in registry.collect()}
+    for family in families.values():
+        resources = {s.labels.get("resource") for s in family.samples} - {None}
+        if family.documentation.startswith("DEPRECATED"):
+            # The old mixed family: vCPUs, MB and GB side by side, kept for one release only.
+            assert f"removed in fleetgate {ALIASES_REMOVED_IN}" in family.documentation
+            assert family.name + "_cpus" in family.documentation
+            assert family.name + "_bytes" in family.documentation
+        elif family.name.endswith("_bytes"):
+            assert resources <= {"memory", "disk"}, family.name
+        else:
+            assert not resources, f"{family.name} mixes {resources} in one metric"
+    # A node that leaves takes its vCPU series with it.
+    metrics.record_pass(report(("b", Resources(), Resources())), NOW)
+    assert value(registry, "fleetgate_capacity_node_limit_cpus", node="a") is None
+
+
+def test_the_removal_release_is_stated_in_the_docs() -> None:
+    decisions = (Path(__file__).parents[3] / "docs" / "decisions.md").read_text()
+    assert f"removed in {ALIASES_REMOVED_IN}" in decisions
+    for alias in ("fleetgate_capacity_node_limit{", "fleetgate_rotation_rotation_chances"):
+        assert alias in decisions

@@ -104,3 +104,13 @@ def test_verbose_streams_the_controller_and_the_reconciler_quiet_does_not(
             logging.getLogger(name).setLevel(logging.NOTSET)
         root.handlers[:], root.level = saved[0], saved[1]
         structlog.configure(**saved[2])
+
+
+def test_the_banner_links_the_dashboard_and_the_what_if_page_with_the_token(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    settings = Settings(api={"admin_token": "banner-token-1", "host": "0.0.0.0"})  # type: ignore[arg-type]
+    command._banner(settings, 8123, [], 600.0)
+    out = capsys.readouterr().out
+    assert "http://127.0.0.1:8123/?token=banner-token-1" in out
+    assert "http://127.0.0.1:8123/whatif?token=banner-token-1" in out

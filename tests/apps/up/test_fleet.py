@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -122,3 +123,17 @@ def test_the_claim_reserves_a_share_of_every_dimension() -> None:
     request = fleet.claim_request(Resources(100, 1000, 10))
     assert request.namespace == "ci" and request.limit == Resources(35, 350, 3)
     assert request.expires_in_seconds == 30 * 86400
+
+
+def test_each_pool_provisions_and_drains_as_long_as_its_policy_estimates() -> None:
+    policies = load_policies(fleet.DEFAULT_POLICIES)
+    explicit = RotationPolicy(
+        name="explicit",
+        maintenance_windows=policies[0].maintenance_windows,
+        surge=replace(policies[0].surge, provisioning_estimate=timedelta(minutes=7)),
+    )
+    plans = fleet.plan_pools([policies[0], explicit], 4)
+    assert fleet.estimates_of(plans[0]) == (timedelta(minutes=5), timedelta(minutes=10))
+    assert fleet.estimates_of(plans[1])[0] == timedelta(minutes=7)
+    broken = replace(plans[0], policy=RotationPolicy(name="no-windows"))
+    assert fleet.estimates_of(broken) == (timedelta(minutes=5), timedelta(minutes=10))

@@ -88,3 +88,21 @@ def test_speed_must_be_positive(up: Up) -> None:
             status=up.status,
             speed=0,
         )
+
+
+async def test_the_demo_s_estimates_match_what_it_simulates(up: Up) -> None:
+    # The demo's pools used to provision in 2m and drain in 6m against the defaulted 5m/10m
+    # estimates: once three rotations were observed, EstimateDisagreesWithObservation stayed on
+    # the pool card for good.
+    real = 0.0
+    for _ in range(3 * 72):  # three virtual days in 20-minute ticks
+        real += 1.0
+        await up.runtime.tick(timedelta(minutes=20), real)
+    checked = [c for report in up.status.reports.values() for c in report.estimates]
+    assert {c.kind for c in checked} == {"provisioning", "drain"}  # enough rotations observed
+    assert not [c for c in checked if c.disagrees]
+    kinds, after = [], 0
+    while batch := await up.ledger.events(after_id=after, limit=1000):
+        kinds += [e.event.kind for e in batch]
+        after = batch[-1].id
+    assert "RotationStarted" in kinds and "EstimateDisagreesWithObservation" not in kinds

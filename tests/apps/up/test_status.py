@@ -46,6 +46,7 @@ async def test_the_snapshot_shows_the_fleet_as_ledger_cluster_and_controller_see
     await up.runtime.tick(timedelta(minutes=1), 0.0)
     snap = await up.status.snapshot()
     json.dumps(snap)  # JSON-ready throughout
+    assert snap["clock"] == "virtual"  # the page labels up's instants as virtual time
     names = {n["name"] for n in snap["nodes"]}
     assert names == {c.name for c in up.cluster.claims.values() if c.ready}
     placed = sum(n["placements"] for n in snap["nodes"])
@@ -82,6 +83,18 @@ async def test_events_are_read_incrementally_and_only_the_latest_kept(up: Up) ->
         "instance placed",
         "placement admitted over namespace capacity claim",
     }
+
+
+async def test_placement_churn_does_not_push_rotation_events_off_the_list(up: Up) -> None:
+    await up.runtime.tick(timedelta(minutes=1), 0.0)  # the general pool starts a rotation
+    status = up.status
+    rotation = [e for e in (await status.snapshot())["events"] if "nodepool" in e["data"]]
+    assert rotation, "the pass announced the rotation it started"
+    for _ in range(status.events.maxlen or 0):  # a burst of capacity events, more than kept
+        await up.workload.admit()
+    events = (await status.snapshot())["events"]
+    assert {e["id"] for e in rotation} <= {e["id"] for e in events}
+    assert [e["id"] for e in events] == sorted((e["id"] for e in events), reverse=True)
 
 
 async def test_the_pool_card_lists_the_warnings_the_pass_raises(up: Up) -> None:

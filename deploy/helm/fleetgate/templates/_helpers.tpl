@@ -88,3 +88,8 @@ affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/* The Secret holding the admin token: yours (api.adminTokenSecret) or the chart's own. */}}
+{{- define "fleetgate.adminTokenSecret" -}}
+{{- .Values.api.adminTokenSecret | default (printf "%s-admin-token" (include "fleetgate.fullname" .)) -}}
+{{- end }}

@@ -38,6 +38,7 @@ def snapshot(**over: Any) -> dict[str, Any]:
     """A snapshot with two nodes, a claim, one pool mid-rotation and two events."""
     base: dict[str, Any] = {
         "now": NOW,
+        "clock": "virtual",
         "started": "2024-01-01T09:45:00+00:00",
         "elapsed": "20m",
         "speed": 600.0,

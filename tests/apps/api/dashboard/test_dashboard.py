@@ -41,14 +41,16 @@ async def test_a_wrong_token_is_refused_and_sets_nothing(client: httpx.AsyncClie
     assert "not the admin token" in r.text
 
 
-async def test_the_link_token_becomes_a_strict_cookie_and_leaves_the_address_bar(
+async def test_the_link_token_opens_a_session_and_leaves_the_address_bar(
     client: httpx.AsyncClient,
 ) -> None:
     r = await client.get("/", params={"token": TOKEN})
     assert r.status_code == 303 and r.headers["location"] == "/"
     cookie = r.headers["set-cookie"]
-    assert f"{COOKIE}={TOKEN}" in cookie
+    assert TOKEN not in cookie  # an opaque session id, never the admin token itself
+    assert len(r.cookies[COOKIE]) >= 40
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+    assert "Max-Age=" in cookie  # the session expires
     page = await client.get("/")  # the client keeps the cookie
     assert page.status_code == 200 and 'data-node="general-0001"' in page.text
     data = await client.get("/dashboard/data")
@@ -56,6 +58,40 @@ async def test_the_link_token_becomes_a_strict_cookie_and_leaves_the_address_bar
     body = data.json()
     assert body["data"]["nodes"][0]["name"] == "general-0001"
     assert set(body["html"]) == set(render.SECTIONS)
+
+
+async def test_the_raw_token_as_a_cookie_is_not_a_session(client: httpx.AsyncClient) -> None:
+    client.cookies.set(COOKIE, TOKEN)
+    assert (await client.get("/")).status_code == 401
+    assert (await client.get("/dashboard/data")).status_code == 401
+
+
+async def test_a_forged_session_id_is_refused(client: httpx.AsyncClient) -> None:
+    client.cookies.set(COOKIE, "x" * 43)
+    assert (await client.get("/dashboard/data")).status_code == 401
+
+
+async def test_signing_out_ends_the_session_on_the_server(client: httpx.AsyncClient) -> None:
+    await client.get("/", params={"token": TOKEN})
+    session_id = client.cookies[COOKIE]
+    r = await client.post("/dashboard/signout")
+    assert r.status_code == 303
+    client.cookies.set(COOKIE, session_id)  # a copy of the cookie kept by an attacker
+    assert (await client.get("/dashboard/data")).status_code == 401
+
+
+async def test_a_session_dies_with_the_admin_token_it_was_opened_with() -> None:
+    async def source() -> dict[str, Any]:
+        return snapshot()
+
+    app = FastAPI()
+    dashboard = install_dashboard(app, source, TOKEN)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+        await c.get("/", params={"token": TOKEN})
+        assert (await c.get("/dashboard/data")).status_code == 200
+        dashboard.admin_token = "a-rotated-admin-token-4567"
+        assert (await c.get("/dashboard/data")).status_code == 401
 
 
 async def test_a_bearer_admin_token_reads_the_data_too(client: httpx.AsyncClient) -> None:
@@ -68,8 +104,8 @@ async def test_a_bearer_admin_token_reads_the_data_too(client: httpx.AsyncClient
 async def test_pages_forbid_inline_script_framing_caching_and_referrers(
     client: httpx.AsyncClient,
 ) -> None:
-    client.cookies.set(COOKIE, TOKEN)
-    for path in ("/", "/dashboard/data"):
+    await client.get("/", params={"token": TOKEN})
+    for path in ("/", "/dashboard/data", "/whatif"):
         r = await client.get(path)
         assert r.status_code == 200
         csp = r.headers["content-security-policy"]
@@ -78,6 +114,13 @@ async def test_pages_forbid_inline_script_framing_caching_and_referrers(
         assert r.headers["referrer-policy"] == "no-referrer"
         assert r.headers["x-frame-options"] == "DENY"
     assert "<script>" not in (await client.get("/")).text  # no inline script to allow
+
+
+async def test_the_dashboard_links_to_the_what_if_page(client: httpx.AsyncClient) -> None:
+    await client.get("/", params={"token": TOKEN})
+    page = (await client.get("/")).text
+    assert 'href="/whatif"' in page
+    assert 'href="/"' in (await client.get("/whatif")).text  # and back
 
 
 async def test_the_static_files_are_served(client: httpx.AsyncClient) -> None:

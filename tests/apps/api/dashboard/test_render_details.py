@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from itertools import pairwise
 from zoneinfo import ZoneInfo
 
 from fleetgate.apps.api.dashboard import render
@@ -119,3 +120,27 @@ def test_a_just_finished_rotation_is_still_on_the_card_with_its_outcome() -> Non
     assert '<p class="rotation recent failure" data-recent="general-0001">' in html
     assert "failure, forceful fallback, Mon 10:01–Mon 10:09 (2m ago)" in html
     assert "data-recent" not in render.pools(snapshot())
+
+
+def test_every_instant_of_up_is_labelled_as_virtual_time() -> None:
+    page = render.page(snapshot())
+    summary = render.summary(snapshot())
+    assert "virtual time</span>" in summary and "running for (virtual time)" in summary
+    assert "virtual over real time" in summary
+    assert 'data-clock="virtual">times are virtual time' in render.events(snapshot())
+    assert "(virtual time)</small>" in render.claims(snapshot())
+    assert "virtual times in UTC" in page and "now (virtual time)" in page
+    real = snapshot(clock=None)  # a snapshot of a real clock says so instead
+    assert "virtual" not in render.page(real) and "(real time)" in render.summary(real)
+
+
+def test_a_month_long_timeline_ticks_every_other_day_and_stays_readable() -> None:
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    end = datetime(2024, 1, 31, tzinfo=UTC)
+    ticks = render.axis_ticks(start, end, ZoneInfo("UTC"))
+    assert len(ticks) <= render.MAX_TICKS
+    assert all(major and at.hour == 0 for at, _, major in ticks)
+    days = [at.day for at, _, _ in ticks]
+    assert {b - a for a, b in pairwise(days)} == {2}
+    weeks = render.axis_ticks(start, datetime(2024, 3, 30, tzinfo=UTC), ZoneInfo("UTC"))
+    assert len(weeks) <= render.MAX_TICKS and {at.weekday() for at, _, _ in weeks} == {0}

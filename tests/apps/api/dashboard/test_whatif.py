@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from fleetgate.apps.api.dashboard.whatif import POLICY_A, POLICY_B
+from fleetgate.apps.api.dashboard.whatif import DEFAULT_FLEET, POLICY_A, POLICY_B, page
 from tests.apps.api.dashboard.test_dashboard import TOKEN, client
 
 __all__ = ["client"]  # the dashboard's fixture, imported so that pytest finds it here
@@ -30,14 +30,33 @@ async def test_the_page_and_its_answers_need_the_admin_token(client: httpx.Async
     assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
+async def test_a_direct_link_with_the_token_signs_in_and_lands_on_the_what_if_page(
+    client: httpx.AsyncClient,
+) -> None:
+    r = await client.get("/whatif", params={"token": TOKEN})
+    assert r.status_code == 303 and r.headers["location"] == "/whatif"
+    assert TOKEN not in r.headers["set-cookie"]
+    page = await client.get("/whatif")
+    assert page.status_code == 200 and "policy-a" in page.text
+    assert (await client.get("/dashboard/data")).status_code == 200  # one session for both
+
+
+async def test_a_wrong_token_on_the_what_if_link_asks_again_for_that_page(
+    client: httpx.AsyncClient,
+) -> None:
+    r = await client.get("/whatif", params={"token": "guess"})
+    assert r.status_code == 401 and 'action="/whatif"' in r.text
+    assert "set-cookie" not in r.headers
+
+
 async def test_two_policies_are_checked_and_simulated_side_by_side(
     client: httpx.AsyncClient,
 ) -> None:
     r = await client.post("/dashboard/whatif", json=BODY, headers=AUTH)
     assert r.status_code == 200, r.text
     a, b = r.json()["sides"]
-    assert (a["name"], b["name"]) == ("twice-weekly", "weekly")
-    # Twice a week keeps up with 12 nodes; one window a week cannot give K=2 chances (the
+    assert (a["name"], b["name"]) == ("daily", "weekly")
+    # Daily windows keep up with 12 nodes; one window a week cannot give K=2 chances (the
     # forecast's fatal finding), so nothing rotates and the simulation shows the breaches.
     assert a["check"]["findings"] == [] and a["simulation"]["summary"]["breaches"] == 0
     assert a["simulation"]["summary"]["rotations"] > 0
@@ -65,3 +84,32 @@ async def test_bad_input_is_a_422_naming_the_field(
     r = await client.post("/dashboard/whatif", json={**BODY, **change}, headers=AUTH)
     assert r.status_code == 422, r.text
     assert r.json()["field"] == field
+
+
+async def test_the_default_pair_shows_a_healthy_a_against_a_breaching_b(
+    client: httpx.AsyncClient,
+) -> None:
+    form = page()
+    for value in DEFAULT_FLEET.values():
+        assert f'value="{value}"' in form  # the form starts with exactly this fleet
+    body = {"policies": [POLICY_A, POLICY_B], **DEFAULT_FLEET}
+    r = await client.post("/dashboard/whatif", json=body, headers=AUTH)
+    assert r.status_code == 200, r.text
+    a, b = r.json()["sides"]
+    assert a["check"]["findings"] == [], a["check"]["findings"]
+    assert a["simulation"]["summary"]["breaches"] == 0
+    assert a["simulation"]["summary"]["rotations"] >= DEFAULT_FLEET["count"]
+    assert b["simulation"]["summary"]["breaches"] > 0
+
+
+async def test_the_timelines_have_the_dashboards_axis_dates_and_legend(
+    client: httpx.AsyncClient,
+) -> None:
+    r = await client.post("/dashboard/whatif", json=BODY, headers=AUTH)
+    html = r.json()["html"]
+    assert html.count('<svg class="tl-axis"') == 2  # an hour/day axis under each timeline
+    assert "Mon 01 Jan 2024" in html  # the span's dates, in the policy's zone
+    assert "simulated times in Asia/Tokyo" in html
+    assert html.count("<figcaption>") == 2 and "maintenance window (top row)" in html
+    assert "forced expiry" in html  # B's breach lines are in its legend
+    assert 'class="tl-now"' not in html  # a simulation has no "now"

@@ -2,7 +2,8 @@
 
 Names follow Prometheus conventions (instants end in ``_timestamp_seconds``, no stutter); the two
 older names (``freeze_until_timestamp``, ``rotation_chances``) are still exported, deprecated,
-for one release so dashboards and alerts can move over.
+for one release so dashboards and alerts can move over; they go in ``ALIASES_REMOVED_IN``, with
+the capacity families' mixed-unit aliases.
 
 Every series carries the ``nodepool`` label. Gauges are recomputed from each pass's report; all
 series of a pool are dropped when it disappears or stops being governed (a conflicted pool keeps
@@ -15,6 +16,7 @@ import contextlib
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from fleetgate.apps.reconciler.metrics import deprecated
 from fleetgate.domain.rotation.governance import Status
 from fleetgate.domain.rotation.machine import PoolReport
 
@@ -77,9 +79,13 @@ class RotationMetrics:
         # removed in the next minor release; docs/operator-guide.md lists them).
         self._aliases = {
             self.freeze_until: gauge(
-                "freeze_until_timestamp", "Deprecated: freeze_until_timestamp_seconds."
+                "freeze_until_timestamp",
+                deprecated("Freeze end (unix s) or 0.", PREFIX + "freeze_until_timestamp_seconds"),
             ),
-            self.chances: gauge("rotation_chances", "Deprecated: guaranteed_chances."),
+            self.chances: gauge(
+                "rotation_chances",
+                deprecated("Guaranteed chances G.", PREFIX + "guaranteed_chances"),
+            ),
         }
         self._series: dict[str, set[tuple[object, tuple[str, ...]]]] = {}
         # Per pool, the gauge values last set: a pass that changes none of them sets nothing

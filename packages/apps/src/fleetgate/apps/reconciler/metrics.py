@@ -4,17 +4,21 @@ Gauges describe the ledger as the last successful pass left it; counters and the
 time describe the reconciler itself. A node that has left the ledger has its series removed on
 the next pass, so dashboards never show a departed node's last figures as current.
 
-Prometheus names a series for its base unit, so every per-resource family has a ``_bytes``
-sibling with ``resource="memory"`` and ``resource="disk"`` in bytes (the ledger's MB and GB are
-binary: MiB and GiB, as ``fleetgate up``'s fleet and the examples use them). The families with a
-``resource`` label keep ``cpus`` (a count, no unit) and, deprecated for one release, the old
-``memory_mb`` and ``disk_gb`` values in MB and GB: move queries to the ``_bytes`` series.
+One unit per metric, as Prometheus names a series for its base unit: every per-resource figure
+is published as ``<family>_cpus`` (vCPUs, no ``resource`` label) and ``<family>_bytes`` with
+``resource="memory"`` or ``resource="disk"`` in bytes (the ledger's MB and GB are binary: MiB and
+GiB, as ``fleetgate up``'s fleet and the examples use them).
+
+The old mixed family ``<family>{resource="cpus"|"memory_mb"|"disk_gb"}`` (vCPUs, MB and GB in
+one metric) is still exported as an alias for one release, its HELP text saying so; it is removed
+in ``ALIASES_REMOVED_IN`` (docs/decisions.md, "Deprecated metric names").
 """
 
 from __future__ import annotations
 
 import contextlib
 from datetime import datetime
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.metrics import MetricWrapperBase
@@ -25,31 +29,52 @@ from fleetgate.domain.capacity.reconcile import PassReport
 PREFIX = "fleetgate_capacity_"
 BYTES = {"memory_mb": ("memory", 2**20), "disk_gb": ("disk", 2**30)}
 """Each byte-valued dimension: its ``resource`` label on a ``_bytes`` series, bytes per unit."""
+ALIASES_REMOVED_IN = "0.2.0"
+"""The release that drops the deprecated mixed-unit families (and the controller's old names)."""
+
+
+def deprecated(doc: str, replacement: str) -> str:
+    """The HELP text of a deprecated alias: what it was, what replaces it, when it goes."""
+    return f"DEPRECATED, removed in fleetgate {ALIASES_REMOVED_IN}: use {replacement}. {doc}"
 
 
 class PerResource:
-    """A family labelled by ``resource`` and its ``_bytes`` sibling, fed together."""
+    """One figure per resource, fed together into its ``_cpus`` and ``_bytes`` families and the
+    deprecated mixed-unit alias."""
 
-    def __init__(self, family: MetricWrapperBase, in_bytes: MetricWrapperBase) -> None:
-        self.family = family
+    def __init__(
+        self, cpus: MetricWrapperBase, in_bytes: MetricWrapperBase, alias: MetricWrapperBase
+    ) -> None:
+        self.cpus = cpus
         self.in_bytes = in_bytes
+        self.family = alias
+
+    def _targets(self, labels: tuple[str, ...], dimension: str) -> list[tuple[Any, float]]:
+        """(child, factor) for each series that carries ``dimension``."""
+        out: list[tuple[Any, float]] = [(self.family.labels(*labels, dimension), 1.0)]
+        if dimension in BYTES:
+            name, factor = BYTES[dimension]
+            out.append((self.in_bytes.labels(*labels, name), float(factor)))
+        else:
+            # A cluster-wide family has no label at all: the metric is its own only series.
+            out.append((self.cpus.labels(*labels) if labels else self.cpus, 1.0))
+        return out
 
     def set(self, *labels: str, dimension: str, value: float) -> None:
-        """Publish ``value`` (in the ledger's unit) for ``dimension`` on both families."""
-        self.family.labels(*labels, dimension).set(value)  # type: ignore[attr-defined]
-        if dimension in BYTES:
-            name, factor = BYTES[dimension]
-            self.in_bytes.labels(*labels, name).set(value * factor)  # type: ignore[attr-defined]
+        """Publish ``value`` (in the ledger's unit) for ``dimension`` on every family."""
+        for child, factor in self._targets(labels, dimension):
+            child.set(value * factor)
 
     def inc(self, *labels: str, dimension: str, value: float) -> None:
-        """Add ``value`` (a counter) for ``dimension`` on both families."""
-        self.family.labels(*labels, dimension).inc(value)  # type: ignore[attr-defined]
-        if dimension in BYTES:
-            name, factor = BYTES[dimension]
-            self.in_bytes.labels(*labels, name).inc(value * factor)  # type: ignore[attr-defined]
+        """Add ``value`` (a counter) for ``dimension`` on every family."""
+        for child, factor in self._targets(labels, dimension):
+            child.inc(value * factor)
 
     def remove(self, *labels: str) -> None:
         """Drop every resource's series for ``labels`` (a node that left)."""
+        if labels:
+            with contextlib.suppress(KeyError):
+                self.cpus.remove(*labels)
         for d in ALLOCATION:
             with contextlib.suppress(KeyError):
                 self.family.remove(*labels, d)
@@ -75,10 +100,16 @@ class ReconcilerMetrics:
         ) -> PerResource:
             named = [*labels, "resource"]
             return PerResource(
-                kind(PREFIX + name, doc, named, registry=registry),
+                kind(PREFIX + name + "_cpus", f"{doc} In vCPUs.", list(labels), registry=registry),
                 kind(
                     PREFIX + name + "_bytes",
                     f"{doc} Memory and disk in bytes.",
+                    named,
+                    registry=registry,
+                ),
+                kind(
+                    PREFIX + name,
+                    deprecated(doc, f"{PREFIX}{name}_cpus and {PREFIX}{name}_bytes"),
                     named,
                     registry=registry,
                 ),
@@ -168,4 +199,11 @@ class ReconcilerMetrics:
             self.node_demand.remove(node)
 
 
-__all__ = ["BYTES", "PREFIX", "PerResource", "ReconcilerMetrics"]
+__all__ = [
+    "ALIASES_REMOVED_IN",
+    "BYTES",
+    "PREFIX",
+    "PerResource",
+    "ReconcilerMetrics",
+    "deprecated",
+]

@@ -252,6 +252,7 @@ def _banner(settings: Settings, port: int, plans: list[Any], speed: float) -> No
         f"({DATABASE}) and the fake cluster"
     )
     _out.print(f"  dashboard    {base}/?token={token}")
+    _out.print(f"  what if      {base}/whatif?token={token}   (compare two policies)")
     _out.print(f"  API          {base}/v1   (OpenAPI docs: {base}/docs)")
     _out.print(f"  admin token  {token}")
     _out.print(f"  fleet        {pools}; tenants {', '.join(NAMESPACES)}; a claim for ci")

@@ -29,6 +29,10 @@ from fleetgate.domain.rotation.machine import PoolReport
 
 ROTATIONS_KEPT = 40
 EVENTS_KEPT = 40
+ROTATION_EVENTS_KEPT = 15
+"""Rotation events (the controller's, naming a ``nodepool``) are kept apart from the capacity
+events: placement churn writes several events a real second and would push a rotation event off
+"Recent events" before anyone saw it. The list shows the latest of both, merged by id."""
 HIDDEN_EVENTS = frozenset(
     {
         "schedule final candidates",
@@ -96,6 +100,7 @@ class UpStatus:
         self.rotations: dict[str, deque[Rotation]] = {}
         self.reconciled: dict[str, Any] | None = None
         self.events: deque[dict[str, Any]] = deque(maxlen=EVENTS_KEPT)
+        self.rotation_events: deque[dict[str, Any]] = deque(maxlen=ROTATION_EVENTS_KEPT)
         self._after = 0
 
     # --- feeds -------------------------------------------------------------------------------
@@ -141,6 +146,7 @@ class UpStatus:
         await self._read_events()
         return {
             "now": iso(now),
+            "clock": "virtual",  # up's accelerated clock: the page labels every instant so
             "started": iso(self.started),
             "elapsed": _rounded(now - self.started),
             "speed": self.speed,
@@ -154,7 +160,7 @@ class UpStatus:
             "claims": [self._claim(c, now) for c in claims],
             "namespaces": _namespaces(placements, claims, now),
             "pools": [self._pool(name, obs, now) for name, obs in sorted(observations.items())],
-            "events": list(reversed(self.events)),
+            "events": self._recent_events(),
             "reconciler": self.reconciled,
             "workload": self.counters() if callable(self.counters) else None,
             "placements": len(placements),
@@ -172,8 +178,15 @@ class UpStatus:
         batch: list[RecordedEvent] = await self.ledger.events(after_id=self._after, limit=1000)
         for recorded in batch:
             self._after = max(self._after, recorded.id)
-            if recorded.event.kind not in HIDDEN_EVENTS:
-                self.events.append(recorded.as_dict())
+            if recorded.event.kind in HIDDEN_EVENTS:
+                continue
+            kept = self.rotation_events if "nodepool" in recorded.event.data else self.events
+            kept.append(recorded.as_dict())
+
+    def _recent_events(self) -> list[dict[str, Any]]:
+        """Newest first: the latest capacity events and the latest rotation events, merged."""
+        merged = [*self.events, *self.rotation_events]
+        return sorted(merged, key=lambda ev: ev["id"], reverse=True)
 
     def _node(
         self,

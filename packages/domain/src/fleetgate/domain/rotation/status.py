@@ -64,7 +64,7 @@ class PolicyStatus:
     matched_node_pools: tuple[str, ...]
     rotating_node_pools: tuple[str, ...]
     ready: ReadyCondition
-    # What ``kubectl get rotpol`` shows at a glance (None for an invalid policy: no schedule).
+    # What ``kubectl get fgrotpol`` shows at a glance (None for an invalid policy: no schedule).
     window_open: bool | None = None
     next_window: datetime | None = None
     age_threshold: str | None = None

@@ -4,11 +4,13 @@ It is mounted by ``fleetgate up`` next to the API (``install_dashboard``), over 
 async function returning a snapshot mapping (``fleetgate.apps.up.status`` builds one).
 
 Access needs the admin token, always, even on localhost (other users of the machine can reach a
-loopback port too). ``fleetgate up`` prints a link carrying it: ``/?token=…`` checks the token,
-keeps it in an HttpOnly, SameSite=Strict cookie and redirects to ``/``, so the token leaves the
-address bar and the history at once. ``/dashboard/data`` accepts that cookie or an
-``Authorization: Bearer`` admin token. Nothing under ``/v1`` changes: the API still takes bearer
-tokens only, with its own rules. Pages are sent with a strict Content-Security-Policy, no
+loopback port too). ``fleetgate up`` prints links carrying it: ``/?token=…`` (and
+``/whatif?token=…``) checks the token, opens a server-side session (``sessions.py``: the cookie,
+HttpOnly and SameSite=Strict, holds only an opaque random id, never the token) and redirects to
+the same page without the query, so the token leaves the address bar and the history at once.
+``/dashboard/data`` accepts that session cookie or an ``Authorization: Bearer`` admin token;
+``POST /dashboard/signout`` ends the session. Nothing under ``/v1`` changes: the API still takes
+bearer tokens only, with its own rules. Pages are sent with a strict Content-Security-Policy, no
 caching, no framing and no referrer.
 """
 
@@ -25,6 +27,7 @@ from fastapi.staticfiles import StaticFiles
 
 from fleetgate.apps.api.auth import bearer_token
 from fleetgate.apps.api.dashboard import render, whatif
+from fleetgate.apps.api.dashboard.sessions import Sessions
 from fleetgate.domain import tokens
 
 Source = Callable[[], Awaitable[Mapping[str, Any]]]
@@ -53,9 +56,12 @@ HEADERS = page_headers()
 class Dashboard:
     """The dashboard's routes over one snapshot source, guarded by the admin token."""
 
-    def __init__(self, source: Source, admin_token: str | None) -> None:
+    def __init__(
+        self, source: Source, admin_token: str | None, sessions: Sessions | None = None
+    ) -> None:
         self.source = source
         self.admin_token = admin_token or None
+        self.sessions = sessions or Sessions()
 
     def _valid(self, token: str | None) -> bool:
         return (
@@ -65,22 +71,49 @@ class Dashboard:
         )
 
     def authorized(self, request: Request) -> bool:
-        """The request carries the admin token, in the cookie or as a bearer token."""
-        bearer = bearer_token(request.headers.get("authorization"))
-        return self._valid(request.cookies.get(COOKIE)) or self._valid(bearer)
+        """The request carries a live admin session cookie, or the admin token as a bearer."""
+        if self.sessions.principal(request.cookies.get(COOKIE), self.admin_token) == "admin":
+            return True
+        return self._valid(bearer_token(request.headers.get("authorization")))
+
+    def sign_in(self, request: Request) -> Response | None:
+        """The answer to ``?token=`` on a page: a session and a redirect to the bare page, or the
+        form again for a wrong token; None when the address has no token."""
+        token = request.query_params.get("token")
+        if token is None:
+            return None
+        if not self._valid(token):
+            return _html(render.login("That is not the admin token.", request.url.path), 401)
+        response = RedirectResponse(request.url.path, status_code=303, headers=HEADERS)
+        response.set_cookie(
+            COOKIE,
+            self.sessions.open(token),
+            max_age=int(self.sessions.ttl),
+            httponly=True,
+            samesite="strict",
+            path="/",
+        )
+        return response
+
+    def refused(self, request: Request) -> Response:
+        """The sign-in form, for a page asked for without a session."""
+        return _html(render.login("The dashboard needs the admin token.", request.url.path), 401)
 
     async def index(self, request: Request) -> Response:
         """``/``: sign in with ``?token=``, or the page itself, or the sign-in form."""
-        token = request.query_params.get("token")
-        if token is not None:
-            if not self._valid(token):
-                return _html(render.login("That is not the admin token."), 401)
-            response = RedirectResponse("/", status_code=303, headers=HEADERS)
-            response.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
-            return response
+        signed_in = self.sign_in(request)
+        if signed_in is not None:
+            return signed_in
         if not self.authorized(request):
-            return _html(render.login("The dashboard needs the admin token."), 401)
+            return self.refused(request)
         return _html(render.page(await self.source()))
+
+    async def sign_out(self, request: Request) -> Response:
+        """``POST /dashboard/signout``: end this browser's session."""
+        self.sessions.close(request.cookies.get(COOKIE))
+        response = RedirectResponse("/", status_code=303, headers=HEADERS)
+        response.delete_cookie(COOKIE, path="/")
+        return response
 
     async def data(self, request: Request) -> Response:
         """``/dashboard/data``: the snapshot and every section rendered, as JSON."""
@@ -98,6 +131,7 @@ class Dashboard:
         router = APIRouter(include_in_schema=False)
         router.add_api_route("/", self.index, methods=["GET"], response_class=HTMLResponse)
         router.add_api_route("/dashboard/data", self.data, methods=["GET"])
+        router.add_api_route("/dashboard/signout", self.sign_out, methods=["POST"])
         return router
 
 
@@ -109,7 +143,7 @@ def install_dashboard(app: FastAPI, source: Source, admin_token: str | None) -> 
     """Mount the dashboard on ``app``: ``/``, ``/dashboard/data`` and ``/dashboard/static``."""
     dashboard = Dashboard(source, admin_token)
     app.include_router(dashboard.router())
-    whatif.install(app, dashboard.authorized, HEADERS)
+    whatif.install(app, dashboard, HEADERS)
     app.mount("/dashboard/static", StaticFiles(directory=STATIC), name="dashboard-static")
     return dashboard
 

@@ -16,9 +16,12 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 DIMENSIONS = (("cpus", "vCPU", ""), ("memory_mb", "memory", " MB"), ("disk_gb", "disk", " GB"))
+PAGES = ("/", "/whatif")
+"""The pages a sign-in may return to (anything else returns to ``/``)."""
 SECTIONS = ("summary", "pools", "nodes", "claims", "namespaces", "events")
-TICK_HOURS = (1, 2, 3, 6, 12, 24)
-"""Hour steps a timeline's axis may use: the smallest that keeps it to ``MAX_TICKS`` ticks."""
+TICK_HOURS = (1, 2, 3, 6, 12, 24, 48, 168)
+"""Hour steps a timeline's axis may use: the smallest that keeps it to ``MAX_TICKS`` ticks
+(whole days past 24: every other midnight, then Mondays, for the What-if page's weeks)."""
 MAX_TICKS = 16
 _PAGE = Template("""<!doctype html>
 <html lang="en">
@@ -33,6 +36,7 @@ _PAGE = Template("""<!doctype html>
 <header>
   <h1>fleetgate</h1>
   <p class="tagline">guarded capacity admission · maintenance-window rotation</p>
+  <nav><a id="whatif-link" href="/whatif">What if: compare two policies</a></nav>
   <p id="live" class="live" data-state="loading">live</p>
 </header>
 <section id="summary" class="summary">$summary</section>
@@ -57,7 +61,7 @@ _LOGIN = Template("""<!doctype html>
 <body class="login">
 <h1>fleetgate</h1>
 <p>$message</p>
-<form method="get" action="/">
+<form method="get" action="$action">
 <label>Admin token <input type="password" name="token" autocomplete="off" required></label>
 <button type="submit">Open the dashboard</button>
 </form>
@@ -117,9 +121,12 @@ def summary(s: Mapping[str, Any]) -> str:
     total, claimed, unclaimed = c["total"], c["claimed"], c["unclaimed_used"]
     recon = s.get("reconciler") or {}
     parts = [
-        f'<div class="stat"><span>virtual time</span><b id="now">{e(_when(s["now"]))}</b></div>',
-        f'<div class="stat"><span>speed</span><b>{e(_num(s["speed"]))}×</b></div>',
-        f'<div class="stat"><span>running for</span><b>{e(s["elapsed"])}</b></div>',
+        f'<div class="stat"><span>{e(_clock(s))} time</span><b id="now">{e(_when(s["now"]))}'
+        "</b></div>",
+        f'<div class="stat"><span>speed ({e(_clock(s))} over real time)</span>'
+        f"<b>{e(_num(s['speed']))}×</b></div>",
+        f'<div class="stat"><span>running for ({e(_clock(s))} time)</span>'
+        f"<b>{e(s['elapsed'])}</b></div>",
         f'<div class="stat"><span>placements</span><b id="placements">{e(s["placements"])}'
         "</b></div>",
         '<div class="stat wide"><span>cluster vCPU: claimed · unclaimed used · total</span>'
@@ -128,10 +135,17 @@ def summary(s: Mapping[str, Any]) -> str:
     if recon:
         drift = "no drift" if recon.get("clean") else f"{recon.get('drifted_nodes')} drifted"
         parts.append(
-            f'<div class="stat"><span>last reconcile</span><b>{e(_short(recon.get("at")))} · '
+            f'<div class="stat"><span>last reconcile ({e(_clock(s))} time)</span>'
+            f"<b>{e(_short(recon.get('at')))} · "
             f"{e(drift)}</b></div>"
         )
     return "".join(parts)
+
+
+def _clock(s: Mapping[str, Any]) -> str:
+    """Whose time the snapshot's instants are in: ``virtual`` under ``fleetgate up`` (its
+    accelerated clock), else ``real``."""
+    return str(s.get("clock") or "real")
 
 
 def nodes(s: Mapping[str, Any]) -> str:
@@ -216,7 +230,8 @@ def claims(s: Mapping[str, Any]) -> str:
         out.append(
             f'<div class="claim" data-claim="{e(c["id"])}" data-namespace="{e(c["namespace"])}">'
             f'<p><b>{e(c["namespace"])}</b> <span class="state {e(c["state"])}">'
-            f"{e(c['state'])}</span> <small>expires in {e(c['expires_in'])}</small></p>"
+            f"{e(c['state'])}</span> <small>expires in {e(c['expires_in'])} "
+            f"({e(_clock(s))} time)</small></p>"
             f"{bars}</div>"
         )
     return "".join(out) or '<p class="empty">No claims.</p>'
@@ -255,9 +270,10 @@ def events(s: Mapping[str, Any]) -> str:
             f"<time>{e(_short(ev['at']))}</time> <b>{e(ev['kind'])}</b> "
             f"<span>{e(_detail(ev))}</span></li>"
         )
-    return (
-        f'<ol class="events">{"".join(items)}</ol>' if items else '<p class="empty">None yet.</p>'
-    )
+    if not items:
+        return '<p class="empty">None yet.</p>'
+    note = f'<p class="clock-note" data-clock="{e(_clock(s))}">times are {e(_clock(s))} time</p>'
+    return f'{note}<ol class="events">{"".join(items)}</ol>'
 
 
 def _detail(ev: Mapping[str, Any]) -> str:
@@ -273,10 +289,13 @@ def _detail(ev: Mapping[str, Any]) -> str:
 
 def pools(s: Mapping[str, Any]) -> str:
     """One card per pool: policy, A/G/C, findings, gate or census, the rotation, a timeline."""
-    return "".join(_pool(p, s["now"]) for p in s["pools"]) or '<p class="empty">No pools.</p>'
+    return (
+        "".join(_pool(p, s["now"], _clock(s)) for p in s["pools"])
+        or '<p class="empty">No pools.</p>'
+    )
 
 
-def _pool(p: Mapping[str, Any], now: str) -> str:
+def _pool(p: Mapping[str, Any], now: str, clock: str) -> str:
     gov = p.get("governance") or {}
     status = gov.get("status", "waiting for the first pass")
     head = (
@@ -304,8 +323,12 @@ def _pool(p: Mapping[str, Any], now: str) -> str:
         f'<div class="pool-grid"><div>{agc}{findings}</div>'
         f'<div><p>window <b class="window {e(window)}">{e(window)}</b></p>'
         f"{_why(p)}{_active(p.get('active'))}{_recent(p.get('recent'))}</div></div>"
-        f"{timeline(p.get('timeline'), now)}</article>"
+        f"{_clocked_timeline(p.get('timeline'), now, clock)}</article>"
     )
+
+
+def _clocked_timeline(t: Mapping[str, Any] | None, now: str, clock: str) -> str:
+    return timeline({**t, "clock": t.get("clock") or clock} if t else None, now)
 
 
 def _why(p: Mapping[str, Any]) -> str:
@@ -351,15 +374,18 @@ def _recent(recent: Mapping[str, Any] | None) -> str:
     )
 
 
-def timeline(t: Mapping[str, Any] | None, now: str) -> str:
-    """An SVG strip: maintenance windows above, rotations below, a line at now."""
+def timeline(t: Mapping[str, Any] | None, now: str | None) -> str:
+    """An SVG strip: maintenance windows above, rotations below, an hour axis with dates, a
+    legend; a line at ``now`` when given, and one per ``breaches`` instant when ``t`` has them
+    (the What-if page's simulated forced expiries). ``t["clock"]`` (``virtual``, ``simulated``)
+    says whose time the axis is in."""
     if not t:
         return ""
     start, end = datetime.fromisoformat(t["start"]), datetime.fromisoformat(t["end"])
     span = (end - start).total_seconds() or 1.0
 
     def x(instant: str | None) -> float:
-        at = datetime.fromisoformat(instant) if instant else datetime.fromisoformat(now)
+        at = datetime.fromisoformat(instant or now or t["end"])
         return round(1000 * min(max((at - start).total_seconds() / span, 0.0), 1.0), 1)
 
     shapes = []
@@ -372,7 +398,8 @@ def timeline(t: Mapping[str, Any] | None, now: str) -> str:
         outcome = r.get("outcome") or "running"
         shapes.append(
             f'<rect class="tl-rotation {e(outcome)}" x="{x(r["start"])}" y="24" '
-            f'width="{max(x(r["end"]) - x(r["start"]), 3)}" height="14">'
+            f'width="{max(x(r["end"]) - x(r["start"]), 3)}" height="14" '
+            f'data-outcome="{e(outcome)}">'
             f"<title>{e(r['claim'])}: {e(outcome)}</title></rect>"
         )
     zone = _zone(t.get("zone"))
@@ -381,30 +408,43 @@ def timeline(t: Mapping[str, Any] | None, now: str) -> str:
         cls = "tl-tick major" if major else "tl-tick"
         shapes.append(f'<line class="{cls}" x1="{x(at.isoformat())}" x2="{x(at.isoformat())}" '
                       'y1="0" y2="40"/>')  # fmt: skip
-    shapes.append(f'<line class="tl-now" x1="{x(now)}" x2="{x(now)}" y1="0" y2="40"/>')
+    breaches = t.get("breaches")
+    for at in breaches or ():
+        shapes.append(f'<line class="tl-breach" x1="{x(at)}" x2="{x(at)}" y1="0" y2="40"/>')
+    if now is not None:
+        shapes.append(f'<line class="tl-now" x1="{x(now)}" x2="{x(now)}" y1="0" y2="40"/>')
     marks = "".join(
         f'<text class="tl-mark{" major" if major else ""}" x="{x(at.isoformat())}" y="11" '
         f'text-anchor="middle">{e(label)}</text>'
         for at, label, major in ticks
     )
     name = getattr(zone, "key", None) or "UTC"
+    clock = f"{t['clock']} " if t.get("clock") else ""
     labels = (
         f'<div class="tl-labels"><span>{e(_dated(t["start"], zone))}</span>'
-        f'<span class="tl-zone">times in {e(name)}</span>'
+        f'<span class="tl-zone">{e(clock)}times in {e(name)}</span>'
         f"<span>{e(_dated(t['end'], zone))}</span></div>"
     )
+    legend = timeline_legend(now=now is not None, breaches=breaches is not None, clock=clock)
     return (
         '<figure class="timeline"><svg viewBox="0 0 1000 40" preserveAspectRatio="none" '
         f'role="img" aria-label="windows and rotations">{"".join(shapes)}</svg>'
         f'<svg class="tl-axis" viewBox="0 0 1000 14" role="img" '
         f'aria-label="hours in {e(name)}">{marks}</svg>{labels}'
-        f"<figcaption>{TIMELINE_LEGEND}</figcaption></figure>"
+        f"<figcaption>{legend}</figcaption></figure>"
     )
 
 
-TIMELINE_LEGEND = "".join(
-    f'<span class="legend-item"><svg viewBox="0 0 10 10" class="swatch">{shape}</svg>{text}</span>'
-    for shape, text in (
+def _swatch(shape: str, text: str) -> str:
+    return (
+        f'<span class="legend-item"><svg viewBox="0 0 10 10" class="swatch">{shape}</svg>'
+        f"{e(text)}</span>"
+    )
+
+
+def timeline_legend(*, now: bool = True, breaches: bool = False, clock: str = "") -> str:
+    """One swatch per colour the timeline draws (``now`` and breach lines when it draws them)."""
+    items = [
         ('<rect class="tl-window" width="10" height="10"/>', "maintenance window (top row)"),
         ('<rect class="tl-rotation" width="10" height="10"/>', "rotation running"),
         ('<rect class="tl-rotation success" width="10" height="10"/>', "rotation done"),
@@ -412,11 +452,23 @@ TIMELINE_LEGEND = "".join(
             '<rect class="tl-rotation failure" width="10" height="10"/>',
             "rotation failed or expired",
         ),
-        ('<line class="tl-now" x1="5" x2="5" y1="0" y2="10"/>', "now"),
-        ('<line class="tl-tick major" x1="5" x2="5" y1="0" y2="10"/>', "midnight"),
-    )
-)
-"""One swatch per colour the timeline draws."""
+    ]
+    if breaches:
+        items.append(
+            (
+                '<line class="tl-breach" x1="5" x2="5" y1="0" y2="10"/>',
+                "a node outlived expireAfter (forced expiry)",
+            )
+        )
+    if now:
+        items.append(('<line class="tl-now" x1="5" x2="5" y1="0" y2="10"/>', f"now ({clock}time)"
+                      if clock else "now"))  # fmt: skip
+    items.append(('<line class="tl-tick major" x1="5" x2="5" y1="0" y2="10"/>', "midnight"))
+    return "".join(_swatch(shape, text) for shape, text in items)
+
+
+TIMELINE_LEGEND = timeline_legend()
+"""The dashboard's legend: one swatch per colour the timeline draws."""
 
 
 def _zone(name: str | None) -> ZoneInfo:
@@ -442,13 +494,21 @@ def axis_ticks(start: datetime, end: datetime, zone: ZoneInfo) -> list[tuple[dat
     ticks = []
     while at <= end:
         local = at.astimezone(zone)
-        if at >= start and local.minute == 0 and local.hour % step == 0:
+        if at >= start and local.minute == 0 and _on_step(local, step):
             major = local.hour == 0
             ticks.append(
                 (at, local.strftime("%a %d %b") if major else local.strftime("%H:%M"), major)
             )
         at += quarter
     return ticks
+
+
+def _on_step(local: datetime, step: int) -> bool:
+    """Whether a whole local hour is a tick of an axis of ``step`` hours."""
+    if step <= 24:
+        return local.hour % step == 0
+    # Whole days: midnights, every (step / 24)th day counted from a Monday (ordinal 1 is one).
+    return local.hour == 0 and (local.toordinal() - 1) % (step // 24) == 0
 
 
 def _dated(instant: str, zone: ZoneInfo) -> str:
@@ -480,9 +540,10 @@ def page(s: Mapping[str, Any]) -> str:
     return _PAGE.substitute(sections(s))
 
 
-def login(message: str) -> str:
-    """The page that asks for the admin token."""
-    return _LOGIN.substitute(message=e(message))
+def login(message: str, action: str = "/") -> str:
+    """The page that asks for the admin token; the form signs in to ``action`` (the page asked
+    for), so a direct link to ``/whatif`` lands there."""
+    return _LOGIN.substitute(message=e(message), action=e(action if action in PAGES else "/"))
 
 
 __all__: Sequence[str] = [

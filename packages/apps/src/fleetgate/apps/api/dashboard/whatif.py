@@ -14,7 +14,7 @@ import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 from string import Template
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -30,28 +30,58 @@ from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
 from fleetgate.domain.durations import format_duration, parse_duration
 from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
 
+if TYPE_CHECKING:  # the package imports this module: only the type, to avoid a cycle
+    from fleetgate.apps.api.dashboard import Dashboard
+
 START = datetime(2024, 1, 1, tzinfo=UTC)
 MAX_DAYS = 90
-WIDTH = 760  # px of the timeline drawing
 
 POLICY_A = """apiVersion: fleetgate.io/v1alpha1
 kind: RotationPolicy
 metadata:
-  name: twice-weekly
+  name: daily
 spec:
   nodePoolSelector:
     matchLabels: {fleetgate.io/rotate: "true"}
   minRotationChances: 2
   maintenanceWindows:
     - timezone: Asia/Tokyo
-      days: [Wed, Sat]
+      days: [Mon, Tue, Wed, Thu, Fri, Sat, Sun]
+      start: "02:00"
+      end: "10:00"
+  surge:
+    readyTimeout: 15m
+    cooldownAfter: 10m
+"""
+"""Healthy over the default fleet: 8 hours a day give C = 20 starts a window, K·C = 40 covers
+all 40 nodes falling due together, and the simulation shows no forced expiry."""
+POLICY_B = """apiVersion: fleetgate.io/v1alpha1
+kind: RotationPolicy
+metadata:
+  name: weekly
+spec:
+  nodePoolSelector:
+    matchLabels: {fleetgate.io/rotate: "true"}
+  minRotationChances: 2
+  maintenanceWindows:
+    - timezone: Asia/Tokyo
+      days: [Sun]
       start: "02:00"
       end: "06:00"
   surge:
     readyTimeout: 15m
     cooldownAfter: 10m
 """
-POLICY_B = POLICY_A.replace("twice-weekly", "weekly").replace("[Wed, Sat]", "[Sun]")
+"""Breaching over the default fleet: one window a week cannot give K = 2 chances within a
+14-day expireAfter (``ANonPositive``), so nodes outlive expireAfter."""
+DEFAULT_FLEET: dict[str, Any] = {
+    "count": 40,
+    "spread": "5d",
+    "expireAfter": "14d",
+    "terminationGracePeriod": "1h",
+    "span": "30d",
+}
+"""What the form starts with: the fleet the two default policies are compared over."""
 
 _PAGE = Template("""<!doctype html>
 <html lang="en">
@@ -67,18 +97,19 @@ _PAGE = Template("""<!doctype html>
 <header>
   <h1>fleetgate · what if</h1>
   <p class="tagline">two policies, one fleet: the forecast and the real controller, simulated</p>
-  <p><a href="/">dashboard</a></p>
+  <nav><a id="dashboard-link" href="/">dashboard</a></nav>
 </header>
 <form id="whatif" class="panel wide">
   <label>Policy A<textarea id="policy-a" name="policy-a" rows="16" cols="50">$a</textarea></label>
   <label>Policy B<textarea id="policy-b" name="policy-b" rows="16" cols="50">$b</textarea></label>
   <fieldset>
     <legend>Fleet (generated)</legend>
-    <label>nodes <input id="count" name="count" value="40" size="6"></label>
-    <label>ages spread over <input id="spread" name="spread" value="5d" size="6"></label>
-    <label>expireAfter <input id="expire" name="expire" value="14d" size="6"></label>
-    <label>terminationGracePeriod <input id="tgp" name="tgp" value="1h" size="6"></label>
-    <label>simulate <input id="span" name="span" value="30d" size="6"></label>
+    <label>nodes <input id="count" name="count" value="$count" size="6"></label>
+    <label>ages spread over <input id="spread" name="spread" value="$spread" size="6"></label>
+    <label>expireAfter <input id="expire" name="expire" value="$expireAfter" size="6"></label>
+    <label>terminationGracePeriod <input id="tgp" name="tgp" value="$terminationGracePeriod"
+      size="6"></label>
+    <label>simulate <input id="span" name="span" value="$span" size="6"></label>
   </fieldset>
   <button id="run" type="submit">Check and simulate</button>
   <p id="status" class="live" data-state="idle"></p>
@@ -94,8 +125,9 @@ class WhatIfError(ValueError):
 
 
 def page() -> str:
-    """The form, filled with two example policies."""
-    return _PAGE.substitute(a=e(POLICY_A), b=e(POLICY_B))
+    """The form, filled with two example policies and the default fleet."""
+    fleet = {key: e(value) for key, value in DEFAULT_FLEET.items()}
+    return _PAGE.substitute(a=e(POLICY_A), b=e(POLICY_B), **fleet)
 
 
 def span_of(body: Any) -> timedelta:
@@ -174,8 +206,16 @@ def compare(body: Any) -> list[dict[str, Any]]:
             doc = simulate(Inputs(policy, fleet, START, START + span), progress)
         except (SimulationError, PolicyError, ValueError) as exc:
             raise WhatIfError(f"{field}: {exc}") from exc
-        out.append({"name": policy.name, "check": forecast, "simulation": doc})
+        out.append(
+            {"name": policy.name, "zone": _zone(policy), "check": forecast, "simulation": doc}
+        )
     return out
+
+
+def _zone(policy: RotationPolicy) -> str:
+    """The time zone the policy's first window is written in (UTC without windows)."""
+    windows = policy.maintenance_windows
+    return str(windows[0].timezone) if windows else "UTC"
 
 
 def _seconds_text(value: float | None) -> str:
@@ -201,40 +241,41 @@ def _side(side: dict[str, Any], letter: str, span: timedelta) -> str:
     return (
         f"<article class='whatif panel' data-side='{letter}' data-breaches='{s['breaches']}'>"
         f"<h2>{letter}: {e(side['name'])}</h2><dl class='agc'>{terms}</dl>"
-        f"<ul class='findings'>{findings}</ul>{_timeline(doc, span)}</article>"
+        f"<ul class='findings'>{findings}</ul>{_timeline(doc, span, side['zone'])}</article>"
     )
 
 
-def _timeline(doc: dict[str, Any], span: timedelta) -> str:
-    """Windows, rotations and breaches over the span, as inline SVG sized by attributes."""
-    total = span.total_seconds()
+def _timeline(doc: dict[str, Any], span: timedelta, zone: str) -> str:
+    """The dashboard's timeline over the simulated span: windows, rotations, forced expiries,
+    with its hour axis, dates in the policy's time zone and its legend."""
+    rotations = [
+        {
+            "claim": r["node"],
+            "start": _instant(r["start"]),
+            "end": _instant(r.get("done") or r["start"]),
+            "outcome": r.get("outcome"),
+        }
+        for r in doc["rotations"]
+    ]
+    t = {
+        "start": START.isoformat(),
+        "end": (START + span).isoformat(),
+        "zone": zone,
+        "clock": "simulated",
+        "windows": [
+            {"start": _instant(w["start"]), "end": _instant(w["end"])} for w in doc["windows"]
+        ],
+        "rotations": rotations,
+        "breaches": [
+            _instant(ev["at"]) for ev in doc["events"] if ev["type"] == "expire-after-breach"
+        ],
+    }
+    return render.timeline(t, None)
 
-    def x(at: str) -> float:
-        instant = datetime.fromisoformat(at.replace("Z", "+00:00"))
-        return round(WIDTH * min(max((instant - START).total_seconds() / total, 0.0), 1.0), 1)
 
-    parts = []
-    for w in doc["windows"]:
-        a, b = x(w["start"]), x(w["end"])
-        parts.append(
-            f"<rect class='tl-window' x='{a}' y='0' width='{max(b - a, 0.5)}' height='28'/>"
-        )
-    for r in doc["rotations"]:
-        a = x(r["start"])
-        b = x(r["done"]) if r.get("done") else a
-        parts.append(
-            f"<rect class='tl-rotation {e(r.get('outcome'))}' data-outcome='{e(r.get('outcome'))}' "
-            f"x='{a}' y='8' "
-            f"width='{max(b - a, 1.0)}' height='12'><title>{e(r['node'])}</title></rect>"
-        )
-    for ev in doc["events"]:
-        if ev["type"] == "expire-after-breach":
-            a = x(ev["at"])
-            parts.append(f"<line class='tl-breach' x1='{a}' x2='{a}' y1='0' y2='28'/>")
-    return (
-        f"<div class='timeline'><svg width='{WIDTH}' height='28' viewBox='0 0 {WIDTH} 28' "
-        f"role='img' aria-label='simulated timeline'>{''.join(parts)}</svg></div>"
-    )
+def _instant(at: str) -> str:
+    """The simulator's ``…Z`` instants in the form ``datetime.fromisoformat`` reads everywhere."""
+    return at.replace("Z", "+00:00")
 
 
 def results_html(sides: list[dict[str, Any]], span: timedelta) -> str:
@@ -242,12 +283,16 @@ def results_html(sides: list[dict[str, Any]], span: timedelta) -> str:
     return "".join(_side(side, "AB"[i], span) for i, side in enumerate(sides))
 
 
-def install(app: FastAPI, authorized: Any, headers: dict[str, str]) -> None:
-    """Mount ``/whatif`` and ``POST /dashboard/whatif`` behind ``authorized(request)``."""
+def install(app: FastAPI, dashboard: Dashboard, headers: dict[str, str]) -> None:
+    """Mount ``/whatif`` and ``POST /dashboard/whatif`` behind the dashboard's sign-in."""
+    authorized = dashboard.authorized
 
     async def whatif_page(request: Request) -> Response:
+        signed_in = dashboard.sign_in(request)  # ``/whatif?token=…`` signs in as ``/`` does
+        if signed_in is not None:
+            return signed_in
         if not authorized(request):
-            return HTMLResponse(render.login("The dashboard needs the admin token."), 401, headers)
+            return dashboard.refused(request)
         return HTMLResponse(page(), headers=headers)
 
     async def whatif_run(request: Request) -> Response:
