@@ -33,10 +33,26 @@ err = Console(stderr=True)
 
 
 class OutputFormat(StrEnum):
-    """How a report is printed."""
+    """How a report is printed (``--format``; ``-o`` takes the client commands' wider set)."""
 
     table = "table"
     json = "json"
+
+
+class ReportOutput(StrEnum):
+    """``-o`` on check and simulate, as on the client commands (``name``: the finding codes)."""
+
+    table = "table"
+    wide = "wide"
+    json = "json"
+    yaml = "yaml"
+    name = "name"
+
+
+ReportOutputOpt = Annotated[
+    ReportOutput | None,
+    typer.Option("--output", "-o", help="table, wide, json, yaml or name; overrides --format."),
+]
 
 
 def fail_input(message: str) -> typer.Exit:
@@ -110,11 +126,13 @@ def check(
     ] = None,
     nodes: Annotated[int, typer.Option("--nodes", min=0, help="NodeClaims in the pool (N).")] = 0,
     fmt: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
+    output: ReportOutputOpt = None,
 ) -> None:
     """Derive whether the maintenance windows can rotate the pool before its forced expiry."""
     from fleetgate.apps.check import run_check
 
-    raise typer.Exit(run_check(policy, expire_after, termination_grace_period, nodes, fmt.value))
+    chosen = (output or fmt).value
+    raise typer.Exit(run_check(policy, expire_after, termination_grace_period, nodes, chosen))
 
 
 @app.command()
@@ -129,12 +147,14 @@ def simulate(
     env_drain: Annotated[str | None, typer.Option("--env-drain", help="Actual drain time.")] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
     report: Annotated[Path | None, typer.Option("--report", help="Write an HTML report.")] = None,
+    output: ReportOutputOpt = None,
 ) -> None:
     """Play a policy out over a fleet in virtual time with the real controller."""
     from fleetgate.apps.simulate.command import run_simulate
 
+    chosen = (output or fmt).value
     raise typer.Exit(
-        run_simulate(policy, fleet, start, end, env_provisioning, env_drain, fmt.value, report)
+        run_simulate(policy, fleet, start, end, env_provisioning, env_drain, chosen, report)
     )
 
 
@@ -241,7 +261,9 @@ def db_history() -> None:
 
 
 def _register_client_commands() -> None:
-    # ``fleetgate nodes|placements|claims|events``: a client of a running API (clientcli.py).
+    # ``fleetgate nodes|placements|claims|events|status`` and the writes (place, release, claims,
+    # node, tokens): a client of a running API (clientcli.py, clientverbs.py). Registering them
+    # imports typer only; the client's own imports wait until a command runs.
     from fleetgate.apps.clientcli import register
 
     register(app)

@@ -1,7 +1,8 @@
 """The API's request and response bodies (pydantic), one module per resource.
 
 Every bound that makes bad input a 422 lives in ``common``; this package re-exports every body so
-routes import from ``fleetgate.apps.api.schemas``.
+routes import from ``fleetgate.apps.api.schemas``. Nothing here imports FastAPI (the typed
+client reads these bodies); the paging plumbing the routes share is ``fleetgate.apps.api.paging``.
 """
 
 from __future__ import annotations
@@ -60,14 +61,6 @@ from fleetgate.apps.api.schemas.nodes import (
     NodeBody,
     NodePut,
 )
-from fleetgate.apps.api.schemas.paging import (
-    DEFAULT_PAGE,
-    LINK_HEADER,
-    MAX_PAGE,
-    PageSize,
-    link_next_page,
-    next_link,
-)
 from fleetgate.apps.api.schemas.placements import (
     DryRunBody,
     PlacementBody,
@@ -81,17 +74,15 @@ from fleetgate.apps.api.schemas.rotation import (
     RotationCheckRequest,
     RotationSimulateRequest,
 )
+from fleetgate.apps.api.schemas.status import PoolRotationBody
 
 __all__ = [
-    "DEFAULT_PAGE",
-    "LINK_HEADER",
     "MAX_AMOUNT",
     "MAX_CLAIM_SECONDS",
     "MAX_CPUS",
     "MAX_EVENTS",
     "MAX_LABELS",
     "MAX_LOAD",
-    "MAX_PAGE",
     "MAX_POLICY_TEXT",
     "MAX_THREADS",
     "WHOLE_NUMBER",
@@ -126,11 +117,11 @@ __all__ = [
     "NodePut",
     "NodeResources",
     "ObjectId",
-    "PageSize",
     "PlacementBody",
     "PlacementCreate",
     "PlacementSummary",
     "PoolName",
+    "PoolRotationBody",
     "ReconcileBody",
     "RequestBody",
     "RequestId",
@@ -141,7 +132,5 @@ __all__ = [
     "SummaryBody",
     "Threads",
     "TokenBody",
-    "link_next_page",
-    "next_link",
     "seconds_until",
 ]
