@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
-import time
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from typer.testing import CliRunner, Result
 
 from fleetgate.apps.api.app import create_app
@@ -22,7 +20,7 @@ from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, ControllerSettings, Settings
 from fleetgate.client import ClientError, FleetgateClient
 from tests.apps.api.routes.test_rotation_status import POLICY
-from tests.servers import FLEETGATE, free_port, running_api
+from tests.servers import FLEETGATE, free_port, running_api, serving_in_thread
 
 ADMIN_TOKEN = "client-cli-admin-token"
 NS = "team-a"
@@ -153,20 +151,8 @@ def pools_base(tmp_path: Path) -> Iterator[str]:
                      labels={"fleetgate.io/rotation": "nightly"})  # fmt: skip
     cluster.add_pool("batch", expire_after="14d")
     cluster.add_node("web")
-    port = free_port()
-    config = uvicorn.Config(create_app(container), host="127.0.0.1", port=port, log_config=None)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 60
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serving_in_thread(create_app(container)) as url:
+        yield url
 
 
 def console(*args: str) -> subprocess.CompletedProcess[str]:
@@ -187,3 +173,51 @@ def test_status_summarises_every_pool_like_kubectl_get(pools_base: str) -> None:
                                  "-o", "json").stdout)  # fmt: skip
     web = next(p for p in as_json if p["pool"] == "web")
     assert web["next_window_start"] is not None and web["guaranteed_chances"] >= 1
+
+
+#: What a client command or ``fleetgate check`` never needs: the server and the database.
+SERVER_SIDE = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "fleetgate.adapters")
+_RUN_AND_REPORT = """
+import json, sys
+sys.argv = ["fleetgate", *json.loads(sys.argv[1])]
+from fleetgate.apps.cli import main
+try:
+    main()
+finally:
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"fastapi", "starlette",
+                    "uvicorn", "sqlalchemy", "alembic"} or m.startswith("fleetgate.adapters"))
+    print("LOADED " + json.dumps(loaded), file=sys.stderr)
+"""
+
+
+def loaded_modules(*args: str, **env: str) -> list[str]:
+    """Run ``fleetgate ARGS`` in a fresh interpreter; the server-side modules it imported."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")} | env
+    run = subprocess.run([sys.executable, "-c", _RUN_AND_REPORT, json.dumps(args)], env=clean,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    report = [line for line in run.stderr.splitlines() if line.startswith("LOADED ")]
+    assert report, run.stderr
+    found: list[str] = json.loads(report[-1].removeprefix("LOADED "))
+    return found
+
+
+def test_client_commands_and_check_import_nothing_of_the_server(base: str, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    auth = ("--server", base, "--token", ADMIN_TOKEN)
+    commands = [
+        ("nodes", *auth, "-o", "wide"),
+        ("placements", "-n", NS, *auth),
+        ("claims", "-n", NS, *auth, "-o", "yaml"),
+        ("events", *auth, "--kind", "no such kind"),
+        ("status", *auth),
+        ("place", NS, "--cpus", "1", "--memory-mb", "1", "--dry-run", *auth),
+        ("tokens", "list", NS, *auth),
+        ("check", str(policy), "--expire-after", "14d"),
+        ("check", str(policy), "--expire-after", "14d", "-o", "json"),
+    ]
+    for command in commands:
+        assert loaded_modules(*command) == [], command
+    # The probe does see them when they are imported: a database command loads SQLAlchemy.
+    db = f"sqlite+aiosqlite:///{tmp_path / 'probe.db'}"
+    assert "sqlalchemy" in loaded_modules("db", "current", FLEETGATE_DATABASE_URL=db)

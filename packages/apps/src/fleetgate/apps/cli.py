@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 from enum import StrEnum
-from importlib.metadata import PackageNotFoundError, version
+from functools import cache
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = typer.Typer(
     name="fleetgate",
@@ -29,7 +31,24 @@ db_app = typer.Typer(
     help="Database schema management.", no_args_is_help=True, rich_markup_mode=None
 )
 app.add_typer(db_app, name="db")
-err = Console(stderr=True)
+
+
+@cache
+def _stderr() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+class _Stderr:
+    """rich's stderr console, made on first use: a client command that prints no error never
+    imports rich (docs/performance.md, CLI start-up)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_stderr(), name)
+
+
+err: Console = _Stderr()  # type: ignore[assignment]
 
 
 class OutputFormat(StrEnum):
@@ -67,6 +86,8 @@ _debug = False
 
 def _installed_version() -> str:
     """The installed fleetgate distribution's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("fleetgate")
     except PackageNotFoundError:  # running from a source tree without metadata
