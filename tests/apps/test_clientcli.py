@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+from fleetgate.apps import clientwatch
 from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.schemas import PlacementCreate
 from fleetgate.apps.cli import app
+from fleetgate.apps.clientcli import exit_code
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, ControllerSettings, Settings
 from fleetgate.client import ClientError, FleetgateClient
@@ -221,3 +223,50 @@ def test_client_commands_and_check_import_nothing_of_the_server(base: str, tmp_p
     # The probe does see them when they are imported: a database command loads SQLAlchemy.
     db = f"sqlite+aiosqlite:///{tmp_path / 'probe.db'}"
     assert "sqlalchemy" in loaded_modules("db", "current", FLEETGATE_DATABASE_URL=db)
+
+
+def test_events_watch_prints_the_newest_then_each_new_one_once(
+    base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pauses: list[float] = []
+    placed: list[str] = []
+
+    def pause(seconds: float) -> None:
+        # Between the first two polls something happens; then nothing more (bound by count).
+        pauses.append(seconds)
+        if len(pauses) == 1:
+            with FleetgateClient(base, ADMIN_TOKEN) as api:
+                placed.append(api.place("team-watch", size(1, 1, 1)).id)
+
+    monkeypatch.setattr(clientwatch, "pause", pause)
+    env = {"FLEETGATE_SERVER": base, "FLEETGATE_TOKEN": ADMIN_TOKEN}
+    r = cli("events", "--watch", "--watch-count", "3", "--interval", "7",
+            "--kind", "instance placed", env=env)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert pauses == [7, 7]
+    header, *rows = r.stdout.splitlines()
+    assert header.split()[:2] == ["ID", "AT"] and not any(row.startswith("ID") for row in rows)
+    subjects = [row.split()[-1] for row in rows]  # SUBJECT is the last column
+    assert subjects[-1] == placed[0] and subjects.count(placed[0]) == 1
+    ids = [int(row.split()[0]) for row in rows]
+    assert ids == sorted(ids)  # oldest first, as they happen
+
+
+def test_an_empty_answer_says_why(base: str) -> None:
+    env = {"FLEETGATE_SERVER": base, "FLEETGATE_TOKEN": ADMIN_TOKEN}
+    bogus = cli("events", "--kind", "bogus", env=env)
+    assert bogus.exit_code == 0 and bogus.stdout == ""
+    assert "No events of kind 'bogus'" in bogus.stderr and "instance placed" in bogus.stderr
+    assert cli("events", "--kind", "bogus", "-o", "json", env=env).stdout.strip() == "[]"
+    # This API's fake cluster has no pools: status says so rather than print a bare header,
+    # and --watch says it once, not at every poll.
+    status = cli("status", env=env)
+    assert status.exit_code == 0 and status.stdout == "" and "No NodePools" in status.stderr
+    watched = cli("status", "--watch", "--watch-count", "3", "--interval", "0", env=env)
+    assert watched.exit_code == 0 and watched.stderr.count("No NodePools") == 1
+
+
+def test_exit_codes_tell_refused_from_bad_input_from_unavailable() -> None:
+    assert [exit_code(s) for s in (401, 403, 404, 409, 507, 500)] == [1] * 6
+    assert exit_code(422) == 2
+    assert [exit_code(s) for s in (None, 502, 503, 504)] == [3] * 4
