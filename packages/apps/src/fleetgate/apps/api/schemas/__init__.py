@@ -7,6 +7,9 @@ client reads these bodies); the paging plumbing the routes share is ``fleetgate.
 
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from fleetgate.apps.api.schemas.admin import (
     ClaimDriftBody,
     ClusterDriftBody,
@@ -67,14 +70,38 @@ from fleetgate.apps.api.schemas.placements import (
     PlacementCreate,
     PlacementSummary,
 )
-from fleetgate.apps.api.schemas.rotation import (
-    MAX_POLICY_TEXT,
-    FindingBody,
-    RotationCheckBody,
-    RotationCheckRequest,
-    RotationSimulateRequest,
-)
 from fleetgate.apps.api.schemas.status import PoolRotationBody
+
+if TYPE_CHECKING:
+    from fleetgate.apps.api.schemas.rotation import (
+        MAX_POLICY_TEXT,
+        FindingBody,
+        RotationCheckBody,
+        RotationCheckRequest,
+        RotationSimulateRequest,
+    )
+
+#: Bodies loaded on first use: the policy and fleet models cost more to build than all the
+#: others, and the typed client (``fleetgate nodes`` & co.) never uses them.
+_LAZY = {
+    name: "rotation"
+    for name in (
+        "MAX_POLICY_TEXT",
+        "FindingBody",
+        "RotationCheckBody",
+        "RotationCheckRequest",
+        "RotationSimulateRequest",
+    )
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "MAX_AMOUNT",
