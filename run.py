@@ -51,7 +51,9 @@ def main(argv: list[str]) -> int:
         return 2
     exe = uv()
     subprocess.run([exe, "sync", "--locked", "--all-packages", "--quiet"], cwd=ROOT, check=True)
-    script = ROOT / ".venv" / ("Scripts" if os.name == "nt" else "bin") / "fleetgate"
+    bindir = ROOT / ".venv" / ("Scripts" if os.name == "nt" else "bin")
+    compile_workspace(bindir / ("python.exe" if os.name == "nt" else "python"))
+    script = bindir / "fleetgate"
     if argv[:1] == ["test"]:
         cmd = [exe, "run", "--locked", "nox", "-s", "ci", *argv[1:]]
     elif script.exists() and "UV_PROJECT_ENVIRONMENT" not in os.environ:
@@ -61,6 +63,20 @@ def main(argv: list[str]) -> int:
     else:
         cmd = [exe, "run", "--locked", "fleetgate", *(argv or ["--help"])]
     return hand_over(cmd)
+
+
+def compile_workspace(python: Path) -> None:
+    """Write the bytecode of the workspace's own sources (quick when it is up to date).
+
+    The sync compiles what it installs (pyproject's ``compile-bytecode``), but the workspace
+    packages are installed editable, imported from packages/*/src: where PYTHONDONTWRITEBYTECODE
+    is set nothing else writes their bytecode, and every command would compile them again.
+    """
+    if "UV_PROJECT_ENVIRONMENT" in os.environ or not python.exists():
+        return  # another environment than ./.venv: its owner decides
+    sources = [str(p) for p in sorted((ROOT / "packages").glob("*/src"))]
+    subprocess.run([str(python), "-m", "compileall", "-q", *sources], cwd=ROOT, check=False,
+                   stdout=subprocess.DEVNULL)  # fmt: skip
 
 
 def hand_over(cmd: list[str]) -> int:

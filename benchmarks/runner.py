@@ -20,6 +20,7 @@ from benchmarks import (
     reconcile,
     rotation,
     soak,
+    startup,
 )
 from benchmarks.invariants import Check
 from benchmarks.report import Section, Table, Verdict, rate
@@ -27,7 +28,17 @@ from benchmarks.sizes import Sizes
 from benchmarks.targets import Target
 
 #: Every benchmark, in the order a full run does them.
-NAMES = ("admission", "http", "ranking", "reconcile", "simulator", "tick", "faults", "soak")
+NAMES = (
+    "admission",
+    "http",
+    "ranking",
+    "reconcile",
+    "simulator",
+    "tick",
+    "faults",
+    "soak",
+    "startup",
+)
 #: Backends the HTTP benchmark runs on (the issue asks for at least SQLite and PostgreSQL).
 HTTP_BACKENDS = ("sqlite", "postgres")
 HALF = 0.5
@@ -228,6 +239,17 @@ async def _soak(targets: Sequence[Target], sizes: Sizes, console: Console) -> Se
     return s
 
 
+async def _startup(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
+    with console.status("CLI start-up"):
+        tables, verdicts = startup.run(sizes.startup_rounds)
+    intro = (
+        "Wall time of one command, warm, against a bare `python -c pass` in the same rounds, "
+        "and where the import time goes. The install compiles bytecode (pyproject "
+        "`compile-bytecode`; run.py compiles the workspace sources)."
+    )
+    return Section("startup", "CLI start-up", intro, tables=tables, verdicts=verdicts)
+
+
 def _http_bound(top: http.HttpCell, cpu: float) -> str:
     figures = (
         f"client + server CPU {cpu:.1f} ms/op x {rate(top.cell.load.throughput)}/s, "
@@ -256,4 +278,5 @@ _SECTIONS = {
     "tick": _tick,
     "faults": _faults,
     "soak": _soak,
+    "startup": _startup,
 }

@@ -47,6 +47,8 @@ class Sizes:
     #: The large simulator run (reported, no target): nodes and simulated days.
     simulator_large_nodes: int = 10_000
     simulator_large_days: int = 30
+    #: CLI start-up: timed runs of each command (after one warm-up round).
+    startup_rounds: int = 10
     #: The simulator's cost against fleet size: the fleets, and the days each one simulates.
     simulator_scaling: tuple[int, ...] = (100, 1_000, 10_000)
     simulator_scaling_days: int = 3
@@ -108,6 +110,7 @@ QUICK = Sizes(
     simulator_large_days=7,
     simulator_scaling=(100, 1_000),
     simulator_scaling_days=1,
+    startup_rounds=3,
 )
 
 #: For the smoke test: everything tiny.
@@ -136,6 +139,7 @@ TINY = replace(
     simulator_large_days=2,
     simulator_scaling=(10, 20),
     simulator_scaling_days=1,
+    startup_rounds=1,
 )
 
 PROFILES = {"full": FULL, "quick": QUICK, "tiny": TINY}

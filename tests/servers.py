@@ -12,10 +12,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -48,11 +50,17 @@ def wait_until_serving(base: str, proc: subprocess.Popen[str], seconds: float = 
 
 
 def api_process(
-    db: Path, port: int, *extra: str, token: str | None = None
+    db: Path | str,
+    port: int,
+    *extra: str,
+    token: str | None = None,
+    environment: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[str]:
-    """``fleetgate api`` on 127.0.0.1:``port`` over the SQLite file ``db``, output discarded."""
+    """``fleetgate api`` on 127.0.0.1:``port`` over the SQLite file ``db`` (or the database URL
+    ``db``), with ``environment`` added to its settings; output discarded."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETGATE_", "PROMETHEUS"))}
-    env["FLEETGATE_DATABASE_URL"] = f"sqlite+aiosqlite:///{db}"
+    env["FLEETGATE_DATABASE_URL"] = db if isinstance(db, str) else f"sqlite+aiosqlite:///{db}"
+    env.update(environment or {})
     if token is not None:
         env["FLEETGATE_API__ADMIN_TOKEN"] = token
     return subprocess.Popen(
@@ -76,16 +84,44 @@ def stop(proc: subprocess.Popen[str], sig: signal.Signals = signal.SIGINT) -> No
 
 
 @contextmanager
-def running_api(db: Path, *extra: str, token: str, seconds: float = 120) -> Iterator[str]:
+def running_api(
+    db: Path | str,
+    *extra: str,
+    token: str,
+    seconds: float = 120,
+    environment: Mapping[str, str] | None = None,
+) -> Iterator[str]:
     """A served ``fleetgate api`` over ``db`` for the block: its base URL; stopped afterwards.
 
     ``seconds`` is generous by default: on a loaded 2-core machine start-up can take a while.
     """
     port = free_port()
-    proc = api_process(db, port, *extra, token=token)
+    proc = api_process(db, port, *extra, token=token, environment=environment)
     base = f"http://127.0.0.1:{port}"
     try:
         wait_until_serving(base, proc, seconds=seconds)
         yield base
     finally:
         stop(proc)
+
+
+@contextmanager
+def serving_in_thread(app: Any, seconds: float = 60) -> Iterator[str]:
+    """``app`` under uvicorn on 127.0.0.1 in a thread of this process: its base URL for the
+    block (for tests that shape the app's container, e.g. its fake cluster or database)."""
+    import uvicorn
+
+    port = free_port()
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + seconds
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from fleetgate.apps.check import check_report
@@ -305,3 +306,16 @@ def test_the_installed_console_script() -> None:
         check=False,
     )
     assert out.returncode == 1 and json.loads(out.stdout)["A"] < 0
+
+
+def test_output_takes_the_client_commands_formats() -> None:
+    args = (EXAMPLES / "weekend-policy.yaml", "--expire-after", "12d")
+    _, report = check_json(*args)
+    code, out, _ = check(*args, "-o", "yaml")
+    assert code == 1 and yaml.safe_load(out) == report
+    code, out, _ = check(*args, "-o", "name")
+    assert code == 1 and out.split() == list(dict.fromkeys(f["code"] for f in report["findings"]))
+    _, table, _ = check(*args)
+    assert check(*args, "-o", "wide")[1] == table
+    # -o wins over --format, so a script can pass both.
+    assert json.loads(check(*args, "--format", "table", "-o", "json")[1]) == report

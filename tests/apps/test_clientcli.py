@@ -6,23 +6,23 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
-import time
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import uvicorn
 from typer.testing import CliRunner, Result
 
+from fleetgate.apps import clientwatch
 from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.schemas import PlacementCreate
 from fleetgate.apps.cli import app
+from fleetgate.apps.clientcli import exit_code
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, ControllerSettings, Settings
 from fleetgate.client import ClientError, FleetgateClient
 from tests.apps.api.routes.test_rotation_status import POLICY
-from tests.servers import FLEETGATE, free_port, running_api
+from tests.servers import FLEETGATE, free_port, running_api, serving_in_thread
 
 ADMIN_TOKEN = "client-cli-admin-token"
 NS = "team-a"
@@ -97,16 +97,17 @@ def test_a_bad_token_exits_1_with_the_apis_reason_and_never_echoes_the_token(bas
     assert "401" in r.stderr and "not-a-real-secret-token" not in r.stderr + r.stdout
 
 
-def test_an_unreachable_server_exits_1_naming_it() -> None:
+def test_an_unreachable_server_exits_3_naming_it_in_one_line() -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     r = cli("nodes", "--server", dead, "--token", ADMIN_TOKEN)
-    assert r.exit_code == 1 and dead in r.stderr and ADMIN_TOKEN not in r.stderr
+    assert r.exit_code == 3 and dead in r.stderr and ADMIN_TOKEN not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
 
 
 def test_bad_input_exits_2_naming_the_option(base: str) -> None:
     r = cli("events", "--server", base, "--limit", "0")
     assert r.exit_code == 2 and "--limit" in r.stderr
-    r = cli("nodes", "--server", base, "--output", "yaml")
+    r = cli("nodes", "--server", base, "--output", "xml")
     assert r.exit_code == 2 and "--output" in r.stderr
 
 
@@ -152,20 +153,8 @@ def pools_base(tmp_path: Path) -> Iterator[str]:
                      labels={"fleetgate.io/rotation": "nightly"})  # fmt: skip
     cluster.add_pool("batch", expire_after="14d")
     cluster.add_node("web")
-    port = free_port()
-    config = uvicorn.Config(create_app(container), host="127.0.0.1", port=port, log_config=None)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 60
-        while not server.started:
-            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    with serving_in_thread(create_app(container)) as url:
+        yield url
 
 
 def console(*args: str) -> subprocess.CompletedProcess[str]:
@@ -186,3 +175,98 @@ def test_status_summarises_every_pool_like_kubectl_get(pools_base: str) -> None:
                                  "-o", "json").stdout)  # fmt: skip
     web = next(p for p in as_json if p["pool"] == "web")
     assert web["next_window_start"] is not None and web["guaranteed_chances"] >= 1
+
+
+#: What a client command or ``fleetgate check`` never needs: the server and the database.
+SERVER_SIDE = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "fleetgate.adapters")
+_RUN_AND_REPORT = """
+import json, sys
+sys.argv = ["fleetgate", *json.loads(sys.argv[1])]
+from fleetgate.apps.cli import main
+try:
+    main()
+finally:
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"fastapi", "starlette",
+                    "uvicorn", "sqlalchemy", "alembic"} or m.startswith("fleetgate.adapters"))
+    print("LOADED " + json.dumps(loaded), file=sys.stderr)
+"""
+
+
+def loaded_modules(*args: str, **env: str) -> list[str]:
+    """Run ``fleetgate ARGS`` in a fresh interpreter; the server-side modules it imported."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")} | env
+    run = subprocess.run([sys.executable, "-c", _RUN_AND_REPORT, json.dumps(args)], env=clean,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    report = [line for line in run.stderr.splitlines() if line.startswith("LOADED ")]
+    assert report, run.stderr
+    found: list[str] = json.loads(report[-1].removeprefix("LOADED "))
+    return found
+
+
+def test_client_commands_and_check_import_nothing_of_the_server(base: str, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    auth = ("--server", base, "--token", ADMIN_TOKEN)
+    commands = [
+        ("nodes", *auth, "-o", "wide"),
+        ("placements", "-n", NS, *auth),
+        ("claims", "-n", NS, *auth, "-o", "yaml"),
+        ("events", *auth, "--kind", "no such kind"),
+        ("status", *auth),
+        ("place", NS, "--cpus", "1", "--memory-mb", "1", "--dry-run", *auth),
+        ("tokens", "list", NS, *auth),
+        ("check", str(policy), "--expire-after", "14d"),
+        ("check", str(policy), "--expire-after", "14d", "-o", "json"),
+    ]
+    for command in commands:
+        assert loaded_modules(*command) == [], command
+    # The probe does see them when they are imported: a database command loads SQLAlchemy.
+    db = f"sqlite+aiosqlite:///{tmp_path / 'probe.db'}"
+    assert "sqlalchemy" in loaded_modules("db", "current", FLEETGATE_DATABASE_URL=db)
+
+
+def test_events_watch_prints_the_newest_then_each_new_one_once(
+    base: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pauses: list[float] = []
+    placed: list[str] = []
+
+    def pause(seconds: float) -> None:
+        # Between the first two polls something happens; then nothing more (bound by count).
+        pauses.append(seconds)
+        if len(pauses) == 1:
+            with FleetgateClient(base, ADMIN_TOKEN) as api:
+                placed.append(api.place("team-watch", size(1, 1, 1)).id)
+
+    monkeypatch.setattr(clientwatch, "pause", pause)
+    env = {"FLEETGATE_SERVER": base, "FLEETGATE_TOKEN": ADMIN_TOKEN}
+    r = cli("events", "--watch", "--watch-count", "3", "--interval", "7",
+            "--kind", "instance placed", env=env)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert pauses == [7, 7]
+    header, *rows = r.stdout.splitlines()
+    assert header.split()[:2] == ["ID", "AT"] and not any(row.startswith("ID") for row in rows)
+    subjects = [row.split()[-1] for row in rows]  # SUBJECT is the last column
+    assert subjects[-1] == placed[0] and subjects.count(placed[0]) == 1
+    ids = [int(row.split()[0]) for row in rows]
+    assert ids == sorted(ids)  # oldest first, as they happen
+
+
+def test_an_empty_answer_says_why(base: str) -> None:
+    env = {"FLEETGATE_SERVER": base, "FLEETGATE_TOKEN": ADMIN_TOKEN}
+    bogus = cli("events", "--kind", "bogus", env=env)
+    assert bogus.exit_code == 0 and bogus.stdout == ""
+    assert "No events of kind 'bogus'" in bogus.stderr and "instance placed" in bogus.stderr
+    assert cli("events", "--kind", "bogus", "-o", "json", env=env).stdout.strip() == "[]"
+    # This API's fake cluster has no pools: status says so rather than print a bare header,
+    # and --watch says it once, not at every poll.
+    status = cli("status", env=env)
+    assert status.exit_code == 0 and status.stdout == "" and "No NodePools" in status.stderr
+    watched = cli("status", "--watch", "--watch-count", "3", "--interval", "0", env=env)
+    assert watched.exit_code == 0 and watched.stderr.count("No NodePools") == 1
+
+
+def test_exit_codes_tell_refused_from_bad_input_from_unavailable() -> None:
+    assert [exit_code(s) for s in (401, 403, 404, 409, 507, 500)] == [1] * 6
+    assert exit_code(422) == 2
+    assert [exit_code(s) for s in (None, 502, 503, 504)] == [3] * 4

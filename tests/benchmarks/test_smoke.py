@@ -31,6 +31,7 @@ async def test_every_benchmark_runs_and_writes_the_report(tmp_path: Path) -> Non
         "## Controller tick",
         "## Reliability: a connection killed at each statement",
         "## Reliability: concurrent admissions and releases",
+        "## CLI start-up",
         "## Wall time",
     ):
         assert heading in text

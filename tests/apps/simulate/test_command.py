@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
 from typer.testing import CliRunner
 
 from fleetgate.apps.cli import app
@@ -181,3 +182,24 @@ def test_the_karpenter_states_example_runs_and_the_table_shows_the_pool_finding(
     )
     rotated = {r["node"] for r in json.loads(out)["rotations"]}
     assert code == 0 and not rotated & {"ip-10-0-1-11", "ip-10-0-1-12"}  # Karpenter's own
+
+
+def test_output_yaml_is_the_json_document_and_name_its_codes() -> None:
+    args = (
+        str(EXAMPLES / "policy-simulate.yaml"),
+        "--fleet",
+        str(EXAMPLES / "fleet-listed.yaml"),
+        "--from",
+        "2024-01-01T00:00:00Z",
+        "--to",
+        "2024-01-03T00:00:00Z",
+        "--env-provisioning",
+        "30m",
+    )
+    _, out, _ = simulate(*args, "--format", "json")
+    doc = json.loads(out)
+    code, as_yaml, _ = simulate(*args, "-o", "yaml")
+    assert code == 1 and yaml.safe_load(as_yaml) == doc
+    codes = [n["code"] for n in (*doc["result"]["findings"], *doc["diagnostics"])]
+    assert simulate(*args, "-o", "name")[1].split() == list(dict.fromkeys(codes))
+    assert "EnvProvisioningAboveReadyTimeout" in codes

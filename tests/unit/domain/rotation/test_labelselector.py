@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from fleetgate.domain.rotation.labelselector import LabelSelector, SelectorRequirement
+from fleetgate.domain.rotation.labelselector import (
+    LabelSelector,
+    SelectorRequirement,
+    parse_selector,
+)
 
 POOL = {"team": "web", "tier": "gold"}
 
@@ -56,3 +60,30 @@ def test_uncompilable_selector_is_reported_and_matches_nothing(requirement, prob
         f"spec.nodePoolSelector.matchExpressions[0].{problem}"
     ]
     assert not selector.matches(POOL) and not selector.matches({})
+
+
+@pytest.mark.parametrize(
+    ("text", "labels", "matches"),
+    [
+        ("", {"a": "1"}, True),
+        ("tier=gold", {"tier": "gold"}, True),
+        ("tier==gold", {"tier": "silver"}, False),
+        ("tier!=gold", {}, True),  # as kubectl: an absent key is "not gold"
+        ("tier!=gold", {"tier": "gold"}, False),
+        ("tier", {"tier": ""}, True),
+        ("!tier", {"tier": "gold"}, False),
+        ("zone in (a, b),tier=gold", {"zone": "b", "tier": "gold"}, True),
+        ("zone notin (a,b)", {"zone": "a"}, False),
+        ("zone in (a,b), !gpu", {"zone": "a", "gpu": "yes"}, False),
+    ],
+)
+def test_parse_selector_reads_kubectl_syntax(
+    text: str, labels: dict[str, str], matches: bool
+) -> None:
+    assert parse_selector(text).matches(labels) is matches
+
+
+@pytest.mark.parametrize("text", ["=gold", "zone in ()", "a=b=c", "tier gold"])
+def test_parse_selector_refuses_what_it_cannot_read(text: str) -> None:
+    with pytest.raises(ValueError, match="selector"):
+        parse_selector(text)

@@ -16,6 +16,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from fleetgate.apps.clientoutput import dump_yaml
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.domain.durations import DurationError, parse_duration
 from fleetgate.domain.durations import format_duration as fmt
@@ -128,10 +129,14 @@ def run_check(
             err.print(f"[red]error:[/red] {line}", soft_wrap=True)
         return EXIT_INVALID
     derived = [(p, r, r.derive(expiry, nodes)) for p, r in results]
-    if fmt == "json":
+    if fmt in ("json", "yaml"):
         reports = [_report(r, d) for _, r, d in derived]
-        print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
-    else:
+        doc = reports[0] if len(reports) == 1 else reports
+        print(json.dumps(doc, indent=2) if fmt == "json" else dump_yaml(doc))
+    elif fmt == "name":  # the finding codes, one a line: what a script greps for
+        for code in dict.fromkeys(f.code.value for _, _, d in derived for f in d.findings):
+            print(code)
+    else:  # table and wide: the table already shows every symbol and rule
         out = Console(highlight=False)
         for p, r, d in derived:
             _print_table(out, policy, p, r, d)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import os
 from enum import StrEnum
-from importlib.metadata import PackageNotFoundError, version
+from functools import cache
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 app = typer.Typer(
     name="fleetgate",
@@ -29,14 +31,47 @@ db_app = typer.Typer(
     help="Database schema management.", no_args_is_help=True, rich_markup_mode=None
 )
 app.add_typer(db_app, name="db")
-err = Console(stderr=True)
+
+
+@cache
+def _stderr() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+class _Stderr:
+    """rich's stderr console, made on first use: a client command that prints no error never
+    imports rich (docs/performance.md, CLI start-up)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(_stderr(), name)
+
+
+err: Console = _Stderr()  # type: ignore[assignment]
 
 
 class OutputFormat(StrEnum):
-    """How a report is printed."""
+    """How a report is printed (``--format``; ``-o`` takes the client commands' wider set)."""
 
     table = "table"
     json = "json"
+
+
+class ReportOutput(StrEnum):
+    """``-o`` on check and simulate, as on the client commands (``name``: the finding codes)."""
+
+    table = "table"
+    wide = "wide"
+    json = "json"
+    yaml = "yaml"
+    name = "name"
+
+
+ReportOutputOpt = Annotated[
+    ReportOutput | None,
+    typer.Option("--output", "-o", help="table, wide, json, yaml or name; overrides --format."),
+]
 
 
 def fail_input(message: str) -> typer.Exit:
@@ -51,6 +86,8 @@ _debug = False
 
 def _installed_version() -> str:
     """The installed fleetgate distribution's version."""
+    from importlib.metadata import PackageNotFoundError, version
+
     try:
         return version("fleetgate")
     except PackageNotFoundError:  # running from a source tree without metadata
@@ -110,11 +147,13 @@ def check(
     ] = None,
     nodes: Annotated[int, typer.Option("--nodes", min=0, help="NodeClaims in the pool (N).")] = 0,
     fmt: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
+    output: ReportOutputOpt = None,
 ) -> None:
     """Derive whether the maintenance windows can rotate the pool before its forced expiry."""
     from fleetgate.apps.check import run_check
 
-    raise typer.Exit(run_check(policy, expire_after, termination_grace_period, nodes, fmt.value))
+    chosen = (output or fmt).value
+    raise typer.Exit(run_check(policy, expire_after, termination_grace_period, nodes, chosen))
 
 
 @app.command()
@@ -129,12 +168,14 @@ def simulate(
     env_drain: Annotated[str | None, typer.Option("--env-drain", help="Actual drain time.")] = None,
     fmt: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
     report: Annotated[Path | None, typer.Option("--report", help="Write an HTML report.")] = None,
+    output: ReportOutputOpt = None,
 ) -> None:
     """Play a policy out over a fleet in virtual time with the real controller."""
     from fleetgate.apps.simulate.command import run_simulate
 
+    chosen = (output or fmt).value
     raise typer.Exit(
-        run_simulate(policy, fleet, start, end, env_provisioning, env_drain, fmt.value, report)
+        run_simulate(policy, fleet, start, end, env_provisioning, env_drain, chosen, report)
     )
 
 
@@ -241,7 +282,9 @@ def db_history() -> None:
 
 
 def _register_client_commands() -> None:
-    # ``fleetgate nodes|placements|claims|events``: a client of a running API (clientcli.py).
+    # ``fleetgate nodes|placements|claims|events|status`` and the writes (place, release, claims,
+    # node, tokens): a client of a running API (clientcli.py, clientverbs.py). Registering them
+    # imports typer only; the client's own imports wait until a command runs.
     from fleetgate.apps.clientcli import register
 
     register(app)

@@ -20,20 +20,24 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from fleetgate.apps.api.routes.rotation_status import PoolRotationBody
 from fleetgate.apps.api.schemas import (
     ClaimBody,
+    ClaimCreate,
+    ClaimPatch,
     DryRunBody,
     EventBody,
+    NewTokenBody,
     NodeBody,
+    NodePut,
     PlacementBody,
     PlacementCreate,
     PlacementSummary,
+    PoolRotationBody,
     ResourcesBody,
+    TokenBody,
 )
+from fleetgate.apps.clientdefaults import DEFAULT_SERVER, SERVER_ENV, TOKEN_ENV
 
-SERVER_ENV, TOKEN_ENV = "FLEETGATE_SERVER", "FLEETGATE_TOKEN"
-DEFAULT_SERVER = "http://127.0.0.1:8000"
 Body = TypeVar("Body", bound=BaseModel)
 
 
@@ -105,12 +109,26 @@ class FleetgateClient:
         kind: str | None = None,
         limit: int = 100,
         newest_first: bool = False,
+        after_id: int = 0,
     ) -> list[EventBody]:
-        """Audit events (oldest first unless ``newest_first``), at most ``limit``."""
+        """Audit events after ``after_id`` (oldest first unless ``newest_first``), at most
+        ``limit``."""
         params: dict[str, Any] = {"limit": limit, "order": "desc" if newest_first else "asc"}
+        if after_id:
+            params["after_id"] = after_id
         params.update({k: v for k, v in (("namespace", namespace), ("kind", kind)) if v})
         return TypeAdapter(list[EventBody]).validate_python(
             self._json("GET", "/v1/events", params=params)
+        )
+
+    def node(self, name: str) -> NodeBody:
+        """One node (admin token)."""
+        return NodeBody.model_validate(self._json("GET", f"/v1/nodes/{name}"))
+
+    def tokens(self, namespace: str) -> list[TokenBody]:
+        """The tokens of ``namespace``, revoked ones included, never their secrets (admin)."""
+        return TypeAdapter(list[TokenBody]).validate_python(
+            self._json("GET", self._tokens(namespace))
         )
 
     def rotation_status(self) -> list[PoolRotationBody]:
@@ -140,11 +158,53 @@ class FleetgateClient:
         """Release a placement (ClientError 404 when it is already gone)."""
         self._send("DELETE", f"{self._placements(namespace)}/{placement_id}")
 
+    def create_claim(self, namespace: str, request: ClaimCreate) -> ClaimBody:
+        """Reserve capacity for ``namespace`` (admin token)."""
+        path = f"/v1/namespaces/{namespace}/claims"
+        return ClaimBody.model_validate(self._json("POST", path, json=_body(request)))
+
+    def update_claim(self, namespace: str, claim_id: str, patch: ClaimPatch) -> ClaimBody:
+        """Change only the fields ``patch`` sets (admin token)."""
+        path = f"/v1/namespaces/{namespace}/claims/{claim_id}"
+        return ClaimBody.model_validate(self._json("PATCH", path, json=_body(patch)))
+
+    def delete_claim(self, namespace: str, claim_id: str) -> None:
+        """Delete a claim (ClientError 404 when it is already gone)."""
+        self._send("DELETE", f"/v1/namespaces/{namespace}/claims/{claim_id}")
+
+    def put_node(self, name: str, spec: NodePut) -> NodeBody:
+        """Add the node, or replace its capacity, pool and labels (admin token)."""
+        return NodeBody.model_validate(self._json("PUT", f"/v1/nodes/{name}", json=_body(spec)))
+
+    def delete_node(self, name: str) -> None:
+        """Remove the node (ClientError 409 ``node_busy`` while it holds placements)."""
+        self._send("DELETE", f"/v1/nodes/{name}")
+
+    def cordon(self, name: str) -> NodeBody:
+        """Stop admitting onto the node; its placements stay."""
+        return NodeBody.model_validate(self._json("POST", f"/v1/nodes/{name}/cordon"))
+
+    def uncordon(self, name: str) -> NodeBody:
+        """Admit onto the node again."""
+        return NodeBody.model_validate(self._json("POST", f"/v1/nodes/{name}/uncordon"))
+
+    def create_token(self, namespace: str) -> NewTokenBody:
+        """A new token for ``namespace``; its secret is in this answer only (admin token)."""
+        return NewTokenBody.model_validate(self._json("POST", self._tokens(namespace)))
+
+    def revoke_token(self, namespace: str, token_id: str) -> None:
+        """Revoke a token: it stops authenticating at once (ClientError 404 the second time)."""
+        self._send("DELETE", f"{self._tokens(namespace)}/{token_id}")
+
     # --- plumbing -----------------------------------------------------------------------------
 
     @staticmethod
     def _placements(namespace: str) -> str:
         return f"/v1/namespaces/{namespace}/placements"
+
+    @staticmethod
+    def _tokens(namespace: str) -> str:
+        return f"/v1/admin/namespaces/{namespace}/tokens"
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -175,7 +235,7 @@ class FleetgateClient:
         return out
 
 
-def _body(request: PlacementCreate) -> dict[str, Any]:
+def _body(request: BaseModel) -> dict[str, Any]:
     """The request as JSON, leaving out what it does not set."""
     return request.model_dump(mode="json", exclude_none=True)
 

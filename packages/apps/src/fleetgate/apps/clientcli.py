@@ -1,35 +1,38 @@
-"""``fleetgate nodes|placements|claims|events|status``: read a running API, as tables or JSON.
+"""``fleetgate nodes|placements|claims|events|status``: read a running API.
 
 Each command takes ``--server`` and ``--token`` (or ``FLEETGATE_SERVER`` / ``FLEETGATE_TOKEN``)
-and prints a rich table, or ``--output json`` (the API's own bodies, one JSON array). Exit codes
-follow the CLI's: 0 done, 1 the API refused or could not be reached, 2 invalid input.
+and prints ``-o table|wide|json|yaml|name`` (``clientoutput``). The writes are in
+``clientverbs``; the polling of ``--watch`` in ``clientwatch``. Exit codes (docs/api.md):
+
+* 0 done;
+* 1 the API refused (401, 403, 404, 409, 507, ...);
+* 2 invalid input: an option the CLI refuses, or the API's 422;
+* 3 the API could not be reached or is unavailable (502, 503, 504): worth retrying.
+
+Imports of the client (httpx, pydantic) wait until a command runs, so ``fleetgate --help`` and
+``fleetgate check`` never pay for them, and nothing here imports the server (FastAPI).
 """
 
 from __future__ import annotations
 
-import json
+import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime
-from enum import StrEnum
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
-from pydantic import BaseModel
-from rich.console import Console
-from rich.table import Table
 
-from fleetgate.apps.api.routes.rotation_status import PoolRotationBody
-from fleetgate.apps.api.schemas import ClaimBody, EventBody, NodeBody, PlacementSummary
-from fleetgate.apps.client import (
-    DEFAULT_SERVER,
-    SERVER_ENV,
-    TOKEN_ENV,
-    ClientError,
-    FleetgateClient,
-)
+from fleetgate.apps import clientviews as views
+from fleetgate.apps.clientdefaults import DEFAULT_SERVER, SERVER_ENV, TOKEN_ENV
+from fleetgate.apps.clientoutput import OUTPUT_HELP, Body, Output, View, render
 
-EXIT_OK, EXIT_FAILED = 0, 1
-Row = TypeVar("Row", bound=BaseModel)
+if TYPE_CHECKING:
+    from fleetgate.apps.api.schemas import EventBody, NodeBody
+    from fleetgate.apps.client import FleetgateClient
+
+EXIT_OK, EXIT_REFUSED, EXIT_INVALID, EXIT_UNAVAILABLE = 0, 1, 2, 3
+#: Answers that say "try again later" rather than "no".
+UNAVAILABLE = frozenset({502, 503, 504})
+T = TypeVar("T")
 
 Server = Annotated[
     str, typer.Option("--server", envvar=SERVER_ENV, help="The API's base URL.", show_default=True)
@@ -41,100 +44,90 @@ Token = Annotated[
     ),
 ]
 NamespaceOpt = Annotated[str, typer.Option("--namespace", "-n", help="The namespace.")]
+OutputOpt = Annotated[Output, typer.Option("--output", "-o", help=OUTPUT_HELP)]
+#: How many polls ``--watch`` makes before it stops: for scripts, and for tests (bound by count).
+WatchCount = Annotated[
+    int, typer.Option("--watch-count", min=0, help="With --watch: stop after N polls (0: Ctrl-C).")
+]
+Interval = Annotated[
+    float, typer.Option("--interval", min=0.0, max=3600.0, help="Seconds between polls.")
+]
 
 
-class Output(StrEnum):
-    """How a listing is printed."""
-
-    table = "table"
-    json = "json"
-
-
-OutputOpt = Annotated[Output, typer.Option("--output", "-o", help="table or json.")]
-_out = Console()
-_err = Console(stderr=True)
+def fail(message: str, code: int) -> typer.Exit:
+    """Print ``error: message`` as one line on stderr; the exit to raise."""
+    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    return typer.Exit(code)
 
 
-def _listing(
-    server: str,
-    token: str | None,
-    output: Output,
-    fetch: Callable[[FleetgateClient], Sequence[Row]],
-    table: Callable[[Sequence[Row]], Table],
-) -> int:
-    """Fetch the rows from the API and print them; an API error (never the token) exits 1."""
+def note(message: str) -> None:
+    """Say why an answer is empty (stderr, as kubectl's "No resources found")."""
+    print(message, file=sys.stderr)
+
+
+def exit_code(status: int | None) -> int:
+    """The exit code for an API error answer (None: no answer at all)."""
+    if status is None or status in UNAVAILABLE:
+        return EXIT_UNAVAILABLE
+    return EXIT_INVALID if status == 422 else EXIT_REFUSED
+
+
+def call(server: str, token: str | None, action: Callable[[FleetgateClient], T]) -> T:
+    """Run ``action`` against the API; its error (never the token) is one line and an exit."""
+    from fleetgate.apps.client import ClientError, FleetgateClient
+
     try:
         with FleetgateClient(server, token) as api:
-            rows = fetch(api)
+            return action(api)
     except ClientError as exc:
-        _err.print(f"[red]error:[/red] {exc}", highlight=False)
-        return EXIT_FAILED
-    if output is Output.json:
-        typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))
-    else:
-        _out.print(table(rows))
-    return EXIT_OK
+        raise fail(str(exc), exit_code(exc.status)) from None
 
 
-def _amount(used: int, limit: int) -> str:
-    return f"{used}/{limit}"
+def request(model: Callable[..., T], **fields: Any) -> T:
+    """Build a request body from options, leaving out those not given; bad input exits 2
+    naming the field, before anything is sent."""
+    from pydantic import ValidationError
+
+    try:
+        return model(**{k: v for k, v in fields.items() if v is not None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "request"
+        raise fail(f"{where}: {first['msg']}", EXIT_INVALID) from None
 
 
-def _nodes_table(found: Sequence[NodeBody]) -> Table:
-    t = Table("NAME", "POOL", "CPUS", "MEMORY_MB", "DISK_GB", "LOAD", "DEMAND", "SCHEDULABLE",
-              box=None)  # fmt: skip
-    for n in found:
-        t.add_row(
-            n.name,
-            n.pool or "-",
-            _amount(n.used.cpus, n.limits.cpus),
-            _amount(n.used.memory_mb, n.limits.memory_mb),
-            _amount(n.used.disk_gb, n.limits.disk_gb),
-            "-" if n.cpu_load_1 is None else f"{n.cpu_load_1:g}",
-            f"{n.expected_demand:.2f}",
-            "yes" if n.schedulable else "cordoned",
-        )
-    return t
+def show(rows: Sequence[Body], output: Output, view: View, empty: str) -> None:
+    """Print ``rows``; for people (table, wide) an empty answer says why instead."""
+    text = render(rows, output, view)
+    if text:
+        typer.echo(text)
+    elif output in (Output.table, Output.wide):
+        note(empty)
 
 
-def _placements_table(found: Sequence[PlacementSummary]) -> Table:
-    t = Table("ID", "NODE", "CPUS", "MEMORY_MB", "DISK_GB", "REQUEST_ID", "ADMITTED", box=None)
-    for p in found:
-        t.add_row(p.id, p.node, str(p.cpus), str(p.memory_mb), str(p.disk_gb),
-                  p.request_id or "-", p.admitted_at.isoformat())  # fmt: skip
-    return t
+def select_nodes(found: list[NodeBody], selector: str | None) -> list[NodeBody]:
+    """The nodes whose labels match the ``-l`` selector (all without one)."""
+    if selector is None:
+        return found
+    from fleetgate.domain.rotation.labelselector import parse_selector
+
+    try:
+        chosen = parse_selector(selector)
+    except ValueError as exc:
+        raise fail(f"-l: {exc}", EXIT_INVALID) from None
+    return [n for n in found if chosen.matches(n.labels)]
 
 
-def _claims_table(found: Sequence[ClaimBody]) -> Table:
-    t = Table("ID", "STATE", "CPUS", "MEMORY_MB", "DISK_GB", "EXPIRES", box=None)
-    for c in found:
-        used = c.used
-        t.add_row(c.id, c.state, _amount(used.cpus, c.cpus), _amount(used.memory_mb, c.memory_mb),
-                  _amount(used.disk_gb, c.disk_gb), c.expires_at.isoformat())  # fmt: skip
-    return t
-
-
-def _events_table(found: Sequence[EventBody]) -> Table:
-    t = Table("ID", "AT", "LEVEL", "NAMESPACE", "KIND", "SUBJECT", box=None)
-    for e in found:
-        t.add_row(str(e.id), e.at.isoformat(), e.level, e.namespace or "-", e.kind, e.subject)
-    return t
-
-
-def _when(at: datetime | None) -> str:
-    return "-" if at is None else at.strftime("%Y-%m-%d %H:%M %Z")
-
-
-def _status_table(found: Sequence[PoolRotationBody]) -> Table:
-    t = Table("POOL", "POLICY", "NODES", "WINDOW", "NEXT WINDOW", "A", "G", "ROTATING", "REASON",
-              box=None)  # fmt: skip
-    for p in found:
-        policy = p.policy or p.governance
-        window = "open" if p.window_open else "closed"
-        g = "-" if p.guaranteed_chances is None else str(p.guaranteed_chances)
-        t.add_row(p.pool, policy, str(p.nodes), window, _when(p.next_window_start),
-                  p.age_threshold or "-", g, p.rotating or "-", p.reason or "-")  # fmt: skip
-    return t
+def events_empty(server: str, token: str | None, kind: str | None, namespace: str | None) -> str:
+    """Why no event was listed: for an unknown ``--kind``, the kinds the trail does hold."""
+    where = f" in namespace {namespace}" if namespace else ""
+    if kind is None:
+        return f"No events{where}."
+    recent = call(server, token, lambda api: api.events(namespace=namespace, limit=1000,
+                                                         newest_first=True))  # fmt: skip
+    kinds = sorted({e.kind for e in recent})
+    seen = "; ".join(kinds) if kinds else "none"
+    return f"No events of kind {kind!r}{where}. Kinds among the newest 1000 events: {seen}."
 
 
 def register(app: typer.Typer) -> None:
@@ -142,10 +135,21 @@ def register(app: typer.Typer) -> None:
 
     @app.command("nodes")
     def nodes_cmd(
-        server: Server = DEFAULT_SERVER, token: Token = None, output: OutputOpt = Output.table
+        server: Server = DEFAULT_SERVER,
+        token: Token = None,
+        output: OutputOpt = Output.table,
+        selector: Annotated[
+            str | None,
+            typer.Option("--selector", "-l", help="Only nodes whose labels match (k=v,k!=v,k)."),
+        ] = None,
     ) -> None:
         """List the ledger's nodes: pool, used/limit per dimension, load, schedulable."""
-        raise typer.Exit(_listing(server, token, output, FleetgateClient.nodes, _nodes_table))
+        found = call(server, token, lambda api: api.nodes())
+        chosen = select_nodes(found, selector)
+        empty = "No nodes in the ledger (add one with `fleetgate node put`)."
+        if selector is not None:
+            empty = f"No node matches -l {selector!r} ({len(found)} in the ledger)."
+        show(chosen, output, views.NODES, empty)
 
     @app.command("placements")
     def placements_cmd(
@@ -155,31 +159,32 @@ def register(app: typer.Typer) -> None:
         output: OutputOpt = Output.table,
     ) -> None:
         """List a namespace's placements."""
-        raise typer.Exit(
-            _listing(
-                server, token, output, lambda api: api.placements(namespace), _placements_table
-            )
-        )
-
-    @app.command("claims")
-    def claims_cmd(
-        namespace: NamespaceOpt,
-        server: Server = DEFAULT_SERVER,
-        token: Token = None,
-        output: OutputOpt = Output.table,
-    ) -> None:
-        """List a namespace's capacity claims: used/limit per dimension, state, expiry."""
-        raise typer.Exit(
-            _listing(server, token, output, lambda api: api.claims(namespace), _claims_table)
-        )
+        found = call(server, token, lambda api: api.placements(namespace))
+        show(found, output, views.PLACEMENTS, f"No placements in namespace {namespace}.")
 
     @app.command("status")
     def status_cmd(
-        server: Server = DEFAULT_SERVER, token: Token = None, output: OutputOpt = Output.table
+        server: Server = DEFAULT_SERVER,
+        token: Token = None,
+        output: OutputOpt = Output.table,
+        watch: Annotated[
+            bool, typer.Option("--watch", "-w", help="Poll; print again when it changes.")
+        ] = False,
+        interval: Interval = 5.0,
+        watch_count: WatchCount = 0,
     ) -> None:
         """Every NodePool: its policy, window, next window, A and G, the rotation, the gate."""
-        fetch = FleetgateClient.rotation_status
-        raise typer.Exit(_listing(server, token, output, fetch, _status_table))
+        empty = (
+            "No NodePools in the cluster the API reads, so nothing to rotate (the fake cluster "
+            "starts empty; `fleetgate up` runs one with pools, cluster: karpenter reads yours)."
+        )
+        if not watch:
+            found = call(server, token, lambda api: api.rotation_status())
+            show(found, output, views.STATUS, empty)
+            return
+        from fleetgate.apps.clientwatch import watch_status
+
+        raise typer.Exit(watch_status(server, token, output, interval, watch_count, empty))
 
     @app.command("events")
     def events_cmd(
@@ -194,12 +199,32 @@ def register(app: typer.Typer) -> None:
         oldest_first: Annotated[
             bool, typer.Option("--oldest-first", help="Oldest first (default: newest first).")
         ] = False,
+        watch: Annotated[
+            bool,
+            typer.Option("--watch", "-w", help="Print the newest, oldest first, then new ones."),
+        ] = False,
+        interval: Interval = 2.0,
+        watch_count: WatchCount = 0,
     ) -> None:
         """List audit events, newest first."""
+        if watch:
+            from fleetgate.apps.clientwatch import watch_events
+
+            code = watch_events(server, token, output, namespace, kind, limit, interval,
+                                watch_count)  # fmt: skip
+            raise typer.Exit(code)
 
         def fetch(api: FleetgateClient) -> list[EventBody]:
             return api.events(
                 namespace=namespace, kind=kind, limit=limit, newest_first=not oldest_first
             )
 
-        raise typer.Exit(_listing(server, token, output, fetch, _events_table))
+        found = call(server, token, fetch)
+        if found or output not in (Output.table, Output.wide):
+            show(found, output, views.EVENTS, "")
+        else:
+            note(events_empty(server, token, kind, namespace))
+
+    from fleetgate.apps.clientverbs import register_verbs
+
+    register_verbs(app)

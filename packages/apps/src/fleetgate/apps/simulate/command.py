@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from fleetgate.apps.clientoutput import dump_yaml
 from fleetgate.apps.policyfile import PolicyFileError, load_policy
 from fleetgate.apps.simulate.fleet import FleetError, load_fleet, parse_instant
 from fleetgate.apps.simulate.report import exit_status, headline, render_html
@@ -164,7 +165,12 @@ def run_simulate(
         return _fail(str(exc))
     if fmt == "json":
         sys.stdout.write(to_json(doc))
-    else:
+    elif fmt == "yaml":
+        sys.stdout.write(dump_yaml(doc) + "\n")
+    elif fmt == "name":  # the finding and diagnostic codes, one a line
+        codes = [n["code"] for n in (*doc["result"]["findings"], *doc["diagnostics"])]
+        sys.stdout.writelines(f"{code}\n" for code in dict.fromkeys(codes))
+    else:  # table and wide: one report either way
         print_table(doc, Console())
     if report is not None:
         report.write_text(render_html(doc), encoding="utf-8")

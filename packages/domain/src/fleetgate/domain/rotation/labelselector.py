@@ -6,11 +6,12 @@ pool. A selector that cannot be compiled matches nothing (and validation reports
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-__all__ = ["OPERATORS", "LabelSelector", "SelectorRequirement"]
+__all__ = ["OPERATORS", "LabelSelector", "SelectorRequirement", "parse_selector"]
 
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
@@ -79,3 +80,44 @@ class LabelSelector:
         if any(labels.get(key) != value for key, value in self.match_labels.items()):
             return False
         return all(requirement.matches(labels) for requirement in self.match_expressions)
+
+
+# kubectl's ``-l`` text: comma-separated terms, the set-based ones carrying their own commas.
+_TERM = re.compile(
+    r"\s*(?:(?P<set_key>[^\s,=!()]+)\s+(?P<set_op>in|notin)\s*\((?P<values>[^)]*)\)"
+    r"|!(?P<absent>[^\s,=!()]+)"
+    r"|(?P<key>[^\s,=!()]+)\s*(?:(?P<op>==|=|!=)\s*(?P<value>[^\s,=!()]*))?)\s*(?:,|$)"
+)
+
+
+def parse_selector(text: str) -> LabelSelector:
+    """A selector from kubectl's ``-l`` syntax: ``k=v``, ``k==v``, ``k!=v``, ``k``, ``!k``,
+    ``k in (a,b)``, ``k notin (a,b)``, comma-separated (all must hold).
+
+    Raises ``ValueError`` naming the first term it cannot read.
+    """
+    labels: dict[str, str] = {}
+    requirements: list[SelectorRequirement] = []
+    position, text = 0, text.strip()
+    while position < len(text):
+        term = _TERM.match(text, position)
+        if term is None or term.end() == position:
+            raise ValueError(f"cannot read the selector at {text[position:]!r}")
+        position = term.end()
+        if term["set_key"]:
+            values = tuple(v.strip() for v in term["values"].split(",") if v.strip())
+            operator = "In" if term["set_op"] == "in" else "NotIn"
+            requirements.append(SelectorRequirement(term["set_key"], operator, values))
+        elif term["absent"]:
+            requirements.append(SelectorRequirement(term["absent"], "DoesNotExist"))
+        elif term["op"] == "!=":
+            requirements.append(SelectorRequirement(term["key"], "NotIn", (term["value"],)))
+        elif term["op"]:
+            labels[term["key"]] = term["value"]
+        else:
+            requirements.append(SelectorRequirement(term["key"], "Exists"))
+    selector = LabelSelector(match_labels=labels, match_expressions=tuple(requirements))
+    problems = selector.errors("selector")
+    if problems:
+        raise ValueError(problems[0])
+    return selector

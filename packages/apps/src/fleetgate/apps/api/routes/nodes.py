@@ -9,16 +9,13 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
 from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.errors import ApiError, not_found
+from fleetgate.apps.api.paging import DEFAULT_PAGE, LINK_HEADER, PageSize, link_next_page
 from fleetgate.apps.api.schemas import (
-    DEFAULT_PAGE,
-    LINK_HEADER,
     ErrorBody,
     MetricsPut,
     NodeBody,
     NodeName,
     NodePut,
-    PageSize,
-    link_next_page,
 )
 from fleetgate.domain.capacity.dimensions import Capacity
 from fleetgate.domain.capacity.errors import NodeBusy, NodeExists, NodeNotFound

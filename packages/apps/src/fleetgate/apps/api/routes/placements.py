@@ -16,9 +16,8 @@ from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
 from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.errors import ApiError, not_found
 from fleetgate.apps.api.observe import observed_admission
+from fleetgate.apps.api.paging import DEFAULT_PAGE, LINK_HEADER, PageSize, link_next_page
 from fleetgate.apps.api.schemas import (
-    DEFAULT_PAGE,
-    LINK_HEADER,
     CandidateBody,
     CapacityRefusal,
     DimensionBody,
@@ -27,11 +26,9 @@ from fleetgate.apps.api.schemas import (
     ErrorBody,
     NamespaceName,
     ObjectId,
-    PageSize,
     PlacementBody,
     PlacementCreate,
     PlacementSummary,
-    link_next_page,
 )
 from fleetgate.apps.services.placement import OVER_CLAIM, PLACED, PlaceOutcome
 from fleetgate.domain.capacity.claims import ClaimEnforcement

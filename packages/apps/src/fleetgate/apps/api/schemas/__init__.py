@@ -1,10 +1,14 @@
 """The API's request and response bodies (pydantic), one module per resource.
 
 Every bound that makes bad input a 422 lives in ``common``; this package re-exports every body so
-routes import from ``fleetgate.apps.api.schemas``.
+routes import from ``fleetgate.apps.api.schemas``. Nothing here imports FastAPI (the typed
+client reads these bodies); the paging plumbing the routes share is ``fleetgate.apps.api.paging``.
 """
 
 from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from fleetgate.apps.api.schemas.admin import (
     ClaimDriftBody,
@@ -60,38 +64,52 @@ from fleetgate.apps.api.schemas.nodes import (
     NodeBody,
     NodePut,
 )
-from fleetgate.apps.api.schemas.paging import (
-    DEFAULT_PAGE,
-    LINK_HEADER,
-    MAX_PAGE,
-    PageSize,
-    link_next_page,
-    next_link,
-)
 from fleetgate.apps.api.schemas.placements import (
     DryRunBody,
     PlacementBody,
     PlacementCreate,
     PlacementSummary,
 )
-from fleetgate.apps.api.schemas.rotation import (
-    MAX_POLICY_TEXT,
-    FindingBody,
-    RotationCheckBody,
-    RotationCheckRequest,
-    RotationSimulateRequest,
-)
+from fleetgate.apps.api.schemas.status import PoolRotationBody
+
+if TYPE_CHECKING:
+    from fleetgate.apps.api.schemas.rotation import (
+        MAX_POLICY_TEXT,
+        FindingBody,
+        RotationCheckBody,
+        RotationCheckRequest,
+        RotationSimulateRequest,
+    )
+
+#: Bodies loaded on first use: the policy and fleet models cost more to build than all the
+#: others, and the typed client (``fleetgate nodes`` & co.) never uses them.
+_LAZY = {
+    name: "rotation"
+    for name in (
+        "MAX_POLICY_TEXT",
+        "FindingBody",
+        "RotationCheckBody",
+        "RotationCheckRequest",
+        "RotationSimulateRequest",
+    )
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
-    "DEFAULT_PAGE",
-    "LINK_HEADER",
     "MAX_AMOUNT",
     "MAX_CLAIM_SECONDS",
     "MAX_CPUS",
     "MAX_EVENTS",
     "MAX_LABELS",
     "MAX_LOAD",
-    "MAX_PAGE",
     "MAX_POLICY_TEXT",
     "MAX_THREADS",
     "WHOLE_NUMBER",
@@ -126,11 +144,11 @@ __all__ = [
     "NodePut",
     "NodeResources",
     "ObjectId",
-    "PageSize",
     "PlacementBody",
     "PlacementCreate",
     "PlacementSummary",
     "PoolName",
+    "PoolRotationBody",
     "ReconcileBody",
     "RequestBody",
     "RequestId",
@@ -141,7 +159,5 @@ __all__ = [
     "SummaryBody",
     "Threads",
     "TokenBody",
-    "link_next_page",
-    "next_link",
     "seconds_until",
 ]
