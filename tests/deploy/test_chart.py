@@ -480,6 +480,7 @@ def test_the_prometheus_rule_has_the_documented_alerts_over_series_the_controlle
         )
         for metric in re.findall(r"\bfleetgate_[a-z_]+", alert["expr"]):
             assert metric in served, f"{alert['alert']} reads {metric}, which nothing serves"
+            assert metric not in deprecated, f"{alert['alert']} reads the deprecated {metric}"
 
 
 # The drain alert, evaluated by Prometheus's own rule engine: ``promtool test rules`` over the
@@ -549,7 +550,6 @@ def test_the_drain_alert_fires_in_prometheus_once_a_drain_outlives_its_bound(
 
     assert run.returncode == 0, run.stdout + run.stderr
     assert "SUCCESS" in run.stdout
-            assert metric not in deprecated, f"{alert['alert']} reads the deprecated {metric}"
 
 
 def test_every_api_replica_reads_the_one_admin_token_secret_the_chart_makes() -> None:
