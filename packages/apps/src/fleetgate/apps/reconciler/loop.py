@@ -15,7 +15,9 @@ import time
 
 import structlog
 
+from fleetgate.apps.eventsink import with_request_id
 from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
+from fleetgate.apps.services.audit import Trail
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
@@ -103,6 +105,12 @@ def pass_events(report: PassReport) -> list[Event]:
     return events
 
 
+def _stamped_pass_events(report: PassReport) -> list[Event]:
+    # Stamped with the API request's id (an admin's pass) before the ledger writes them: they
+    # reach the table in the pass's transaction, past the sink that would otherwise stamp them.
+    return [with_request_id(event) for event in pass_events(report)]
+
+
 class Reconciler:
     """Runs reconcile passes against a ledger and reports each one."""
 
@@ -128,8 +136,10 @@ class Reconciler:
         """One pass: reconcile, then events, log line and metrics. A failure is counted, then
         raised."""
         started = time.perf_counter()
+        # Its corrections and expiries commit with the pass (the ledger's ``audit``).
+        trail = Trail(_stamped_pass_events)
         try:
-            report = await self.ledger.reconcile()
+            report = await self.ledger.reconcile(audit=trail.events_of)
         except Exception as exc:
             self.metrics.record_failure(time.perf_counter() - started)
             _log.error("capacity reconcile pass failed", error=str(exc), kind=type(exc).__name__)
@@ -148,7 +158,8 @@ class Reconciler:
             claims_expired=summary.claims_expired,
             duration_seconds=round(summary.duration_seconds, 6),
         )
-        await self.events.emit(pass_events(report))
+        # Emitted now only to the other sinks (the ledger's own sink skips what it wrote).
+        await self.events.emit(trail.delivered(report))
         return report
 
     async def run(self, stop: asyncio.Event) -> int:

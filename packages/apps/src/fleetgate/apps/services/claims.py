@@ -2,13 +2,15 @@
 
 Every rule is the domain's and every transaction the ledger's (any CapacityLedger plugin); the
 service adds the audit trail. Each write is reported as one event on the namespace, so a tenant
-can read back what happened to its claim and why a request was refused.
+can read back what happened to its claim and why a request was refused. A change's events commit
+in its own transaction (the ledger's ``audit``); a refusal's are delivered best-effort.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fleetgate.apps.services.audit import AuditEvents, Trail
 from fleetgate.domain.capacity.claims import (
     Claim,
     ClaimDeletion,
@@ -51,8 +53,9 @@ class ClaimService:
         self.ledger = ledger
         self.clock = clock
         self.events = events
+        self._event = AuditEvents(clock)
 
-    async def _report(
+    def _events(
         self,
         kind: str,
         namespace: str,
@@ -60,43 +63,52 @@ class ClaimService:
         level: Level,
         data: dict[str, Any],
         clamped: bool = False,
-    ) -> None:
-        now = self.clock.now()
-        batch = [Event(kind, now, subject=subject, namespace=namespace, level=level, data=data)]
+    ) -> list[Event]:
+        batch = [self._event(kind, subject, namespace, level, **data)]
         if clamped:
             # A cluster counter had drifted below what the claim moved: a bug signal, loud.
-            batch.append(
-                Event(
-                    CLAMPED,
-                    now,
-                    subject=subject,
-                    namespace=namespace,
-                    level=Level.ERROR,
-                    data={"claim": subject},
-                )
-            )
-        await self.events.emit(batch)
+            batch.append(self._event(CLAMPED, subject, namespace, Level.ERROR, claim=subject))
+        return batch
+
+    def _changed(
+        self, kind: str, namespace: str | None, outcome: ClaimOutcome, extra: dict[str, Any]
+    ) -> list[Event]:
+        """What a create or update commits with it: none for a refusal (nothing changed)."""
+        if outcome.claim is None:
+            return []
+        data = {**claim_data(outcome.claim), **extra}
+        data["expires_in_seconds"] = expires_in_seconds(outcome.claim, self.clock.now())
+        owner = namespace or outcome.claim.namespace
+        return self._events(kind, owner, outcome.claim.id, Level.INFO, data, outcome.clamped)
 
     async def _outcome(
-        self, kind: str, namespace: str, subject: str, outcome: ClaimOutcome, extra: dict[str, Any]
+        self,
+        kind: str,
+        namespace: str,
+        subject: str,
+        outcome: ClaimOutcome,
+        extra: dict[str, Any],
+        trail: Trail[ClaimOutcome],
     ) -> ClaimOutcome:
         if outcome.refusal is not None:
+            # A refusal changed nothing: reported best-effort (docs/decisions.md).
             data = {"operation": kind, **extra, **refusal_data(outcome.refusal)}
-            await self._report(REFUSED, namespace, subject, Level.WARNING, data)
+            await self.events.emit(self._events(REFUSED, namespace, subject, Level.WARNING, data))
         elif outcome.claim is not None:
-            data = {**claim_data(outcome.claim), **extra}
-            data["expires_in_seconds"] = expires_in_seconds(outcome.claim, self.clock.now())
-            await self._report(kind, namespace, outcome.claim.id, Level.INFO, data, outcome.clamped)
+            # Written with the change; emitted now only to the other sinks.
+            await self.events.emit(trail.delivered(outcome))
         return outcome
 
     async def create(self, request: ClaimRequest) -> ClaimOutcome:
         """Reserve capacity for a namespace (its current usage moves into the claim)."""
-        outcome = await self.ledger.create_claim(request)
+        ns = request.namespace
         extra = {
             "requested": request.limit.as_dict(),
             "requested_expires_in_seconds": request.expires_in_seconds,
         }
-        return await self._outcome(CREATED, request.namespace, request.namespace, outcome, extra)
+        trail = Trail[ClaimOutcome](lambda outcome: self._changed(CREATED, ns, outcome, extra))
+        outcome = await self.ledger.create_claim(request, audit=trail.events_of)
+        return await self._outcome(CREATED, ns, ns, outcome, extra, trail)
 
     async def claim(self, claim_id: str, namespace: str | None = None) -> Claim | None:
         """One claim with its effective state, or None (also for another namespace's claim)."""
@@ -110,23 +122,38 @@ class ClaimService:
         self, claim_id: str, update: ClaimUpdate, namespace: str | None = None
     ) -> ClaimOutcome:
         """Grow (an admission), shrink (down to usage) or re-date a claim."""
-        outcome = await self.ledger.update_claim(claim_id, update, namespace=namespace)
+        extra = {"fields": sorted(update.fields)}
+        trail = Trail[ClaimOutcome](
+            lambda outcome: self._changed(UPDATED, namespace, outcome, extra)
+        )
+        outcome = await self.ledger.update_claim(
+            claim_id, update, namespace=namespace, audit=trail.events_of
+        )
         owner = namespace or (outcome.claim.namespace if outcome.claim else None)
         if owner is None:  # refused before we learnt whose claim it is: look it up
             found = await self.ledger.claim(claim_id)
             owner = found.namespace if found else ""
-        extra = {"fields": sorted(update.fields)}
-        return await self._outcome(UPDATED, owner, claim_id, outcome, extra)
+        return await self._outcome(UPDATED, owner, claim_id, outcome, extra, trail)
 
     async def delete(self, claim_id: str, namespace: str | None = None) -> ClaimDeletion:
         """Delete a claim; its usage goes back to the unclaimed side. Idempotent."""
-        deletion = await self.ledger.delete_claim(claim_id, namespace=namespace)
-        if deletion.deleted and deletion.claim is not None:
-            data = {**claim_data(deletion.claim), "returned": deletion.returned.as_dict()}
-            await self._report(
-                DELETED, deletion.claim.namespace, claim_id, Level.INFO, data, deletion.clamped
-            )
+        trail = Trail(self._deleted)
+        deletion = await self.ledger.delete_claim(
+            claim_id, namespace=namespace, audit=trail.events_of
+        )
+        events = trail.delivered(deletion)
+        if events:
+            # Written with the deletion; emitted now only to the other sinks.
+            await self.events.emit(events)
         return deletion
+
+    def _deleted(self, deletion: ClaimDeletion) -> list[Event]:
+        """What a deletion commits with it: none when there was nothing to delete."""
+        if not deletion.deleted or deletion.claim is None:
+            return []
+        claim = deletion.claim
+        data = {**claim_data(claim), "returned": deletion.returned.as_dict()}
+        return self._events(DELETED, claim.namespace, claim.id, Level.INFO, data, deletion.clamped)
 
 
 __all__ = ["CLAMPED", "CREATED", "DELETED", "REFUSED", "UPDATED", "ClaimService"]
