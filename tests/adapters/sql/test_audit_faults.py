@@ -156,6 +156,12 @@ def changes(ledger: SqlLedger, clock: VirtualClock, name: str) -> Change:
         await ledger.store.write(drift, what="drift a counter")
         return made.claim.id
 
+    async def due(i: int) -> str:
+        made = await ledger.create_claim(ClaimRequest(f"ns{i}", Resources(1, 0, 0), 60))
+        assert made.claim is not None
+        clock.advance(timedelta(seconds=61))
+        return made.claim.id
+
     async def swept(cid: str) -> bool:
         return await stored_state(ledger, cid) != "active"
 
@@ -222,6 +228,12 @@ def changes(ledger: SqlLedger, clock: VirtualClock, name: str) -> Change:
             claims.delete,
             lambda cid: _is(ledger.claim(cid), None),
             by_subject(claim_events.DELETED),
+        ),
+        "claim expiry on update": Change(
+            due,
+            lambda cid: claims.update(cid, ClaimUpdate(limit_cpus=2)),
+            swept,
+            by_subject(claim_events.EXPIRED),
         ),
         "reconcile pass": Change(
             due_and_drifted, lambda _: reconciler.run_pass(), swept, pass_audit
@@ -300,6 +312,7 @@ async def attempt(make: Awaitable[object]) -> None:
         "claim create",
         "claim update",
         "claim delete",
+        "claim expiry on update",
         "reconcile pass",
         "node join",
         "node cordon",

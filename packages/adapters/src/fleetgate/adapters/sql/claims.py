@@ -317,7 +317,9 @@ async def create_in(
                 sa.update(placements).where(placements.c.id.in_(batch)).values(claim_id=claim_id)
             )
     return ClaimOutcome(
-        claim=await _reread(conn, claim_id), clamped=clamped or plan.cluster.clamped
+        claim=await _reread(conn, claim_id),
+        clamped=clamped or plan.cluster.clamped,
+        expired=None if retired is None else retired.effective(now),
     )
 
 
@@ -427,16 +429,17 @@ async def update_in(
     if locked is None:
         return _not_found(claim_id)
     claim = claim_of(locked)
+    expired: Claim | None = None
     if claim.is_due(now):
         # Effective since expires_at: store it, and answer not_active like any expired claim.
         await _expire(conn, claim, now_epoch)
-        claim = await _reread(conn, claim_id)
+        claim = expired = await _reread(conn, claim_id)
     moves = change.limit_after(claim.limit) != claim.limit
     row = await _lock_cluster(conn) if moves and claim.is_active(now) else None
     plan = plan_update(claim, change, row, now)
     if isinstance(plan, ClaimRefusal):
         if plan.reason is RefusalReason.NOT_ACTIVE:
-            return ClaimOutcome(refusal=plan)  # commit a just-stored expiry
+            return ClaimOutcome(refusal=plan, expired=expired)  # commit a just-stored expiry
         raise Refused(plan)
     if plan.cluster is not None:
         assert row is not None

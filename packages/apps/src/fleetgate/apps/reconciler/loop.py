@@ -18,6 +18,7 @@ import structlog
 from fleetgate.apps.eventsink import with_request_id
 from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
 from fleetgate.apps.services.audit import Trail
+from fleetgate.apps.services.claims import EXPIRED, expired_event
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
@@ -26,7 +27,7 @@ NODE_DRIFTED = "capacity counters drifted, corrected"
 CLAIM_DRIFTED = "claim counters drifted, corrected"
 CLUSTER_DRIFTED = "cluster counters drifted, corrected"
 REATTRIBUTED = "placements re-attributed to their namespace claim"
-CLAIM_EXPIRED = "namespace claim expired"
+CLAIM_EXPIRED = EXPIRED
 
 _log = structlog.get_logger("fleetgate.reconciler")
 
@@ -37,20 +38,7 @@ def pass_events(report: PassReport) -> list[Event]:
     at = result.at
     events: list[Event] = []
     for claim in result.expired:
-        events.append(
-            Event(
-                CLAIM_EXPIRED,
-                at,
-                subject=claim.id,
-                namespace=claim.namespace,
-                data={
-                    "claim": claim.id,
-                    "limit": claim.limit.as_dict(),
-                    "used": claim.used.as_dict(),
-                    "expires_at": claim.expires_at.isoformat(),
-                },
-            )
-        )
+        events.append(expired_event(claim, at))
     for node in result.nodes:
         if not node.drift.is_zero():
             events.append(

@@ -8,8 +8,10 @@ in its own transaction (the ledger's ``audit``); a refusal's are delivered best-
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
+from fleetgate.apps.eventsink import with_request_id
 from fleetgate.apps.services.audit import AuditEvents, Trail
 from fleetgate.domain.capacity.claims import (
     Claim,
@@ -27,6 +29,7 @@ CREATED = "namespace claim created"
 UPDATED = "namespace claim updated"
 DELETED = "namespace claim deleted"
 REFUSED = "namespace claim refused"
+EXPIRED = "namespace claim expired"
 CLAMPED = "capacity counter clamped at zero"
 
 
@@ -39,6 +42,17 @@ def claim_data(claim: Claim) -> dict[str, Any]:
         "state": claim.state.value,
         "expires_at": claim.expires_at.isoformat(),
     }
+
+
+def expired_event(claim: Claim, at: datetime) -> Event:
+    """A claim's expiry, stored at ``at`` (by a reconcile pass, or by a write that found it due)."""
+    data = {
+        "claim": claim.id,
+        "limit": claim.limit.as_dict(),
+        "used": claim.used.as_dict(),
+        "expires_at": claim.expires_at.isoformat(),
+    }
+    return Event(EXPIRED, at, subject=claim.id, namespace=claim.namespace, data=data)
 
 
 def refusal_data(refusal: ClaimRefusal) -> dict[str, Any]:
@@ -73,13 +87,21 @@ class ClaimService:
     def _changed(
         self, kind: str, namespace: str | None, outcome: ClaimOutcome, extra: dict[str, Any]
     ) -> list[Event]:
-        """What a create or update commits with it: none for a refusal (nothing changed)."""
+        """What a create or update commits with it: the expiry of a due claim it stored, if any,
+        then its own event; a refusal's is not among them (it changed nothing else)."""
+        now = self.clock.now()
+        expiry = (
+            []
+            if outcome.expired is None
+            else [with_request_id(expired_event(outcome.expired, now))]
+        )
         if outcome.claim is None:
-            return []
+            return expiry
         data = {**claim_data(outcome.claim), **extra}
-        data["expires_in_seconds"] = expires_in_seconds(outcome.claim, self.clock.now())
+        data["expires_in_seconds"] = expires_in_seconds(outcome.claim, now)
         owner = namespace or outcome.claim.namespace
-        return self._events(kind, owner, outcome.claim.id, Level.INFO, data, outcome.clamped)
+        changed = self._events(kind, owner, outcome.claim.id, Level.INFO, data, outcome.clamped)
+        return expiry + changed
 
     async def _outcome(
         self,
@@ -90,13 +112,14 @@ class ClaimService:
         extra: dict[str, Any],
         trail: Trail[ClaimOutcome],
     ) -> ClaimOutcome:
+        # What was written with the change (an expiry even under a refusal), emitted now only
+        # to the other sinks; a refusal itself changed nothing: reported best-effort.
+        written = trail.delivered(outcome)
+        if written:
+            await self.events.emit(written)
         if outcome.refusal is not None:
-            # A refusal changed nothing: reported best-effort (docs/decisions.md).
             data = {"operation": kind, **extra, **refusal_data(outcome.refusal)}
             await self.events.emit(self._events(REFUSED, namespace, subject, Level.WARNING, data))
-        elif outcome.claim is not None:
-            # Written with the change; emitted now only to the other sinks.
-            await self.events.emit(trail.delivered(outcome))
         return outcome
 
     async def create(self, request: ClaimRequest) -> ClaimOutcome:
@@ -156,4 +179,13 @@ class ClaimService:
         return self._events(DELETED, claim.namespace, claim.id, Level.INFO, data, deletion.clamped)
 
 
-__all__ = ["CLAMPED", "CREATED", "DELETED", "REFUSED", "UPDATED", "ClaimService"]
+__all__ = [
+    "CLAMPED",
+    "CREATED",
+    "DELETED",
+    "EXPIRED",
+    "REFUSED",
+    "UPDATED",
+    "ClaimService",
+    "expired_event",
+]
