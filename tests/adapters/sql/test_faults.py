@@ -56,31 +56,40 @@ async def state(ledger: SqlLedger) -> tuple[Any, ...]:
     return (await ledger.nodes(), await ledger.cluster(), await ledger.placements())
 
 
-def after_first(ledger: SqlLedger, prefix: str, action: Any, when: str = "after") -> Any:
-    """Run ``action(cursor)`` once, right after (or before) the first statement ``prefix…``."""
-    armed = [True]
+def after_first(
+    ledger: SqlLedger, prefix: str, action: Any, when: str = "after", nth: int = 1
+) -> Any:
+    """Run ``action(cursor)`` once, right after (or before) the first (``nth``) statement
+    ``prefix…`` (``""``: any statement)."""
+    seen = [0]
 
     def hook(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if armed[0] and statement.lstrip().upper().startswith(prefix):
-            armed[0] = False
-            action(conn, cursor)
+        if seen[0] < nth and statement.lstrip().upper().startswith(prefix):
+            seen[0] += 1
+            if seen[0] == nth:
+                action(conn, cursor)
 
     sa.event.listen(ledger.store.engine.sync_engine, f"{when}_cursor_execute", hook)
     return hook
 
 
 @contextlib.asynccontextmanager
-async def killed_at_first_commit(ledger: SqlLedger, backend: Backend) -> AsyncIterator[list[int]]:
-    """Kill the server session of the ledger's first transaction to commit, just before COMMIT.
+async def killed_at_first_commit(
+    ledger: SqlLedger, backend: Backend, nth: int = 1
+) -> AsyncIterator[list[int]]:
+    """Kill the server session of the ledger's first (``nth``) transaction to commit, just
+    before its COMMIT.
 
     Yields the list the victim's session id is put in, once the kill has happened.
     """
     killer = create_async_engine(backend.url)
     victims: list[int] = []
+    commits = [0]
 
     def kill_before_commit(conn: Any) -> None:
-        if victims:
-            return  # once
+        commits[0] += 1
+        if victims or commits[0] != nth:
+            return  # once, at the nth
         cursor = conn.connection.dbapi_connection.cursor()
         cursor.execute(IDENTITY[backend.kind])
         victims.append(int(cursor.fetchone()[0]))
@@ -101,6 +110,9 @@ def killer_of(backend: Backend) -> tuple[Any, Any]:
 
     def cut(conn: Any, cursor: Any) -> None:
         if killer is None:  # SQLite: the process loses its connection under the transaction
+            # The cursor first: sqlite3 defers closing a connection whose statement is still
+            # open (after an executemany), and it would hold the write lock until collected.
+            cursor.close()
             conn.connection.dbapi_connection.close()
             return
         cursor.execute(IDENTITY[backend.kind])
@@ -167,12 +179,13 @@ async def test_a_connection_killed_during_commit_is_reported_not_retried(
 
 
 @contextlib.contextmanager
-def first_commit_answer_lost(ledger: SqlLedger, lost: bool) -> Iterator[list[int]]:
-    """The ledger's first COMMIT commits, then its driver raises; ``lost``: as a lost connection.
+def first_commit_answer_lost(ledger: SqlLedger, lost: bool, nth: int = 1) -> Iterator[list[int]]:
+    """The ledger's first (``nth``) COMMIT commits, then its driver raises; ``lost``: as a lost
+    connection.
 
     The error is neither OperationalError nor InterfaceError, the classes a lost connection
     mostly has (asyncpg reports a termination met mid-COMMIT as an InternalError). Yields the
-    COMMITs made while it is on: ``[True]`` for the one that failed, then ``False`` each.
+    COMMITs made while it is on: ``True`` for the one that failed, ``False`` for each other.
     """
     engine = ledger.store.engine.sync_engine
     dialect = engine.dialect
@@ -180,8 +193,8 @@ def first_commit_answer_lost(ledger: SqlLedger, lost: bool) -> Iterator[list[int
 
     def commit_then_fail(dbapi_connection: Any) -> None:
         type(dialect).do_commit(dialect, dbapi_connection)
-        commits.append(not commits)
-        if commits == [True]:
+        commits.append(len(commits) + 1 == nth)
+        if commits[-1]:
             raise dialect.loaded_dbapi.DatabaseError("the answer to COMMIT never arrived")
 
     def as_lost(context: Any) -> None:

@@ -23,6 +23,7 @@ from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Level
+from fleetgate.domain.ports import AuditOf
 
 
 def reconciler(
@@ -65,7 +66,7 @@ class Unreachable:
         self.target = target
         self.reached = asyncio.Event()
 
-    async def reconcile(self) -> PassReport:
+    async def reconcile(self, *, audit: AuditOf[PassReport] | None = None) -> PassReport:
         self.calls += 1
         if self.calls >= self.target:
             self.reached.set()

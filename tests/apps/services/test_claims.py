@@ -72,7 +72,7 @@ async def test_an_update_refused_for_an_unnamed_namespace_is_recorded_on_the_own
     refused = await claims.update(made.claim.id, ClaimUpdate(limit_cpus=2))
     assert refused.refusal is not None and refused.refusal.reason is RefusalReason.NOT_ACTIVE
     kinds = [r.event.kind for r in await ledger.events(namespace="ci")]
-    assert kinds == [svc.CREATED, svc.REFUSED]
+    assert kinds == [svc.CREATED, svc.EXPIRED, svc.REFUSED]  # the update stored the expiry
 
 
 async def test_reads_pass_through_with_the_effective_state(
@@ -88,3 +88,29 @@ async def test_reads_pass_through_with_the_effective_state(
     assert [c.id for c in await claims.claims("ci")] == [made.claim.id]
     assert await claims.claim(made.claim.id, namespace="web") is None
     assert not (await claims.delete(made.claim.id, namespace="web")).deleted
+
+
+async def test_a_write_that_finds_a_claim_due_records_its_expiry_once(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    """An update or a create that stores a due claim's expiry commits its event with it; the
+    reconciler, finding the claim already expired, does not report it again (issue 34)."""
+    await ledger.add_node(NodeSpec("a", Capacity(10, 1000, 100)))
+    claims = service(ledger, clock)
+    first = await claims.create(ClaimRequest("ci", Resources(1, 0, 0), 60))
+    second = await claims.create(ClaimRequest("qa", Resources(1, 0, 0), 60))
+    assert first.claim is not None and second.claim is not None
+    clock.advance(timedelta(seconds=61))
+    refused = await claims.update(first.claim.id, ClaimUpdate(limit_cpus=2))
+    assert refused.refusal is not None and refused.refusal.reason is RefusalReason.NOT_ACTIVE
+    assert refused.expired is not None and refused.expired.id == first.claim.id
+    renewed = await claims.create(ClaimRequest("qa", Resources(1, 0, 0), 60))
+    assert renewed.ok and renewed.expired is not None and renewed.expired.id == second.claim.id
+    assert not (await ledger.reconcile()).reconciliation.expired  # nothing left due
+
+    expired = [r.event for r in await ledger.events(kind=svc.EXPIRED)]
+    assert sorted(e.subject for e in expired) == sorted([first.claim.id, second.claim.id])
+    kinds = [r.event.kind for r in await ledger.events(namespace="ci")]
+    assert kinds == [svc.CREATED, svc.EXPIRED, svc.REFUSED]
+    kinds = [r.event.kind for r in await ledger.events(namespace="qa")]
+    assert kinds == [svc.CREATED, svc.EXPIRED, svc.CREATED]

@@ -90,3 +90,34 @@ async def test_newest_first_on_request_paged_back_with_before_id_and_filtered_by
     assert rest.json()[0]["id"] < page[1]["id"]
     bad = await get("/v1/events", params={"order": "sideways"}, headers=ADMIN)
     assert bad.status_code == 422 and "order" in bad.text
+
+
+async def test_each_change_is_recorded_once_with_its_request_id(api: Api) -> None:
+    """Written in the change's transaction, then emitted to the sinks: never twice, and stamped
+    with the request's id before the ledger writes it (issue 34)."""
+    await api.node("hv-1")
+    ns = "team-a"
+
+    async def call(method: str, path: str, trace: str, **body: object) -> dict[str, object]:
+        headers = {**ADMIN, "X-Request-ID": trace}
+        r = await api.client.request(method, path, json=body or None, headers=headers)
+        assert r.status_code < 300, r.text
+        return r.json() if r.content else {}
+
+    placed = await call("POST", f"/v1/namespaces/{ns}/placements", "place-1", **SIZE)
+    await call("DELETE", f"/v1/namespaces/{ns}/placements/{placed['id']}", "release-1")
+    claims = f"/v1/namespaces/{ns}/claims"
+    claim = await call("POST", claims, "claim-1", **SIZE, expires_in_seconds=600)
+    await call("PATCH", f"{claims}/{claim['id']}", "claim-2", cpus=2)
+    await call("DELETE", f"{claims}/{claim['id']}", "claim-3")
+    events = (await api.client.get("/v1/events", params={"limit": 1000}, headers=ADMIN)).json()
+    stamped = sorted((e["kind"], e["data"].get("request_id")) for e in events)
+    for kind, trace in [
+        ("instance placed", "place-1"),
+        ("instance placement released", "release-1"),
+        ("namespace claim created", "claim-1"),
+        ("namespace claim updated", "claim-2"),
+        ("namespace claim deleted", "claim-3"),
+    ]:
+        assert stamped.count((kind, trace)) == 1, (kind, stamped)
+        assert [k for k, _ in stamped].count(kind) == 1, (kind, stamped)

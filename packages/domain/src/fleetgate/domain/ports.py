@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from fleetgate.domain.capacity.claims import (
     Claim,
@@ -58,9 +58,17 @@ class EventSink(Protocol):
 
 # --- capacity ledger (issue: capacity admission) ---------------------------------------------
 
-#: The audit events that report an admission, given the admission as committed: the ledger
-#: writes them in the admission's own transaction (``CapacityLedger.admit``).
-Audit = Callable[[Admission], Sequence[Event]]
+_Result = TypeVar("_Result")
+
+#: The audit events that report a change, given the change's result: the ledger writes them in
+#: the change's own transaction, after its statements, so they commit with it or not at all
+#: (a failed insert fails the change). An empty sequence (a refusal, a no-op) writes none.
+#: The ledger's ``event_sink()`` then skips those very event objects when they are emitted to
+#: it, so a sink that fans out to it records each event once.
+AuditOf = Callable[[_Result], Sequence[Event]]
+
+#: An admission's audit (``CapacityLedger.admit``).
+Audit = AuditOf[Admission]
 
 
 @runtime_checkable
@@ -72,7 +80,9 @@ class CapacityLedger(Protocol):
     (``Admission.denial``), never an exception. Errors: ``NodeNotFound``, ``NodeExists``,
     ``NodeBusy``, ``PlacementNotFound``, ``LedgerUnavailable`` (database unreachable or retries
     of deadlock / serialization / busy errors exhausted: nothing changed), ``ValueError`` for bad
-    input, naming the field. Times are taken from the ledger's clock.
+    input, naming the field. Times are taken from the ledger's clock. Every writing operation
+    that reports a change takes an ``audit`` (``AuditOf`` its result): its events commit in the
+    change's own transaction.
     """
 
     async def start(self) -> None:
@@ -93,15 +103,19 @@ class CapacityLedger(Protocol):
 
     # nodes -----------------------------------------------------------------------------------
 
-    async def add_node(self, spec: NodeSpec) -> NodeState:
+    async def add_node(
+        self, spec: NodeSpec, *, audit: AuditOf[NodeState] | None = None
+    ) -> NodeState:
         """Add a node; its limits are its capacity × the overcommit ratios. Raises NodeExists."""
         ...
 
-    async def update_node(self, spec: NodeSpec) -> NodeState:
+    async def update_node(
+        self, spec: NodeSpec, *, audit: AuditOf[NodeState] | None = None
+    ) -> NodeState:
         """Replace a node's pool, labels and capacity (limits re-derived; counters kept)."""
         ...
 
-    async def remove_node(self, name: str) -> None:
+    async def remove_node(self, name: str, *, audit: AuditOf[None] | None = None) -> None:
         """Remove a node; raises NodeBusy while it holds placements, NodeNotFound if absent."""
         ...
 
@@ -109,11 +123,11 @@ class CapacityLedger(Protocol):
         """Record the node's ``cpu_load_1`` and ``cpu_schedulable`` (either may be unknown)."""
         ...
 
-    async def cordon(self, name: str) -> NodeState:
+    async def cordon(self, name: str, *, audit: AuditOf[NodeState] | None = None) -> NodeState:
         """Mark the node unschedulable: from now on it admits nothing (placements stay)."""
         ...
 
-    async def uncordon(self, name: str) -> NodeState:
+    async def uncordon(self, name: str, *, audit: AuditOf[NodeState] | None = None) -> NodeState:
         """Mark the node schedulable again."""
         ...
 
@@ -131,14 +145,20 @@ class CapacityLedger(Protocol):
         """
         ...
 
-    async def release(self, placement_id: str, *, namespace: str | None = None) -> Release:
+    async def release(
+        self,
+        placement_id: str,
+        *,
+        namespace: str | None = None,
+        audit: AuditOf[Release] | None = None,
+    ) -> Release:
         """Delete the placement and credit its charges (floored); idempotent (``released`` false).
 
         With ``namespace``, a placement of another namespace is treated as absent.
         """
         ...
 
-    async def move(self, request: MoveRequest) -> Admission:
+    async def move(self, request: MoveRequest, *, audit: Audit | None = None) -> Admission:
         """Move a placement to another node under the node guard; raises PlacementNotFound."""
         ...
 
@@ -204,7 +224,9 @@ class CapacityLedger(Protocol):
 
     # claims and the reconciler (issue: namespace capacity claims) ------------------------------
 
-    async def create_claim(self, request: ClaimRequest) -> ClaimOutcome:
+    async def create_claim(
+        self, request: ClaimRequest, *, audit: AuditOf[ClaimOutcome] | None = None
+    ) -> ClaimOutcome:
         """Reserve ``request.limit`` for the namespace, migrating its current usage into the claim.
 
         Refusals (``outcome.refusal``): ``exists`` (an active claim already; of two racing
@@ -223,7 +245,12 @@ class CapacityLedger(Protocol):
         ...
 
     async def update_claim(
-        self, claim_id: str, update: ClaimUpdate, *, namespace: str | None = None
+        self,
+        claim_id: str,
+        update: ClaimUpdate,
+        *,
+        namespace: str | None = None,
+        audit: AuditOf[ClaimOutcome] | None = None,
     ) -> ClaimOutcome:
         """Apply a field-masked update: grow (an admission), shrink (down to usage), re-date.
 
@@ -232,12 +259,18 @@ class CapacityLedger(Protocol):
         """
         ...
 
-    async def delete_claim(self, claim_id: str, *, namespace: str | None = None) -> ClaimDeletion:
+    async def delete_claim(
+        self,
+        claim_id: str,
+        *,
+        namespace: str | None = None,
+        audit: AuditOf[ClaimDeletion] | None = None,
+    ) -> ClaimDeletion:
         """Delete a claim; its usage goes back to the unclaimed side. Idempotent (``deleted``
         false when absent)."""
         ...
 
-    async def reconcile(self) -> PassReport:
+    async def reconcile(self, *, audit: AuditOf[PassReport] | None = None) -> PassReport:
         """One reconcile pass: expire due claims, recompute every counter from the placements,
         decay expected demand, and report the drift it corrected. One transaction; an admission
         committing meanwhile is never erased."""

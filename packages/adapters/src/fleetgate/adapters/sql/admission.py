@@ -26,7 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from fleetgate.adapters.sql import admit_function, prepared, reads
 from fleetgate.adapters.sql.dialect import error_code
 from fleetgate.adapters.sql.engine import Store
-from fleetgate.adapters.sql.events import insert_events
+from fleetgate.adapters.sql.events import Audited, insert_events
 from fleetgate.adapters.sql.guarded import Charge, RowMissing, charge
 from fleetgate.adapters.sql.retry import ATTEMPTS
 from fleetgate.adapters.sql.rows import guard_row, node_state, resources
@@ -389,28 +389,27 @@ async def admit(
     # for idempotency.
     placement_id = request.placement_id or str(uuid.uuid4())
 
-    written: list[Event] = []
-
-    def audited(admission: Admission) -> Sequence[Event]:
-        assert audit is not None
-        written[:] = audit(admission)
-        return written
-
+    trail = Audited(audit, committed)
     by_function = one_call and request.enforce
 
     async def work(conn: AsyncConnection) -> Admission:
         now = store.now_epoch()
         how = admit_by_function if by_function else admit_in
         return await how(
-            conn, request, placement_id, now, enforcement, None if audit is None else audited
+            conn,
+            request,
+            placement_id,
+            now,
+            enforcement,
+            None if audit is None else trail.events_of,
         )
 
     try:
         for _ in range(ATTEMPTS):
             try:
+                trail.written = ()
                 admission = await store.write(work, what=f"admit onto {request.node}")
-                if committed is not None and written:
-                    committed(tuple(written))
+                trail.done()
                 return admission
             except ClaimAppeared:
                 continue  # run again: the claim is visible now, so this time it is charged

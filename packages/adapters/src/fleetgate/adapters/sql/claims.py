@@ -35,6 +35,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
 from fleetgate.adapters.sql.engine import Store
+from fleetgate.adapters.sql.events import Audited
 from fleetgate.adapters.sql.guarded import lock, read_locked
 from fleetgate.adapters.sql.rows import cluster_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, placements
@@ -209,11 +210,18 @@ async def _reread(conn: AsyncConnection, claim_id: str) -> Claim:
     return claim_of(row)
 
 
-async def _run(store: Store, work: Any, what: str, isolation: str | None = None) -> Any:
-    """``store.write`` with the optimistic retry of a missed compare-and-set."""
+async def _run(
+    store: Store,
+    work: Any,
+    what: str,
+    isolation: str | None = None,
+    trail: Audited[ClaimOutcome] | None = None,
+) -> Any:
+    """``store.write`` with the optimistic retry of a missed compare-and-set; ``trail``'s
+    events commit with the change."""
     for _ in range(ATTEMPTS):
         try:
-            return await store.write(work, what=what, isolation=isolation)
+            return await (trail or Audited(None)).write(store, work, what=what, isolation=isolation)
         except Stale:
             continue
     return ClaimOutcome(
@@ -309,7 +317,9 @@ async def create_in(
                 sa.update(placements).where(placements.c.id.in_(batch)).values(claim_id=claim_id)
             )
     return ClaimOutcome(
-        claim=await _reread(conn, claim_id), clamped=clamped or plan.cluster.clamped
+        claim=await _reread(conn, claim_id),
+        clamped=clamped or plan.cluster.clamped,
+        expired=None if retired is None else retired.effective(now),
     )
 
 
@@ -337,7 +347,9 @@ async def _migrating(
     return migrated, ours, int(visible.scalar_one()) > len(ours)
 
 
-async def create(store: Store, request: ClaimRequest) -> ClaimOutcome:
+async def create(
+    store: Store, request: ClaimRequest, trail: Audited[ClaimOutcome] | None = None
+) -> ClaimOutcome:
     """Create a claim for ``request.namespace``, or say why not (``exists``, ``capacity``...)."""
     claim_id = str(uuid.uuid4())
 
@@ -346,7 +358,7 @@ async def create(store: Store, request: ClaimRequest) -> ClaimOutcome:
 
     what = f"create claim for {request.namespace}"
     try:
-        outcome: ClaimOutcome = await _run(store, work, what, isolation=CLAIM_ISOLATION)
+        outcome: ClaimOutcome = await _run(store, work, what, CLAIM_ISOLATION, trail)
     except Refused as refused:
         return ClaimOutcome(refusal=refused.refusal)
     except IntegrityError:
@@ -417,16 +429,17 @@ async def update_in(
     if locked is None:
         return _not_found(claim_id)
     claim = claim_of(locked)
+    expired: Claim | None = None
     if claim.is_due(now):
         # Effective since expires_at: store it, and answer not_active like any expired claim.
         await _expire(conn, claim, now_epoch)
-        claim = await _reread(conn, claim_id)
+        claim = expired = await _reread(conn, claim_id)
     moves = change.limit_after(claim.limit) != claim.limit
     row = await _lock_cluster(conn) if moves and claim.is_active(now) else None
     plan = plan_update(claim, change, row, now)
     if isinstance(plan, ClaimRefusal):
         if plan.reason is RefusalReason.NOT_ACTIVE:
-            return ClaimOutcome(refusal=plan)  # commit a just-stored expiry
+            return ClaimOutcome(refusal=plan, expired=expired)  # commit a just-stored expiry
         raise Refused(plan)
     if plan.cluster is not None:
         assert row is not None
@@ -452,7 +465,11 @@ async def update_in(
 
 
 async def update(
-    store: Store, claim_id: str, change: ClaimUpdate, namespace: str | None = None
+    store: Store,
+    claim_id: str,
+    change: ClaimUpdate,
+    namespace: str | None = None,
+    trail: Audited[ClaimOutcome] | None = None,
 ) -> ClaimOutcome:
     """Apply a field-masked update, or say why not (``not_active``, ``below_usage``...)."""
 
@@ -461,7 +478,7 @@ async def update(
 
     try:
         outcome: ClaimOutcome = await _run(
-            store, work, f"update claim {claim_id}", isolation=CLAIM_ISOLATION
+            store, work, f"update claim {claim_id}", CLAIM_ISOLATION, trail
         )
     except Refused as refused:
         return ClaimOutcome(refusal=refused.refusal)
@@ -505,7 +522,12 @@ async def delete_in(
     )
 
 
-async def delete(store: Store, claim_id: str, namespace: str | None = None) -> ClaimDeletion:
+async def delete(
+    store: Store,
+    claim_id: str,
+    namespace: str | None = None,
+    trail: Audited[ClaimDeletion] | None = None,
+) -> ClaimDeletion:
     """Delete a claim, returning its usage to the unclaimed side; ``deleted`` false if absent."""
 
     async def work(conn: AsyncConnection) -> ClaimDeletion:
@@ -513,8 +535,8 @@ async def delete(store: Store, claim_id: str, namespace: str | None = None) -> C
 
     for _ in range(ATTEMPTS):
         try:
-            deletion: ClaimDeletion = await store.write(
-                work, what=f"delete claim {claim_id}", isolation=CLAIM_ISOLATION
+            deletion: ClaimDeletion = await (trail or Audited(None)).write(
+                store, work, what=f"delete claim {claim_id}", isolation=CLAIM_ISOLATION
             )
             return deletion
         except Stale:

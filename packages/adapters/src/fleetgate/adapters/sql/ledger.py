@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from fleetgate.adapters.sql import (
     admission,
@@ -56,10 +56,11 @@ from fleetgate.domain.capacity.model import (
 )
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event
-from fleetgate.domain.ports import Audit, Clock, EventSink
+from fleetgate.domain.ports import Audit, AuditOf, Clock, EventSink
 from fleetgate.domain.tokens import ApiToken
 
 _log = logging.getLogger("fleetgate.ledger")
+R = TypeVar("R")
 
 
 def overcommit_from(options: dict[str, Any]) -> Overcommit:
@@ -181,29 +182,37 @@ class SqlLedger:
 
     # nodes --------------------------------------------------------------------------------
 
-    async def add_node(self, spec: NodeSpec) -> NodeState:
+    def _trail(self, audit: AuditOf[R] | None) -> events.Audited[R]:
+        """The audit of one change, written in its transaction (one mechanism for all)."""
+        return events.Audited(audit, self._sink.committed)
+
+    async def add_node(
+        self, spec: NodeSpec, *, audit: AuditOf[NodeState] | None = None
+    ) -> NodeState:
         """Add a node."""
-        return await nodes.add(self.store, spec, self.overcommit)
+        return await nodes.add(self.store, spec, self.overcommit, self._trail(audit))
 
-    async def update_node(self, spec: NodeSpec) -> NodeState:
+    async def update_node(
+        self, spec: NodeSpec, *, audit: AuditOf[NodeState] | None = None
+    ) -> NodeState:
         """Replace a node's pool, labels and capacity."""
-        return await nodes.replace(self.store, spec, self.overcommit)
+        return await nodes.replace(self.store, spec, self.overcommit, self._trail(audit))
 
-    async def remove_node(self, name: str) -> None:
+    async def remove_node(self, name: str, *, audit: AuditOf[None] | None = None) -> None:
         """Remove a node that holds no placements."""
-        await nodes.remove(self.store, name)
+        await nodes.remove(self.store, name, self._trail(audit))
 
     async def publish_metrics(self, name: str, metrics: NodeMetrics) -> NodeState:
         """Record a node's metrics."""
         return await nodes.publish_metrics(self.store, name, metrics)
 
-    async def cordon(self, name: str) -> NodeState:
+    async def cordon(self, name: str, *, audit: AuditOf[NodeState] | None = None) -> NodeState:
         """Stop admitting onto a node."""
-        return await nodes.set_schedulable(self.store, name, False)
+        return await nodes.set_schedulable(self.store, name, False, self._trail(audit))
 
-    async def uncordon(self, name: str) -> NodeState:
+    async def uncordon(self, name: str, *, audit: AuditOf[NodeState] | None = None) -> NodeState:
         """Admit onto a node again."""
-        return await nodes.set_schedulable(self.store, name, True)
+        return await nodes.set_schedulable(self.store, name, True, self._trail(audit))
 
     # placements ---------------------------------------------------------------------------
 
@@ -223,13 +232,21 @@ class SqlLedger:
             one_call=self.one_call,
         )
 
-    async def release(self, placement_id: str, *, namespace: str | None = None) -> Release:
+    async def release(
+        self,
+        placement_id: str,
+        *,
+        namespace: str | None = None,
+        audit: AuditOf[Release] | None = None,
+    ) -> Release:
         """Release a placement (idempotent)."""
-        return await release.release(self.store, placement_id, namespace, self.demand.decay_seconds)
+        decay = self.demand.decay_seconds
+        return await release.release(self.store, placement_id, namespace, decay, self._trail(audit))
 
-    async def move(self, request: MoveRequest) -> Admission:
+    async def move(self, request: MoveRequest, *, audit: Audit | None = None) -> Admission:
         """Move a placement to another node."""
-        return await release.move(self.store, request, self.demand.decay_seconds)
+        decay = self.demand.decay_seconds
+        return await release.move(self.store, request, decay, self._trail(audit))
 
     # reads --------------------------------------------------------------------------------
 
@@ -293,9 +310,11 @@ class SqlLedger:
 
     # claims and the reconciler ---------------------------------------------------------------
 
-    async def create_claim(self, request: ClaimRequest) -> ClaimOutcome:
+    async def create_claim(
+        self, request: ClaimRequest, *, audit: AuditOf[ClaimOutcome] | None = None
+    ) -> ClaimOutcome:
         """Create a namespace claim (migrating its usage) or refuse it."""
-        return await claim_ops.create(self.store, request)
+        return await claim_ops.create(self.store, request, self._trail(audit))
 
     async def claim(self, claim_id: str, *, namespace: str | None = None) -> Claim | None:
         """One claim, as readers see it now."""
@@ -306,18 +325,31 @@ class SqlLedger:
         return await claim_ops.list_claims(self.store, namespace)
 
     async def update_claim(
-        self, claim_id: str, update: ClaimUpdate, *, namespace: str | None = None
+        self,
+        claim_id: str,
+        update: ClaimUpdate,
+        *,
+        namespace: str | None = None,
+        audit: AuditOf[ClaimOutcome] | None = None,
     ) -> ClaimOutcome:
         """Grow, shrink or re-date a claim, or refuse."""
-        return await claim_ops.update(self.store, claim_id, update, namespace)
+        trail = self._trail(audit)
+        return await claim_ops.update(self.store, claim_id, update, namespace, trail)
 
-    async def delete_claim(self, claim_id: str, *, namespace: str | None = None) -> ClaimDeletion:
+    async def delete_claim(
+        self,
+        claim_id: str,
+        *,
+        namespace: str | None = None,
+        audit: AuditOf[ClaimDeletion] | None = None,
+    ) -> ClaimDeletion:
         """Delete a claim (idempotent)."""
-        return await claim_ops.delete(self.store, claim_id, namespace)
+        return await claim_ops.delete(self.store, claim_id, namespace, self._trail(audit))
 
-    async def reconcile(self) -> PassReport:
+    async def reconcile(self, *, audit: AuditOf[PassReport] | None = None) -> PassReport:
         """One reconcile pass."""
-        return await reconcile_ops.run_pass(self.store, self.demand.decay_seconds)
+        decay = self.demand.decay_seconds
+        return await reconcile_ops.run_pass(self.store, decay, self._trail(audit))
 
     # API tokens (the TokenStore port) -------------------------------------------------------
 

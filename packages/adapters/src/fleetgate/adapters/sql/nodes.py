@@ -14,6 +14,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql.engine import Store
+from fleetgate.adapters.sql.events import Audited
 from fleetgate.adapters.sql.guarded import lock, read_locked, update
 from fleetgate.adapters.sql.rows import node_state
 from fleetgate.adapters.sql.schema import CLUSTER_ID, cluster, nodes, placements
@@ -60,7 +61,12 @@ async def _read_node(conn: AsyncConnection, name: str) -> NodeState:
     return node_state(row)
 
 
-async def add(store: Store, spec: NodeSpec, overcommit: Overcommit) -> NodeState:
+async def add(
+    store: Store,
+    spec: NodeSpec,
+    overcommit: Overcommit,
+    trail: Audited[NodeState] | None = None,
+) -> NodeState:
     """Insert a node (schedulable, nothing used) and add its limits to the cluster totals."""
 
     async def work(conn: AsyncConnection) -> NodeState:
@@ -81,10 +87,15 @@ async def add(store: Store, spec: NodeSpec, overcommit: Overcommit) -> NodeState
         await recompute_totals(conn, now)
         return await _read_node(conn, spec.name)
 
-    return await store.write(work, what=f"add node {spec.name}")
+    return await (trail or Audited(None)).write(store, work, what=f"add node {spec.name}")
 
 
-async def replace(store: Store, spec: NodeSpec, overcommit: Overcommit) -> NodeState:
+async def replace(
+    store: Store,
+    spec: NodeSpec,
+    overcommit: Overcommit,
+    trail: Audited[NodeState] | None = None,
+) -> NodeState:
     """Replace a node's pool, labels and capacity; limits are re-derived, counters untouched.
 
     A limit may end up below what is already used: nothing is evicted, the node just refuses
@@ -100,10 +111,10 @@ async def replace(store: Store, spec: NodeSpec, overcommit: Overcommit) -> NodeS
         await recompute_totals(conn, now)
         return await _read_node(conn, spec.name)
 
-    return await store.write(work, what=f"update node {spec.name}")
+    return await (trail or Audited(None)).write(store, work, what=f"update node {spec.name}")
 
 
-async def remove(store: Store, name: str) -> None:
+async def remove(store: Store, name: str, trail: Audited[None] | None = None) -> None:
     """Delete a node that holds no placement, and take its limits out of the cluster totals."""
     check_node_name(name)
 
@@ -120,11 +131,18 @@ async def remove(store: Store, name: str) -> None:
         await conn.execute(sa.delete(nodes).where(nodes.c.name == name))
         await recompute_totals(conn, now)
 
-    await store.write(work, what=f"remove node {name}")
+    await (trail or Audited(None)).write(store, work, what=f"remove node {name}")
 
 
-async def set_columns(store: Store, name: str, values: dict[str, Any], what: str) -> NodeState:
-    """Update plain node columns (metrics, schedulable) and return the node."""
+async def set_columns(
+    store: Store,
+    name: str,
+    values: dict[str, Any],
+    what: str,
+    trail: Audited[NodeState] | None = None,
+) -> NodeState:
+    """Update plain node columns (metrics, schedulable) and return the node; ``trail``'s
+    events commit with the change."""
     check_node_name(name)
 
     async def work(conn: AsyncConnection) -> NodeState:
@@ -133,7 +151,7 @@ async def set_columns(store: Store, name: str, values: dict[str, Any], what: str
             raise NodeNotFound(name)
         return await _read_node(conn, name)
 
-    return await store.write(work, what=f"{what} {name}")
+    return await (trail or Audited(None)).write(store, work, what=f"{what} {name}")
 
 
 async def publish_metrics(store: Store, name: str, metrics: NodeMetrics) -> NodeState:
@@ -146,8 +164,9 @@ async def publish_metrics(store: Store, name: str, metrics: NodeMetrics) -> Node
     return await set_columns(store, name, values, "publish metrics of")
 
 
-async def set_schedulable(store: Store, name: str, schedulable: bool) -> NodeState:
+async def set_schedulable(
+    store: Store, name: str, schedulable: bool, trail: Audited[NodeState] | None = None
+) -> NodeState:
     """Cordon (False) or uncordon (True) a node."""
-    return await set_columns(
-        store, name, {"schedulable": schedulable}, "uncordon" if schedulable else "cordon"
-    )
+    what = "uncordon" if schedulable else "cordon"
+    return await set_columns(store, name, {"schedulable": schedulable}, what, trail)

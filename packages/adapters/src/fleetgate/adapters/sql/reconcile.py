@@ -22,6 +22,7 @@ so a test can interleave a real admission between them.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -32,6 +33,7 @@ from fleetgate.adapters.sql import node_writes
 from fleetgate.adapters.sql.claims import claim_of
 from fleetgate.adapters.sql.decay import decayed_sum
 from fleetgate.adapters.sql.engine import Store
+from fleetgate.adapters.sql.events import Audited
 from fleetgate.adapters.sql.guarded import lock, read_locked
 from fleetgate.adapters.sql.rows import cluster_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
@@ -202,20 +204,26 @@ async def _reattribute(conn: AsyncConnection, result: Reconciliation) -> int:
     return len(fixes)
 
 
-async def run_pass(store: Store, decay_seconds: float) -> PassReport:
-    """One whole pass in one transaction; the report carries its wall-clock duration."""
+async def run_pass(
+    store: Store, decay_seconds: float, trail: Audited[PassReport] | None = None
+) -> PassReport:
+    """One whole pass in one transaction; the report carries its wall-clock duration.
+
+    ``trail``'s events (its corrections, its expired claims) commit with the pass.
+    """
     started = time.perf_counter()
 
-    async def work(conn: AsyncConnection) -> tuple[Reconciliation, int]:
+    async def work(conn: AsyncConnection) -> PassReport:
         now = store.now()
         node_rows = await lock_counters(conn)
         snapshot = await read_snapshot(conn, node_rows, now, decay_seconds)
         result = reconcile(snapshot, now, decay_seconds)
         reattributed = await apply(conn, result, epoch(now))
-        return result, reattributed
+        return PassReport(result, time.perf_counter() - started, reattributed)
 
-    result, reattributed = await store.write(work, what="reconcile capacity")
-    return PassReport(result, time.perf_counter() - started, reattributed)
+    report = await (trail or Audited(None)).write(store, work, what="reconcile capacity")
+    # Timed to the commit, not to the end of the statements the audit saw.
+    return replace(report, duration_seconds=time.perf_counter() - started)
 
 
 __all__ = ["apply", "lock_counters", "read_snapshot", "run_pass"]

@@ -16,6 +16,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql.admission import Refused, charge_node
 from fleetgate.adapters.sql.engine import Store
+from fleetgate.adapters.sql.events import Audited
 from fleetgate.adapters.sql.guarded import RowMissing, lock, lock_and_read, read_locked
 from fleetgate.adapters.sql.rows import node_state, placement, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
@@ -102,9 +103,16 @@ async def _credit_node(
 
 
 async def release(
-    store: Store, placement_id: str, namespace: str | None, decay_seconds: float
+    store: Store,
+    placement_id: str,
+    namespace: str | None,
+    decay_seconds: float,
+    trail: Audited[Release] | None = None,
 ) -> Release:
-    """Delete the placement and credit everything it was charged; ``released`` false if gone."""
+    """Delete the placement and credit everything it was charged; ``released`` false if gone.
+
+    ``trail``'s events (built from the Release) commit in the release's transaction.
+    """
 
     async def work(conn: AsyncConnection) -> Release:
         now = store.now_epoch()
@@ -118,11 +126,19 @@ async def release(
             released=True, placement=p, clamped=clamped or node_clamped, demand_credit=credit
         )
 
-    return await store.write(work, what=f"release {placement_id}")
+    return await (trail or Audited(None)).write(store, work, what=f"release {placement_id}")
 
 
-async def move(store: Store, request: MoveRequest, decay_seconds: float) -> Admission:
-    """Move a placement under the target node's guard; the old node is credited (floored)."""
+async def move(
+    store: Store,
+    request: MoveRequest,
+    decay_seconds: float,
+    trail: Audited[Admission] | None = None,
+) -> Admission:
+    """Move a placement under the target node's guard; the old node is credited (floored).
+
+    ``trail``'s events commit with the move; a refused move writes none (it rolls back).
+    """
 
     async def work(conn: AsyncConnection) -> Admission:
         now = store.now_epoch()
@@ -158,7 +174,9 @@ async def move(store: Store, request: MoveRequest, decay_seconds: float) -> Admi
         )
 
     try:
-        return await store.write(work, what=f"move {request.placement_id} to {request.node}")
+        return await (trail or Audited(None)).write(
+            store, work, what=f"move {request.placement_id} to {request.node}"
+        )
     except Refused as refused:
         return Admission(denial=refused.denial)
 

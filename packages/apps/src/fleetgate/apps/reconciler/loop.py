@@ -15,7 +15,10 @@ import time
 
 import structlog
 
+from fleetgate.apps.eventsink import with_request_id
 from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
+from fleetgate.apps.services.audit import Trail
+from fleetgate.apps.services.claims import EXPIRED, expired_event
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
@@ -24,7 +27,7 @@ NODE_DRIFTED = "capacity counters drifted, corrected"
 CLAIM_DRIFTED = "claim counters drifted, corrected"
 CLUSTER_DRIFTED = "cluster counters drifted, corrected"
 REATTRIBUTED = "placements re-attributed to their namespace claim"
-CLAIM_EXPIRED = "namespace claim expired"
+CLAIM_EXPIRED = EXPIRED
 
 _log = structlog.get_logger("fleetgate.reconciler")
 
@@ -35,20 +38,7 @@ def pass_events(report: PassReport) -> list[Event]:
     at = result.at
     events: list[Event] = []
     for claim in result.expired:
-        events.append(
-            Event(
-                CLAIM_EXPIRED,
-                at,
-                subject=claim.id,
-                namespace=claim.namespace,
-                data={
-                    "claim": claim.id,
-                    "limit": claim.limit.as_dict(),
-                    "used": claim.used.as_dict(),
-                    "expires_at": claim.expires_at.isoformat(),
-                },
-            )
-        )
+        events.append(expired_event(claim, at))
     for node in result.nodes:
         if not node.drift.is_zero():
             events.append(
@@ -103,6 +93,12 @@ def pass_events(report: PassReport) -> list[Event]:
     return events
 
 
+def _stamped_pass_events(report: PassReport) -> list[Event]:
+    # Stamped with the API request's id (an admin's pass) before the ledger writes them: they
+    # reach the table in the pass's transaction, past the sink that would otherwise stamp them.
+    return [with_request_id(event) for event in pass_events(report)]
+
+
 class Reconciler:
     """Runs reconcile passes against a ledger and reports each one."""
 
@@ -128,8 +124,10 @@ class Reconciler:
         """One pass: reconcile, then events, log line and metrics. A failure is counted, then
         raised."""
         started = time.perf_counter()
+        # Its corrections and expiries commit with the pass (the ledger's ``audit``).
+        trail = Trail(_stamped_pass_events)
         try:
-            report = await self.ledger.reconcile()
+            report = await self.ledger.reconcile(audit=trail.events_of)
         except Exception as exc:
             self.metrics.record_failure(time.perf_counter() - started)
             _log.error("capacity reconcile pass failed", error=str(exc), kind=type(exc).__name__)
@@ -148,7 +146,8 @@ class Reconciler:
             claims_expired=summary.claims_expired,
             duration_seconds=round(summary.duration_seconds, 6),
         )
-        await self.events.emit(pass_events(report))
+        # Emitted now only to the other sinks (the ledger's own sink skips what it wrote).
+        await self.events.emit(trail.delivered(report))
         return report
 
     async def run(self, stop: asyncio.Event) -> int:

@@ -1,16 +1,44 @@
 """The services' audit events: stamped by the service's clock, each recurring shape built once.
 
+A change's events are built by the ledger inside the change's transaction (a :class:`Trail`
+handed to it as ``audit``), so they commit with the change; the service then emits the very same
+objects to its other sinks (the ledger's own sink knows them and skips them).
+
 A walk reports a candidate's refusal and the walk's outcome the same way whether it places, moves
 or relocates a placement; only the event names (capacity spec 4.5) differ.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Generic, TypeVar
+
 from fleetgate.apps.eventsink import with_request_id
 from fleetgate.domain.capacity.denials import Denial
 from fleetgate.domain.capacity.walk import Attempt, Walk
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import Clock
+
+R = TypeVar("R")
+
+
+class Trail(Generic[R]):
+    """The audit of one change: ``build`` turns its result into its events, called by the
+    ledger inside the change's transaction (``events_of`` is the ledger's ``audit``)."""
+
+    def __init__(self, build: Callable[[R], Sequence[Event]]) -> None:
+        self._build = build
+        self._written: list[Event] | None = None
+
+    def events_of(self, result: R) -> list[Event]:
+        """The events for ``result``, kept as the ones written (a retry builds them again)."""
+        self._written = list(self._build(result))
+        return self._written
+
+    def delivered(self, result: R) -> list[Event]:
+        """The events to emit once the change committed: those it wrote, or built now."""
+        # A ledger that does not write an audit in its transaction leaves it to the sink.
+        return self._written if self._written is not None else list(self._build(result))
 
 
 class AuditEvents:

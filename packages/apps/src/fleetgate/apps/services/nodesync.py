@@ -135,28 +135,32 @@ class NodeSync:
         ledger = self._ledger
         try:
             if isinstance(action, nodesync.AddNode):
-                await ledger.add_node(action.spec)
+                note = self._note(NODE_JOINED, action.spec.name, pool=action.spec.pool)
+                await ledger.add_node(action.spec, audit=lambda _: note)
                 report.joined.append(action.spec.name)
-                await self._note(NODE_JOINED, action.spec.name, pool=action.spec.pool)
+                await self._events.emit(note)
             elif isinstance(action, nodesync.UpdateNode):
                 await ledger.update_node(action.spec)
                 report.updated.append(action.spec.name)
             elif isinstance(action, nodesync.Cordon):
-                await ledger.cordon(action.node)
+                note = self._note(NODE_CORDONED, action.node)
+                await ledger.cordon(action.node, audit=lambda _: note)
                 report.cordoned.append(action.node)
-                await self._note(NODE_CORDONED, action.node)
+                await self._events.emit(note)
             elif isinstance(action, nodesync.Uncordon):
-                await ledger.uncordon(action.node)
+                note = self._note(NODE_UNCORDONED, action.node)
+                await ledger.uncordon(action.node, audit=lambda _: note)
                 report.uncordoned.append(action.node)
-                await self._note(NODE_UNCORDONED, action.node)
+                await self._events.emit(note)
             elif isinstance(action, nodesync.Relocate):
                 moved, stranded = await self.relocate(action.node)
                 report.moved += moved
                 report.stranded += stranded
             elif isinstance(action, nodesync.RemoveNode):
-                await ledger.remove_node(action.node)
+                note = self._note(NODE_LEFT, action.node)
+                await ledger.remove_node(action.node, audit=lambda _: note)
                 report.left.append(action.node)
-                await self._note(NODE_LEFT, action.node)
+                await self._events.emit(note)
         except (NodeExists, NodeNotFound, NodeBusy):
             # Someone else changed the node since the plan was made (an operator through the
             # API, a placement landing first): the next sync re-plans from what is there now.
@@ -187,24 +191,24 @@ class NodeSync:
         async def attempt(step: Attempt) -> Admission | None:
             target_load = step.target_load(self.policy.target_load)
             request = MoveRequest(pid, step.node, demand, target_load, True, ns)
+            redirected = self._event(
+                REDIRECTED,
+                pid,
+                ns,
+                node=source,
+                target_node=step.node,
+                reason="node draining",
+                waived=not step.enforce_demand,
+            )
+            # The walk's refusals so far and the redirection commit with the move (spec order).
             try:
-                result = await self._ledger.move(request)
+                result = await self._ledger.move(request, audit=lambda _: [*events, redirected])
             except NodeNotFound:
                 return None  # the candidate left the ledger since it was ranked
             if result.denial is not None:
                 events.append(self._event.refused(RESCHEDULE_REFUSED, pid, ns, step, result.denial))
             else:
-                events.append(
-                    self._event(
-                        REDIRECTED,
-                        pid,
-                        ns,
-                        node=source,
-                        target_node=step.node,
-                        reason="node draining",
-                        waived=not step.enforce_demand,
-                    )
-                )
+                events.append(redirected)
             return result
 
         try:
@@ -217,8 +221,10 @@ class NodeSync:
         await self._events.emit(events)
         return walk.admitted_on
 
-    async def _note(self, kind: str, node: str, **data: object) -> None:
-        await self._events.emit([self._event(kind, node, None, Level.INFO, node=node, **data)])
+    def _note(self, kind: str, node: str, **data: object) -> list[Event]:
+        """A node change's one event: written with the change (its ``audit``), then emitted to
+        the other sinks (the ledger's own sink skips it)."""
+        return [self._event(kind, node, None, Level.INFO, node=node, **data)]
 
 
 __all__ = ["NodeSync", "SyncReport"]

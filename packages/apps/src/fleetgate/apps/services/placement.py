@@ -12,12 +12,12 @@ names exact), delivered in one batch when the walk is over.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
-from fleetgate.apps.services.audit import AuditEvents
+from fleetgate.apps.services.audit import AuditEvents, Trail
 from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.services.walking import try_candidates
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
@@ -73,24 +73,6 @@ class PlaceOutcome:
     def placed(self) -> bool:
         """True when a placement exists for the request."""
         return self.placement is not None
-
-
-class _WalkAudit:
-    """The audit of one admission attempt: built by the ledger inside its transaction."""
-
-    def __init__(self, build: Callable[[Admission], list[Event]]) -> None:
-        self._build = build
-        self._written: list[Event] | None = None
-
-    def events_of(self, admission: Admission) -> list[Event]:
-        """The events for ``admission`` (the ledger's ``audit``), kept as the ones written."""
-        self._written = self._build(admission)
-        return self._written
-
-    def delivered(self, admission: Admission) -> list[Event]:
-        """The events to emit once ``admission`` committed: those it wrote, or built now."""
-        # A ledger that does not write an audit in its transaction leaves it to the sink.
-        return self._written if self._written is not None else self._build(admission)
 
 
 def _dims(dimensions: Sequence[DimensionDetail]) -> list[dict[str, Any]]:
@@ -154,7 +136,7 @@ class PlacementService:
         demand = charge(request.resources.cpus, self.policy.demand_per_vcpu)
         attempts = 0
 
-        audit: _WalkAudit | None = None
+        audit: Trail[Admission] | None = None
 
         async def attempt(step: Attempt) -> Admission | None:
             nonlocal attempts, audit
@@ -224,9 +206,9 @@ class PlacementService:
         request: PlacementRequest,
         attempts: int,
         attempt: Attempt,
-    ) -> _WalkAudit:
+    ) -> Trail[Admission]:
         """The events an admission on this attempt commits with it (spec 4.5's order)."""
-        return _WalkAudit(
+        return Trail(
             lambda admission: [
                 self._final_candidates(subject, ns, candidates, order),
                 *events,
@@ -328,15 +310,30 @@ class PlacementService:
 
     async def release(self, namespace: str, placement_id: str) -> Release:
         """Release a placement of ``namespace`` (idempotent: ``released`` false when gone)."""
+        trail = Trail[Release](
+            lambda result: self._released_events(namespace, placement_id, result)
+        )
         try:
-            result = await self._ledger.release(placement_id, namespace=namespace)
+            result = await self._ledger.release(
+                placement_id, namespace=namespace, audit=trail.events_of
+            )
         except LedgerUnavailable as exc:
+            # Records no change (the release did not happen, or it is unknown whether it did,
+            # and then its own events are in the table exactly if it committed): best-effort.
             await self._events.emit(
                 [self._event(RELEASE_FAILED, placement_id, namespace, Level.ERROR, error=str(exc))]
             )
             raise
+        events = trail.delivered(result)
+        if events:
+            # Written with the release; emitted now only to the other sinks.
+            await self._events.emit(events)
+        return result
+
+    def _released_events(self, namespace: str, placement_id: str, result: Release) -> list[Event]:
+        """What a release commits with it: none when there was nothing to release."""
         if not result.released or result.placement is None:
-            return result
+            return []
         node = result.placement.node
         events = [
             self._event(
@@ -347,8 +344,7 @@ class PlacementService:
             events.append(
                 self._event(CLAMPED, placement_id, namespace, Level.ERROR, node=node, released=True)
             )
-        await self._events.emit(events)
-        return result
+        return events
 
     async def move(
         self, namespace: str, placement_id: str, node: str, *, enforce: bool = True
@@ -360,10 +356,19 @@ class PlacementService:
         demand = charge(placement.resources.cpus, self.policy.demand_per_vcpu)
         events: list[Event] = []
 
+        def moved(result: Admission) -> list[Event]:
+            # The walk's refusals so far, then the move: committed with the move (spec order).
+            if result.placement is None or placement.node == node:
+                return list(events)
+            at = placement.node
+            return [*events, self._event(MOVED, placement_id, namespace, node=at, target_node=node)]
+
+        trail = Trail(moved)
+
         async def attempt(step: Attempt) -> Admission:
             target_load = step.target_load(self.policy.target_load)
             request = MoveRequest(placement_id, node, demand, target_load, enforce, namespace)
-            result = await self._ledger.move(request)
+            result = await self._ledger.move(request, audit=trail.events_of)
             if result.denial is not None:
                 events.append(
                     self._event.refused(REFUSED, placement_id, namespace, step, result.denial)
@@ -373,9 +378,6 @@ class PlacementService:
         # A move is a one-candidate walk: the waiver retries the target if demand alone refused.
         result = await try_candidates(Walk([node]), attempt)
         assert result is not None  # the one candidate is always tried
-        if result.denial is None and result.placement is not None and placement.node != node:
-            events.append(
-                self._event(MOVED, placement_id, namespace, node=placement.node, target_node=node)
-            )
-        await self._events.emit(events)
+        # A refused move changed nothing: its refusals are delivered best-effort.
+        await self._events.emit(events if result.denial is not None else trail.delivered(result))
         return result

@@ -163,12 +163,15 @@ class ClaimOutcome:
     """The result of a create or an update: the claim as it now is, or why it was refused.
 
     ``clamped`` is set when a cluster counter had drifted below what the transition moved and
-    was floored at zero (the next reconcile pass repairs it).
+    was floored at zero (the next reconcile pass repairs it). ``expired`` is a claim past its
+    expiry that the write expired on its way, in its transaction (a create retiring the
+    namespace's due claim, an update finding its claim due), refused or not: a change to report.
     """
 
     claim: Claim | None = None
     refusal: ClaimRefusal | None = None
     clamped: bool = False
+    expired: Claim | None = None
 
     @property
     def ok(self) -> bool:
