@@ -10,7 +10,7 @@ from collections.abc import Callable
 HANG_SECONDS = 120.0
 
 
-async def until(predicate: Callable[[], bool], seconds: float = 30) -> None:
+async def until(predicate: Callable[[], bool], seconds: float = HANG_SECONDS) -> None:
     """Return once ``predicate()`` holds, polling; ``TimeoutError`` after ``seconds``.
 
     The default is generous because the machine running the suite may be loaded.
