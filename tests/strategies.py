@@ -427,6 +427,84 @@ def queued_admissions(draw: st.DrawFn) -> list[tuple[str, str, Resources, str | 
     return draw(st.lists(item, min_size=2, max_size=12))
 
 
+# --- policy manifests at the edges of the one definition (fleetgate.domain.rotation.fields) ----
+
+#: The units Go's time.ParseDuration reads, fleetgate's days, and a unit nobody reads.
+_DURATION_UNITS = ("ns", "us", "µs", "μs", "ms", "s", "m", "h", "d", "x")
+_DIGITS = "0123456789"
+
+
+def _digit_strings(most: int) -> st.SearchStrategy[str]:
+    """0 to ``most`` decimal digits (leading zeros included): numbers past every unit's cap."""
+    return st.integers(0, most).flatmap(lambda n: st.text(_DIGITS, min_size=n, max_size=n))
+
+
+@st.composite
+def duration_texts(draw: st.DrawFn) -> str:
+    """Duration texts inside and beyond the policy grammar: signs, Go's bare "0", ".5h" and
+    "5.h", every unit (and one nobody reads), numbers of up to 20 digits, fractions past the
+    microsecond, up to 17 numbers; now and then a text that is no duration at all."""
+    if draw(st.integers(0, 12)) == 0:
+        return draw(st.sampled_from(["0", "+0", "-0", "", "auto", " 15m", "15", ".h", "1h 2m"]))
+    sign = draw(st.sampled_from(["", "", "", "+", "-"]))
+    count = draw(st.integers(1, 3) | st.integers(1, 17))
+    parts = []
+    for _ in range(count):
+        whole = draw(_digit_strings(20))
+        fraction = draw(st.none() | _digit_strings(10))
+        unit = draw(st.sampled_from(_DURATION_UNITS))
+        parts.append(whole + ("" if fraction is None else "." + fraction) + unit)
+    return sign + "".join(parts)
+
+
+def _chances() -> st.SearchStrategy[Any]:
+    """minRotationChances and maxUnavailable values: around their bounds, far past them, whole
+    floats (an integer to JSON Schema and Kubernetes), a fraction and booleans."""
+    return (
+        st.integers(-3, 1003)
+        | st.sampled_from([999_999_999, 2**31, 10**20])
+        | st.integers(0, 3).map(float)
+        | st.just(2.5)
+        | st.booleans()
+    )
+
+
+@st.composite
+def policy_manifests_near_bounds(draw: st.DrawFn) -> tuple[dict[str, Any], set[str]]:
+    """A RotationPolicy manifest whose bounded fields (numbers, durations) are drawn inside and
+    beyond the definition's bounds, and the paths of the fields drawn (the rest stays valid)."""
+    spec: dict[str, Any] = {
+        "nodePoolSelector": {"matchLabels": {"team": "web"}},
+        "maintenanceWindows": [
+            {"timezone": "Asia/Tokyo", "days": ["Wed", "Sat"], "start": "02:00", "end": "06:00"}
+        ],
+    }
+    drawn: set[str] = set()
+    if draw(st.booleans()):
+        spec["minRotationChances"] = draw(_chances())
+        drawn.add("spec.minRotationChances")
+    if draw(st.booleans()):
+        spec["ageThreshold"] = draw(st.just("auto") | duration_texts())
+        drawn.add("spec.ageThreshold")
+    surge: dict[str, Any] = {}
+    if draw(st.booleans()):
+        surge["maxUnavailable"] = draw(st.integers(-1, 3) | st.just(1.0))
+    for name in ("readyTimeout", "cooldownAfter", "failurePause", "retryBackoff",
+                 "drainEstimate", "provisioningEstimate"):  # fmt: skip
+        if draw(st.integers(0, 2)) == 0:
+            surge[name] = draw(duration_texts())
+    if surge:
+        spec["surge"] = surge
+        drawn |= {f"spec.surge.{name}" for name in surge}
+    manifest = {
+        "apiVersion": "fleetgate.io/v1alpha1",
+        "kind": "RotationPolicy",
+        "metadata": {"name": "edges"},
+        "spec": spec,
+    }
+    return manifest, drawn
+
+
 # --- the API's published patterns -----------------------------------------------------------------
 
 

@@ -129,8 +129,37 @@ def test_every_example_passes_its_documented_check(name: str) -> None:
 def test_every_example_renders_a_table(name: str) -> None:
     code, out, _ = check(EXAMPLES / name, *DOCUMENTED[name])
     assert code == 0
-    for symbol in ("t_rot", "t_rot_est", "leadTime", "readyTimeout + tGP + Buffer", "OK:"):
+    for symbol in ("t_rot", "t_rot_est", "leadTime", "readyTimeout + tGP + Buffer"):
         assert symbol in out
+    _, report = check_json(EXAMPLES / name, *DOCUMENTED[name])
+    assert ("OK:" in out) == (not report["findings"])
+    assert ("WARNING:" in out) == bool(report["findings"])
+
+
+WEEKLY_FORTY = ["--expire-after", "14d", "--termination-grace-period", "1h", "--nodes", "40"]
+
+
+def test_a_check_that_warns_says_warning_not_ok() -> None:
+    # The case: nodes queue up towards their forced expiry (simulate shows 33 of 40
+    # outliving expireAfter), so the verdict must not say the windows can rotate the pool.
+    code, out, _ = check(EXAMPLES / "policy-weekly.yaml", *WEEKLY_FORTY)
+    assert code == 0
+    assert "ThroughputBelowArrival" in out
+    assert "OK:" not in out
+    assert "WARNING: rotations will start, but see the 4 warnings above" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_strict_fails_on_a_warning(fmt: str) -> None:
+    code, _, _ = check(EXAMPLES / "policy-weekly.yaml", *WEEKLY_FORTY, "--strict", "--format", fmt)
+    assert code == 1
+
+
+def test_strict_passes_a_check_without_findings() -> None:
+    code, out, _ = check(
+        EXAMPLES / "tokyo-policy.yaml", *DOCUMENTED["tokyo-policy.yaml"], "--strict"
+    )
+    assert code == 0 and "OK: the windows can rotate the pool" in out
 
 
 def test_tokyo_is_the_v1_worked_example_in_seconds() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from structlog.testing import capture_logs
+
 from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink
 from fleetgate.domain.events import Event, Level
 
@@ -26,7 +28,19 @@ async def test_data_naming_the_events_own_fields_is_logged_not_raised() -> None:
         Level.WARNING,
         {"namespace": "ci", "subject": "x", "at": "y", "event": "z", "node": "n1"},
     )
-    await LoggingEventSink().emit([event])  # raised TypeError before
+    with capture_logs() as logs:
+        await LoggingEventSink().emit([event])  # raised TypeError before
+    # One line at the event's level, with the event's own fields where the data repeats them.
+    assert logs == [
+        {
+            "event": "placement admitted over namespace capacity claim",
+            "log_level": "warning",
+            "subject": "p-1",
+            "namespace": "ci",
+            "at": "2024-01-01T00:00:00+00:00",
+            "node": "n1",
+        }
+    ]
 
 
 async def test_fan_out_delivers_to_every_sink() -> None:

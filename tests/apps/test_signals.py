@@ -9,6 +9,7 @@ import signal
 import pytest
 
 from fleetgate.apps.signals import cancelled_on_signals, stop_on_signals
+from tests.waiting import HANG_SECONDS
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -16,7 +17,7 @@ async def test_a_stop_signal_sets_the_event(sig: signal.Signals) -> None:
     stop = asyncio.Event()
     with stop_on_signals(stop):
         os.kill(os.getpid(), sig)
-        await asyncio.wait_for(stop.wait(), timeout=5)
+        await asyncio.wait_for(stop.wait(), timeout=HANG_SECONDS)
     assert stop.is_set()
 
 
@@ -27,12 +28,12 @@ async def test_a_stop_signal_cancels_the_task_so_finally_blocks_run() -> None:
         with cancelled_on_signals():
             try:
                 os.kill(os.getpid(), signal.SIGTERM)
-                await asyncio.sleep(10)
+                await asyncio.sleep(2 * HANG_SECONDS)  # cancelled long before
             finally:
                 cleaned.append("released")
 
     with pytest.raises(asyncio.CancelledError):
-        await asyncio.wait_for(job(), timeout=5)
+        await asyncio.wait_for(job(), timeout=HANG_SECONDS)
     assert cleaned == ["released"]
 
 

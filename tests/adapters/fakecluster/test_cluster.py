@@ -10,9 +10,10 @@ from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.fakecluster.cluster import FakeCluster, NodeChange
 from fleetgate.adapters.fakecluster.faults import ControllerCrash
 from fleetgate.adapters.fakecluster.scheduler import BATCH
-from fleetgate.domain.ports import ClusterGateway
+from fleetgate.domain.ports import ClusterGateway, SimulatedCluster
 from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound, PlaceholderSpec
 from fleetgate.domain.rotation.status import PolicyStatus, ReadyCondition
+from tests.ports import assert_implements
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 CPU = {"cpu": 3_000}
@@ -48,7 +49,8 @@ def placeholder(surge_for: str, requests: dict[str, int] | None = None) -> Place
 
 
 def test_the_fake_cluster_is_a_cluster_gateway(cluster: FakeCluster) -> None:
-    assert isinstance(cluster, ClusterGateway)
+    assert_implements(cluster, ClusterGateway)
+    assert_implements(cluster, SimulatedCluster)
 
 
 async def test_observe_reports_claims_nodes_pods_and_template(cluster: FakeCluster) -> None:

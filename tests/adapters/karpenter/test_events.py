@@ -11,6 +11,7 @@ from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import EventSink
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import KubeAPIServer
+from tests.ports import assert_implements
 
 AT = datetime(2026, 1, 7, 2, 0, 0, 123456, tzinfo=UTC)
 
@@ -21,7 +22,7 @@ async def test_pool_and_claim_events_become_kubernetes_events(
     api.seed(nodepool("default"))
     claim, _ = sim.node("default")
     sink = gateway.event_sink()
-    assert isinstance(sink, EventSink)
+    assert_implements(sink, EventSink)
 
     await sink.emit(
         [

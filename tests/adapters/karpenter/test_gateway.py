@@ -20,14 +20,15 @@ from tests.adapters.karpenter.conftest import NAMESPACE
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, KubeAPIServer
 from tests.adapters.karpenter.kubeapi_store import chart_crd
+from tests.ports import assert_implements
 
 MERGE = "application/merge-patch+json"
 
 
 def test_gateway_satisfies_the_ports(gateway: KarpenterGateway) -> None:
-    assert isinstance(gateway, ClusterGateway)
-    assert isinstance(gateway, ClusterRuntime)
-    assert isinstance(gateway.leader_elector(), Leadership)
+    assert_implements(gateway, ClusterGateway)
+    assert_implements(gateway, ClusterRuntime)
+    assert_implements(gateway.leader_elector(), Leadership)
 
 
 async def test_observe_reads_the_pool_and_everything_hanging_off_it(

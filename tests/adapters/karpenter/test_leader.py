@@ -16,6 +16,7 @@ from fleetgate.adapters.karpenter.gateway import KarpenterGateway
 from fleetgate.adapters.karpenter.leader import LeaderElector
 from tests.adapters.karpenter.conftest import NAMESPACE
 from tests.adapters.karpenter.kubeapi import KubeAPIServer
+from tests.waiting import HANG_SECONDS, until
 
 #: The hand-over tests' timings: short, but a renew deadline that survives the event loop of a
 #: loaded 2-core machine stalling for a few hundred ms (every replica shares the test's loop).
@@ -119,14 +120,9 @@ def _work(
     return work
 
 
-async def _until(predicate: Callable[[], bool], seconds: float = 10.0) -> None:
-    """Poll ``predicate`` (state another task changes) for up to ``seconds`` (10 s by default,
-    a loaded CI machine)."""
-    async with asyncio.timeout(seconds):
-        while True:
-            if predicate():
-                return
-            await asyncio.sleep(0.01)
+async def _until(predicate: Callable[[], bool], seconds: float = HANG_SECONDS) -> None:
+    """Poll ``predicate`` (state another task changes): the suite's one waiting helper."""
+    await until(predicate, seconds)
 
 
 def _lease(api: KubeAPIServer) -> dict[str, Any]:
@@ -290,7 +286,7 @@ async def test_a_leader_whose_renewals_fail_fast_then_hang_stops_before_a_rival_
     await asyncio.sleep(timings["renew_deadline"] * 0.6)
     api.heal()
     api.stall_next("GET", "/leases/", 3 * timings["lease_duration"], times=10**6, token="replica-0")
-    await _until(lambda: spans.started("b"), seconds=3 * timings["lease_duration"] + 10)
+    await _until(lambda: spans.started("b"), seconds=3 * timings["lease_duration"] + HANG_SECONDS)
     spans.assert_never_overlap()
     assert not a.is_leader
     assert [name for name, _, _ in spans.spans] == ["a", "b"]
@@ -316,7 +312,7 @@ async def test_a_dropped_connection_is_a_failed_attempt_not_a_crash(
     assert not run_a.done() and a.is_leader and not spans.started("b")
     # Every request of a's now drops: a stops at its deadline, b takes over, never together.
     api.drop_next("*", "/leases/", times=10**6, token="replica-0")
-    await _until(lambda: spans.started("b"), seconds=3 * timings["lease_duration"] + 10)
+    await _until(lambda: spans.started("b"), seconds=3 * timings["lease_duration"] + HANG_SECONDS)
     assert not run_a.done() and not a.is_leader  # still campaigning, not crashed
     spans.assert_never_overlap()
     api.heal()

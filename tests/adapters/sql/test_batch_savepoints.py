@@ -27,6 +27,7 @@ from tests.adapters.sql.test_concurrency import assert_counters_match_placements
 from tests.adapters.sql.test_group_commit import placed, placed_events, wait_for_lock_wait
 from tests.conftest import Backend
 from tests.ledgers import open_ledger
+from tests.waiting import until
 
 BIG = Capacity(16, 65536, 1000)
 
@@ -222,7 +223,9 @@ async def test_sqlite_busy_from_another_writer_splits_the_batch(
         try:
             holder.execute("BEGIN IMMEDIATE")  # the write lock, as another process would hold it
             admitting = asyncio.gather(*(ledger.admit(req("a"), audit=placed) for _ in range(4)))
-            await asyncio.sleep(0.5)  # the batch gave up after 200 ms; its items retry alone
+            # Until the batch has given up (after its 200 ms busy timeout), however long that
+            # takes on this machine; its items then retry alone, once the lock is released.
+            await until(lambda: ledger.group_commit_stats().split_batches == 1)
             holder.execute("ROLLBACK")
             results = await admitting
         finally:

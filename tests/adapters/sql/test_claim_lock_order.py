@@ -22,12 +22,13 @@ from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec, Release
 from tests.adapters.sql.churn import Tally, counting_retries
 from tests.conftest import Backend
+from tests.waiting import HANG_SECONDS
 
 NS = "race"
 #: The create's first statement, spaces removed: the no-op UPDATE locking its placements.
 CREATE_STEP_ONE = "SETCLAIM_ID=PLACEMENTS.CLAIM_ID"
-#: Bounded waits inside the staged steps (generous: a loaded machine).
-STEP_TIMEOUT = 10.0
+#: Bounded waits inside the staged steps: hang guards, past anything a loaded machine needs.
+STEP_TIMEOUT = HANG_SECONDS
 
 
 async def test_a_create_never_waits_for_a_placement_a_release_holds(

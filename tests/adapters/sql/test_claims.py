@@ -32,6 +32,7 @@ from fleetgate.domain.capacity.model import Admission, AdmitRequest, NodeSpec
 from fleetgate.domain.ports import CapacityLedger
 from tests.conftest import Backend
 from tests.ledgers import open_ledger
+from tests.ports import assert_implements
 
 HOUR = 3600
 
@@ -55,7 +56,7 @@ async def assert_exact(ledger: SqlLedger) -> None:
 
 
 def test_the_sql_ledger_implements_the_claim_part_of_the_port(ledger: SqlLedger) -> None:
-    assert isinstance(ledger, CapacityLedger)
+    assert_implements(ledger, CapacityLedger)
 
 
 async def test_create_migrates_the_namespaces_usage_golden_vector(backend: Backend) -> None:

@@ -41,6 +41,7 @@ from tests.adapters.sql.test_faults import killed_at_first_commit, killer_of
 from tests.conftest import Backend
 from tests.ledgers import START, open_ledger
 from tests.strategies import BATCH_NODES, queued_admissions
+from tests.waiting import HANG_SECONDS
 
 BIG = Capacity(16, 65536, 1000)  # 48 vCPUs
 
@@ -714,13 +715,14 @@ async def test_an_item_whose_row_another_transaction_holds_does_not_hold_up_its_
             # The two items on "a" are answered while the row of "held" is still locked: the
             # batch did not wait for the outside transaction (it would wait for as long as
             # that stays open).
-            done = await asyncio.wait_for(asyncio.gather(tasks[0], tasks[2]), timeout=30)
+            done = await asyncio.wait_for(asyncio.gather(tasks[0], tasks[2]), timeout=HANG_SECONDS)
             assert all(r.admitted for r in done)
             assert not tasks[1].done()
             stats = ledger.group_commit_stats()
             assert stats.batches == 1 and stats.batched_admissions == 3
             await other.rollback()
-        alone = await asyncio.wait_for(tasks[1], timeout=30)  # admitted alone, after the wait
+        # Admitted alone, after the wait.
+        alone = await asyncio.wait_for(tasks[1], timeout=HANG_SECONDS)
     finally:
         await outside.dispose()
     assert alone.admitted and alone.placement is not None and alone.placement.node == "held"

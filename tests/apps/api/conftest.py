@@ -7,6 +7,7 @@ Each test gets a fresh container (virtual clock, seeded ranking) whose ledger is
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +84,9 @@ async def running_api(settings: Settings) -> AsyncIterator[Api]:
     clock = VirtualClock(START)
     container = build_container(settings, clock=clock, plugin_manager=shared_plugin_manager())
     app = create_app(container)
+    # No wall-clock bound on simulations unless a test sets one: whether a simulation finishes
+    # must not depend on how busy the machine is (the bound's own tests set theirs).
+    app.state.simulate_seconds = math.inf
     async with app.router.lifespan_context(app):
         await empty(container.ledger())
         transport = httpx.ASGITransport(app=app)

@@ -34,7 +34,7 @@ from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import KubeAPIServer
-from tests.waiting import until
+from tests.waiting import HANG_SECONDS, until
 
 NAMESPACE = "fleetgate-system"
 ALWAYS = MaintenanceWindow(
@@ -136,7 +136,7 @@ def karpenter_loop(
 
 
 async def _probed(replica: Replica, probe: Callable[[], Awaitable[int]], status: int) -> None:
-    async with asyncio.timeout(10):  # the replica's task may not even have started yet
+    async with asyncio.timeout(HANG_SECONDS):  # the replica's task may not have started yet
         while True:
             if "probes" in replica.endpoints.ports and await probe() == status:
                 return
@@ -188,8 +188,8 @@ async def test_leader_hand_over_mid_rotation_and_the_other_replica_finishes_it(
     if how == "partition":
         assert a.task is not None and not a.task.done()  # a keeps campaigning, acts no more
         api.heal()
-        await asyncio.sleep(0.2)
-        assert (await a.ready(), await a.leads()) == (200, 503)  # a Ready standby again
+        await _probed(a, a.ready, 200)  # a Ready standby again, however long that takes here
+        assert await a.leads() == 503
         await a.stop()
     await b.stop()
     for replica in (a, b):

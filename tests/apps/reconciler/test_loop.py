@@ -24,6 +24,7 @@ from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Level
 from fleetgate.domain.ports import AuditOf
+from tests.waiting import HANG_SECONDS
 
 
 def reconciler(
@@ -117,9 +118,9 @@ async def test_the_loop_survives_failures_and_stops_when_told(clock: VirtualCloc
     rec = reconciler(ledger, clock, interval=0.01)
     stop = asyncio.Event()
     task = asyncio.create_task(rec.run(stop))
-    await asyncio.wait_for(ledger.reached.wait(), timeout=5)
+    await asyncio.wait_for(ledger.reached.wait(), timeout=HANG_SECONDS)
     stop.set()
-    attempted = await asyncio.wait_for(task, timeout=5)
+    attempted = await asyncio.wait_for(task, timeout=HANG_SECONDS)
     assert attempted >= 3
     assert sample(rec, "fleetgate_capacity_reconcile_failures_total") == attempted
 
@@ -129,9 +130,9 @@ async def test_the_loop_passes_every_interval(ledger: SqlLedger, clock: VirtualC
     rec = reconciler(ledger, clock, interval=0.02, events=events)
     stop = asyncio.Event()
     task = asyncio.create_task(rec.run(stop))
-    await asyncio.wait_for(events.reached.wait(), timeout=5)
+    await asyncio.wait_for(events.reached.wait(), timeout=HANG_SECONDS)
     stop.set()
-    assert await asyncio.wait_for(task, timeout=5) >= 2
+    assert await asyncio.wait_for(task, timeout=HANG_SECONDS) >= 2
     assert (sample(rec, "fleetgate_capacity_reconcile_passes_total") or 0) >= 2
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from datetime import datetime, timedelta
 
 import pytest
@@ -76,9 +75,8 @@ def test_identical_inputs_give_identical_output() -> None:
 
 
 def test_months_of_virtual_time_take_seconds_not_minutes() -> None:
-    began = time.perf_counter()
+    # Counted, not timed: minute stepping would take some 260,000 passes over 180 days.
     doc = run(policy(windows=TOKYO), generated(6, "5d"), days=180)
-    assert time.perf_counter() - began < 15.0  # generous: this guards against minute stepping
     assert doc["simulatedThrough"] == "2024-06-29T00:00:00Z" and not doc["partial"]
     assert doc["summary"]["controllerPasses"] < 5_000  # idle minutes were folded away
 

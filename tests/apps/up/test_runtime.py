@@ -11,6 +11,7 @@ from fleetgate.apps.up.runtime import UpRuntime
 from fleetgate.apps.up.status import Rotation
 from tests.apps.up.conftest import Up
 from tests.invariants import check_ledger
+from tests.waiting import HANG_SECONDS
 
 
 async def test_a_tick_moves_virtual_time_by_exactly_its_span(up: Up) -> None:
@@ -70,9 +71,9 @@ async def test_run_stops_when_told(up: Up, monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(up.runtime, "tick", counted)
     stop = asyncio.Event()
     task = asyncio.create_task(up.runtime.run(stop))
-    await asyncio.wait_for(ticked.wait(), timeout=30)
+    await asyncio.wait_for(ticked.wait(), timeout=HANG_SECONDS)
     stop.set()
-    await asyncio.wait_for(task, timeout=10)
+    await asyncio.wait_for(task, timeout=HANG_SECONDS)
     assert up.clock.now() > up.status.started
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,6 +23,7 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
 
     app = FastAPI()
     install_dashboard(app, source, TOKEN)
+    app.state.simulate_seconds = math.inf  # what-if runs: no wall-clock bound in tests
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
         yield c

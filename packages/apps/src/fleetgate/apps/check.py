@@ -2,8 +2,10 @@
 
 The numbers come from the domain (:func:`ResolvedPolicy.derive`); this module only turns them
 into a report: a table for people, or one JSON object (:func:`check_report`, also served by the
-HTTP API's ``POST /v1/rotation/check``). Exit status: 0 without a fatal finding, 1 with one,
-2 for invalid input (the message names the file and field, or the option).
+HTTP API's ``POST /v1/rotation/check``). Exit status: 0 without a fatal finding, 1 with one
+(and, with ``strict``, with a warning too: CI fails on what a person would be warned of), 2 for
+invalid input (the message names the file and field, or the option). The verdict line under the
+findings says the same as the exit status: OK only when there is no finding at all.
 """
 
 from __future__ import annotations
@@ -106,8 +108,9 @@ def run_check(
     termination_grace_period: str | None,
     nodes: int,
     fmt: str,
+    strict: bool = False,
 ) -> int:
-    """Run ``fleetgate check`` and return its exit status."""
+    """Run ``fleetgate check`` and return its exit status (``strict``: warnings fail too)."""
     err = Console(stderr=True, highlight=False)
     try:
         expiry = parse_expire_after(expire_after)
@@ -140,7 +143,8 @@ def run_check(
         out = Console(highlight=False)
         for p, r, d in derived:
             _print_table(out, policy, p, r, d)
-    return EXIT_FATAL if any(d.fatal for _, _, d in derived) else EXIT_OK
+    failed = any(d.fatal or (strict and d.findings) for _, _, d in derived)
+    return EXIT_FATAL if failed else EXIT_OK
 
 
 def _print_table(
@@ -165,13 +169,25 @@ def _print_table(
             colour = "red" if f.fatal else "yellow"
             findings.add_row(f"[{colour}]{f.severity}[/{colour}]", f.code, f.side, f.message)
         out.print(findings)
-    verdict = (
-        "[red]FATAL: no rotation will start in this pool until the fatal finding is fixed.[/red]"
-        if d.fatal
-        else "[green]OK: the windows can rotate the pool before its forced expiry.[/green]"
-    )
-    out.print(verdict)
+    out.print(_verdict(d))
     out.print()
+
+
+def _verdict(d: Derivation) -> str:
+    """The line under the findings: it never says OK over a finding that says otherwise."""
+    if d.fatal:
+        return (
+            "[red]FATAL: no rotation will start in this pool until the fatal finding is "
+            "fixed.[/red]"
+        )
+    if d.findings:
+        count = len(d.findings)
+        return (
+            f"[yellow]WARNING: rotations will start, but see the {count} "
+            f"warning{'s' if count > 1 else ''} above before relying on this policy "
+            "(--strict makes warnings fail).[/yellow]"
+        )
+    return "[green]OK: the windows can rotate the pool before its forced expiry.[/green]"
 
 
 def _rows(r: ResolvedPolicy, d: Derivation) -> list[tuple[str, str, str]]:

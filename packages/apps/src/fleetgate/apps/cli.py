@@ -148,12 +148,16 @@ def check(
     nodes: Annotated[int, typer.Option("--nodes", min=0, help="NodeClaims in the pool (N).")] = 0,
     fmt: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
     output: ReportOutputOpt = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 on a warning too (for CI).")
+    ] = False,
 ) -> None:
     """Derive whether the maintenance windows can rotate the pool before its forced expiry."""
     from fleetgate.apps.check import run_check
 
     chosen = (output or fmt).value
-    raise typer.Exit(run_check(policy, expire_after, termination_grace_period, nodes, chosen))
+    code = run_check(policy, expire_after, termination_grace_period, nodes, chosen, strict)
+    raise typer.Exit(code)
 
 
 @app.command()

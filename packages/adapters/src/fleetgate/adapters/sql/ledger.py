@@ -30,6 +30,7 @@ from fleetgate.adapters.sql import reconcile as reconcile_ops
 from fleetgate.adapters.sql.batch_items import BatchExecutor
 from fleetgate.adapters.sql.dialect import DialectSupport
 from fleetgate.adapters.sql.engine import Store
+from fleetgate.adapters.sql.events import record as record_event_rows
 from fleetgate.adapters.sql.group_commit import GroupCommitConfig, GroupCommitStats, GroupCommitter
 from fleetgate.domain.capacity.claims import (
     Claim,
@@ -304,9 +305,11 @@ class SqlLedger:
             before_id=before_id,
         )
 
-    async def record_events(self, batch: Sequence[Event]) -> None:
+    async def record_events(self, events: Sequence[Event]) -> None:
         """Append events."""
-        await events.record(self.store, batch)
+        # The parameter is named as the port names it (a caller may pass it by keyword), which
+        # hides the module of that name here: its function is imported by its own name.
+        await record_event_rows(self.store, events)
 
     # claims and the reconciler ---------------------------------------------------------------
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from fleetgate.domain.durations import DurationError, parse_duration
 from fleetgate.domain.rotation.annotations import parse_timestamp
+from fleetgate.domain.rotation.fields import AGE_THRESHOLD, SURGE_DURATIONS, read_duration
 from fleetgate.domain.rotation.labelselector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.policy import (
     API_VERSIONS,
@@ -130,9 +130,12 @@ class _Reader:
         return ""
 
     def integer(self, value: Any, path: str) -> int | None:
-        """An integer value (booleans are not integers here)."""
+        """An integer value (booleans are not integers here), also written as a whole float
+        (``3.0``), as JSON Schema and the Kubernetes API server read an ``integer``."""
         if isinstance(value, int) and not isinstance(value, bool):
             return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
         self.fail(path, f"must be an integer, got {_kind(value)}")
         return None
 
@@ -144,15 +147,14 @@ class _Reader:
         return False
 
     def duration(self, value: Any, path: str) -> timedelta | None:
-        """A duration string such as "15m" or "1h30m"."""
+        """A ``spec.surge`` duration such as "15m" or "1h30m", as its field's pattern admits."""
         if not isinstance(value, str):
             self.fail(path, f'must be a duration string such as "15m", got {_kind(value)}')
             return None
-        try:
-            return parse_duration(value)
-        except DurationError as exc:
-            self.fail(path, str(exc))
-            return None
+        parsed, problem = read_duration(value, SURGE_DURATIONS[path.rpartition(".")[2]])
+        if problem is not None:
+            self.fail(path, problem)
+        return parsed
 
     def strings(self, value: Any, path: str) -> tuple[str, ...]:
         """A list of strings."""
@@ -250,11 +252,10 @@ class _Reader:
         if value is None or value == _AUTO:
             return None
         if isinstance(value, str):
-            try:
-                return parse_duration(value)
-            except DurationError as exc:
-                self.fail("spec.ageThreshold", f'must be "auto" or a duration: {exc}')
-                return None
+            parsed, problem = read_duration(value, AGE_THRESHOLD)
+            if problem is not None:
+                self.fail("spec.ageThreshold", problem)
+            return parsed
         self.fail("spec.ageThreshold", f'must be "auto" or a duration string, got {_kind(value)}')
         return None
 

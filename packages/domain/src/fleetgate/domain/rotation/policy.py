@@ -23,6 +23,11 @@ from fleetgate.domain.rotation.derive import (
     resolve_drain_estimate,
     resolve_provisioning_estimate,
 )
+from fleetgate.domain.rotation.fields import (
+    MAX_ROTATION_CHANCES,
+    MAX_UNAVAILABLE,
+    MIN_ROTATION_CHANCES,
+)
 from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.selection import SelectionRules, lead_time_for
 from fleetgate.domain.rotation.windows import (
@@ -150,8 +155,11 @@ class RotationPolicy:
             errors += self.node_pool_selector.errors("spec.nodePoolSelector")
         if self.age_threshold is not None and self.age_threshold <= _ZERO:
             errors.append('spec.ageThreshold: must be greater than 0 (or "auto")')
-        if self.min_rotation_chances < 1:
-            errors.append("spec.minRotationChances: must be at least 1")
+        if self.min_rotation_chances < MIN_ROTATION_CHANCES:
+            errors.append(f"spec.minRotationChances: must be at least {MIN_ROTATION_CHANCES}")
+        elif self.min_rotation_chances > MAX_ROTATION_CHANCES:
+            # K times the window period must stay a duration (999999999 overflowed one).
+            errors.append(f"spec.minRotationChances: must be at most {MAX_ROTATION_CHANCES}")
         if not self.maintenance_windows:
             errors.append("spec.maintenanceWindows: must have at least one entry")
         for index, window in enumerate(self.maintenance_windows):
@@ -205,8 +213,10 @@ def _surge_errors(surge: Surge) -> list[str]:
     """Every problem in ``spec.surge``."""
     errors: list[str] = []
     path = "spec.surge"
-    if surge.max_unavailable != 1:
-        errors.append(f"{path}.maxUnavailable: must be 1 (rotation is serial per NodePool)")
+    if surge.max_unavailable != MAX_UNAVAILABLE:
+        errors.append(
+            f"{path}.maxUnavailable: must be {MAX_UNAVAILABLE} (rotation is serial per NodePool)"
+        )
     positive = {
         "readyTimeout": surge.ready_timeout,
         "failurePause": surge.failure_pause,

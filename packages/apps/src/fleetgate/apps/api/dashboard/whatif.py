@@ -170,8 +170,9 @@ def _policy(text: Any, field: str) -> RotationPolicy:
     return policies[0]
 
 
-def compare(body: Any) -> list[dict[str, Any]]:
-    """Check and simulate each policy of ``body`` over its fleet; raises WhatIfError."""
+def compare(body: Any, seconds: float = SIMULATE_SECONDS) -> list[dict[str, Any]]:
+    """Check and simulate each policy of ``body`` over its fleet, within ``seconds`` of wall
+    time; raises WhatIfError."""
     if not isinstance(body, dict):
         raise WhatIfError("body: must be a JSON object")
     texts = body.get("policies")
@@ -189,9 +190,9 @@ def compare(body: Any) -> list[dict[str, Any]]:
     began = time.monotonic()
 
     def progress(_: datetime) -> None:
-        if time.monotonic() - began > SIMULATE_SECONDS:
+        if time.monotonic() - began > seconds:
             raise WhatIfError(
-                f"span: the simulations did not finish within {SIMULATE_SECONDS:.0f} s; "
+                f"span: the simulations did not finish within {seconds:.0f} s; "
                 "simulate a shorter span or fewer nodes"
             )
 
@@ -308,7 +309,9 @@ def install(app: FastAPI, dashboard: Dashboard, headers: dict[str, str]) -> None
             body = None
         try:
             # CPU-bound: in a worker thread, so the dashboard keeps refreshing meanwhile.
-            sides = await asyncio.to_thread(compare, body)
+            # The app's bound, as for POST /v1/rotation/simulate (a test may lift it).
+            seconds = getattr(request.app.state, "simulate_seconds", SIMULATE_SECONDS)
+            sides = await asyncio.to_thread(compare, body, seconds)
         except WhatIfError as exc:
             field = str(exc).partition(":")[0]
             return JSONResponse(

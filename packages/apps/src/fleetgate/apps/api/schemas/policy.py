@@ -7,8 +7,8 @@ the controller would only report on its next pass, so a schema-valid manifest is
 takes:
 
 - an unknown field is refused (Kubernetes would prune it; a typo must not become a default);
-- durations are positive where the policy needs them so, and exact to a microsecond
-  (:mod:`~fleetgate.apps.api.schemas.durations`);
+- (none for durations and numbers: their patterns and bounds are the domain's one definition,
+  :mod:`fleetgate.domain.rotation.fields`, which the CRD also states);
 - a window names a time zone the server knows, and each day once;
 - ``In``/``NotIn`` need values and ``Exists``/``DoesNotExist`` take none;
 - ``prePull.enabled`` can only be false (the CRD's CEL rule).
@@ -37,14 +37,21 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from fleetgate.apps.api.schemas.durations import DURATION, POSITIVE_DURATION
+from fleetgate.apps.api.schemas.fleet import Matching
+from fleetgate.domain.rotation.fields import (
+    AGE_THRESHOLD,
+    MAX_ROTATION_CHANCES,
+    MAX_UNAVAILABLE,
+    MIN_ROTATION_CHANCES,
+    NON_NEGATIVE_DURATION,
+    POSITIVE_DURATION,
+    duration_problem,
+)
 from fleetgate.domain.rotation.policy import API_VERSIONS, KIND
 from fleetgate.domain.rotation.windows import DAY_NAMES, load_zone
 
 __all__ = ["RotationPolicyManifest", "time_zones"]
 
-#: The most rotation chances a policy may ask for (K times a week is already years).
-MAX_ROTATION_CHANCES = 1000
 _MAX_NAME = 253
 
 
@@ -60,8 +67,19 @@ def _known_zone(name: str) -> str:
     return name
 
 
-PositiveDuration = Annotated[str, StringConstraints(pattern=POSITIVE_DURATION)]
-Duration = Annotated[str, StringConstraints(pattern=DURATION)]
+class DurationMatching(Matching):
+    """A duration the field's pattern admits, else refused with the domain's own reason."""
+
+    def _check(self, value: str) -> str:
+        problem = duration_problem(value, self.pattern)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
+
+
+PositiveDuration = Annotated[str, DurationMatching(POSITIVE_DURATION, "")]
+NonNegativeDuration = Annotated[str, DurationMatching(NON_NEGATIVE_DURATION, "")]
+AgeThreshold = Annotated[str, DurationMatching(AGE_THRESHOLD, "")]
 TimeZone = Annotated[
     str,
     AfterValidator(_known_zone),
@@ -168,9 +186,11 @@ class MatchNodeRequirementsSpec(_Manifest):
 class SurgeSpec(_Manifest):
     """How one make-before-break rotation runs."""
 
-    max_unavailable: Annotated[int, Field(ge=1, le=1), WHOLE] | None = None
+    max_unavailable: Annotated[int, Field(ge=MAX_UNAVAILABLE, le=MAX_UNAVAILABLE), WHOLE] | None = (
+        None
+    )
     ready_timeout: PositiveDuration | None = None
-    cooldown_after: Duration | None = None
+    cooldown_after: NonNegativeDuration | None = None
     failure_pause: PositiveDuration | None = None
     retry_backoff: PositiveDuration | None = None
     drain_estimate: PositiveDuration | None = None
@@ -183,10 +203,10 @@ class RotationPolicySpec(_Manifest):
     """Which NodePools rotate, in which windows, and how."""
 
     node_pool_selector: NodePoolSelector
-    age_threshold: (
-        Annotated[str, StringConstraints(pattern=f"^auto$|{POSITIVE_DURATION}")] | None
+    age_threshold: AgeThreshold | None = None
+    min_rotation_chances: (
+        Annotated[int, Field(ge=MIN_ROTATION_CHANCES, le=MAX_ROTATION_CHANCES), WHOLE] | None
     ) = None
-    min_rotation_chances: Annotated[int, Field(ge=1, le=MAX_ROTATION_CHANCES), WHOLE] | None = None
     maintenance_windows: Annotated[list[MaintenanceWindowSpec], Field(min_length=1)]
     exclusions: list[ExclusionSpec] | None = None
     surge: SurgeSpec | None = None
