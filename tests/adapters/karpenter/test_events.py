@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+import pytest
+
 from fleetgate.adapters.karpenter.events import event_body
 from fleetgate.adapters.karpenter.gateway import KarpenterGateway
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import EventSink
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import KubeAPIServer
+from tests.nrc import EVENTS, assert_recorded_as_nrc_does
 
 AT = datetime(2026, 1, 7, 2, 0, 0, 123456, tzinfo=UTC)
 
@@ -29,14 +32,24 @@ async def test_pool_and_claim_events_become_kubernetes_events(
                 "RotationStarted",
                 AT,
                 subject="default",
-                data={"object": "NodePool", "message": f"rotating {claim}"},
+                data={
+                    "object": "NodePool",
+                    "message": f"rotating {claim}",
+                    "action": "RotateNode",
+                    "related": {"kind": "NodeClaim", "name": claim},
+                },
             ),
             Event(
                 "RotationFailed",
                 AT,
                 subject=claim,
                 level=Level.WARNING,
-                data={"object": "NodeClaim", "message": "surge not ready within 15m"},
+                data={
+                    "object": "NodeClaim",
+                    "message": "surge not ready within 15m",
+                    "action": "RotateNode",
+                    "related": {"kind": "NodePool", "name": "default"},
+                },
             ),
         ]
     )
@@ -55,9 +68,57 @@ async def test_pool_and_claim_events_become_kubernetes_events(
         "name": "default",
         "uid": api.get("NodePool", "default")["metadata"]["uid"],  # type: ignore[index]
     }
+    # The action and the related object as node-rotation-controller records them, the related
+    # object with its uid like the regarding one (kubectl matches on it).
+    assert started["action"] == failed["action"] == "RotateNode"
+    assert started["related"] == {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "name": claim,
+        "uid": api.get("NodeClaim", claim)["metadata"]["uid"],  # type: ignore[index]
+    }
     assert failed["type"] == "Warning"
     assert failed["regarding"]["kind"] == "NodeClaim" and failed["regarding"]["name"] == claim
+    assert failed["related"]["kind"] == "NodePool" and failed["related"]["name"] == "default"
+    assert failed["related"]["uid"] == started["regarding"]["uid"]
     assert len(api.list("Event", "default")) == 2
+
+
+@pytest.mark.parametrize("reason", sorted(EVENTS))
+def test_each_reason_is_recorded_with_nrcs_action_and_related_object(reason: str) -> None:
+    shape = EVENTS[reason]
+    related = {"kind": shape.related, "name": "x"} if shape.related else None
+    event = Event(
+        reason,
+        AT,
+        subject="pool" if shape.regarding == "NodePool" else "claim",
+        level=Level.INFO if shape.type == "Normal" else Level.WARNING,
+        data={"object": shape.regarding, "nodepool": "x", "action": shape.action}
+        | ({"related": related} if related else {}),
+    )
+    assert_recorded_as_nrc_does(event)  # the shape the controller's Announce gives
+    body = event_body(event, instance="i", serial=0, uid=None)
+    assert body is not None and body["action"] == shape.action
+    assert ("related" in body) == (shape.related is not None)
+    wrong = Event(event.kind, AT, event.subject, level=event.level, data=dict(event.data))
+    wrong.data["action"] = "Rotate"  # what fleetgate wrote before
+    with pytest.raises(AssertionError, match="where NRC records"):
+        assert_recorded_as_nrc_does(wrong)
+
+
+def test_a_related_object_that_is_no_cluster_object_is_left_out() -> None:
+    event = Event(
+        "RotationStarted",
+        AT,
+        subject="p",
+        data={
+            "object": "NodePool",
+            "action": "RotateNode",
+            "related": {"kind": "Pod", "name": "x"},
+        },
+    )
+    body = event_body(event, instance="i", serial=0, uid=None)
+    assert body is not None and "related" not in body
 
 
 async def test_events_about_no_cluster_object_are_skipped(

@@ -88,6 +88,7 @@ async def test_a_full_surge_rotation_through_the_karpenter_gateway(
     passes: list[PassResult] = []
     registry = CollectorRegistry()
     controller = _controller(gateway, clock, passes, registry)
+    anchor_uid = (api.get("NodeClaim", old) or {})["metadata"]["uid"]
 
     await _run(
         controller,
@@ -137,8 +138,18 @@ async def test_a_full_surge_rotation_through_the_karpenter_gateway(
         for i, w in enumerate(writes)
         if (w.method, w.path) == ("DELETE", f"/apis/karpenter.sh/v1/nodeclaims/{old}")
     )  # make before break
-    reasons = [e["reason"] for e in api.list("Event", "default")]
-    assert "RotationStarted" in reasons and "RotationCompleted" in reasons
+    events = {e["reason"]: e for e in api.list("Event", "default")}
+    # As node-rotation-controller records them: the start relates the claim it rotates.
+    assert events["RotationStarted"]["action"] == events["RotationCompleted"]["action"]
+    assert events["RotationStarted"]["action"] == "RotateNode"
+    assert events["RotationStarted"]["related"] == {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "name": old,
+        # Looked up while the claim still existed, so kubectl can match it.
+        "uid": anchor_uid,
+    }
+    assert "related" not in events["RotationCompleted"]
 
 
 async def test_a_lost_anchor_race_requeues_and_writes_nothing_else(
@@ -207,6 +218,16 @@ async def test_a_surge_karpenter_cannot_place_rolls_back_and_says_why(
         "name": old,
         "uid": (api.get("NodeClaim", old) or {})["metadata"]["uid"],
     }
+    # As node-rotation-controller records them: the failure relates the pool, the
+    # unschedulable surge relates nothing.
+    assert events["RotationFailed"]["action"] == "RotateNode"
+    assert events["RotationFailed"]["related"] == {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "name": "pool",
+        "uid": (api.get("NodePool", "pool") or {})["metadata"]["uid"],
+    }
+    assert unschedulable["action"] == "ProvisionSurge" and "related" not in unschedulable
 
 
 async def test_a_loaded_fleet_rotates_beside_karpenter_without_a_double_replacement(
