@@ -70,8 +70,10 @@ class World:
         tgp: str | None = "1h",
         provisioning: str = "2m",
         drain: str = "5m",
+        nrc_metrics: bool = False,
         **pool: Any,
     ) -> None:
+        self.nrc_metrics = nrc_metrics
         self.clock = VirtualClock(start)
         pm = plugins.plugin_manager(allow={"fake"})
         self.cluster: FakeCluster = plugins.make_cluster(pm, "fake", {}, self.clock)
@@ -104,7 +106,7 @@ class World:
             policies,
             self.clock,
             self.events,
-            RotationMetrics(self.registry),
+            RotationMetrics(self.registry, nrc_names=self.nrc_metrics),
             on_pass=self.passes.append,
         )
         self.driver = VirtualDriver(self.controller, self.cluster, self.clock)
