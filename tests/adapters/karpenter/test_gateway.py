@@ -256,6 +256,26 @@ async def test_policies_come_from_the_crd_when_it_is_served(
     assert policies is not None and [p["metadata"]["name"] for p in policies] == ["a", "b"]
 
 
+async def test_a_fleetgate_policy_hides_the_reference_policy_of_the_same_name(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    # Moving a policy to fleetgate.io (migration guide, step 7) never makes two policies tie.
+    _serve_policy_crd(api, REFERENCE_RESOURCE)
+    for group, name, team in (
+        ("noderotation.io", "web", "old"),
+        ("noderotation.io", "batch", "batch"),
+        ("fleetgate.io", "web", "new"),
+    ):
+        _seed_policy(api, {"name": name}, group, {"matchLabels": {"team": team}})
+    policies = await gateway.list_policies()
+    assert policies is not None
+    assert [(p["apiVersion"], p["metadata"]["name"]) for p in policies] == [
+        ("noderotation.io/v1alpha1", "batch"),
+        ("fleetgate.io/v1alpha1", "web"),
+    ]
+    assert policies[1]["spec"]["nodePoolSelector"] == {"matchLabels": {"team": "new"}}
+
+
 def _placeholder(claim: str) -> PlaceholderSpec:
     return PlaceholderSpec(
         namespace=NAMESPACE,
@@ -268,22 +288,33 @@ def _placeholder(claim: str) -> PlaceholderSpec:
     )
 
 
-def _serve_policy_crd(api: KubeAPIServer) -> None:
+REFERENCE_RESOURCE = Resource(
+    "noderotation.io", "v1alpha1", "rotationpolicies", "RotationPolicy", namespaced=False
+)
+
+
+def _serve_policy_crd(api: KubeAPIServer, *more: Resource) -> None:
     api.resources = (
         *DEFAULT_RESOURCES,
         Resource(
             "fleetgate.io", "v1alpha1", "rotationpolicies", "RotationPolicy", namespaced=False
         ),
+        *more,
     )
 
 
-def _seed_policy(api: KubeAPIServer, metadata: dict[str, object]) -> None:
+def _seed_policy(
+    api: KubeAPIServer,
+    metadata: dict[str, object],
+    group: str = "fleetgate.io",
+    selector: dict[str, object] | None = None,
+) -> None:
     api.seed(
         {
-            "apiVersion": "fleetgate.io/v1alpha1",
+            "apiVersion": f"{group}/v1alpha1",
             "kind": "RotationPolicy",
             "metadata": metadata,
-            "spec": {"nodePoolSelector": {}},
+            "spec": {"nodePoolSelector": selector or {}},
         }
     )
 
