@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +15,7 @@ from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import EventSink
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import KubeAPIServer
-from tests.nrc import EVENTS, assert_recorded_as_nrc_does
+from tests.nrc import EVENTS, FINDING, assert_recorded_as_nrc_does
 
 AT = datetime(2026, 1, 7, 2, 0, 0, 123456, tzinfo=UTC)
 
@@ -195,3 +197,20 @@ async def test_a_hung_event_request_gives_up_at_the_timeout(
         # The pass that reported it is not held up for the 10 s stall (bounded loosely: the
         # 0.2 s timeout plus a loaded machine's scheduling).
         assert loop.time() - started < 5.0
+
+
+def test_the_migration_guides_table_is_nrcs_events() -> None:
+    guide = Path(__file__).parents[3] / "docs" / "migrating-from-node-rotation-controller.md"
+    table = guide.read_text().split("## Events", 1)[1].split("\n## ", 1)[0]
+    listed: dict[str, tuple[str, str, str | None]] = {}
+    for reasons, regarding, action, related in re.findall(
+        r"^\| ([^|]*`[A-Z][^|]*) \| (\w+) \| `(\w+)` \| ([^|]+) \|$", table, re.M
+    ):
+        kind = None if related.strip() == "none" else related.split(":")[0].strip()
+        for reason in re.findall(r"`(\w+)`", reasons):
+            listed[reason] = (regarding, action, kind)
+    for reason, shape in EVENTS.items():
+        assert listed.pop(reason) == (shape.regarding, shape.action, shape.related), reason
+    # What is left is the findings' row: NRC's schedule findings, and fleetgate's own warning.
+    assert set(listed.values()) == {(FINDING.regarding, FINDING.action, None)}
+    assert "EstimateDisagreesWithObservation" in listed

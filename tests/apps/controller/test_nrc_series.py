@@ -3,7 +3,9 @@ its alerts read, with its labels and type, and always the value of fleetgate's o
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from pathlib import Path
 
 import aiohttp
 from prometheus_client import CollectorRegistry
@@ -11,8 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from fleetgate.apps.container import build_container
 from fleetgate.apps.controller.endpoints import ControllerEndpoints
-from fleetgate.apps.controller.metrics import PREFIX
+from fleetgate.apps.controller.metrics import PREFIX, RotationMetrics
 from fleetgate.apps.controller.nrc_series import NAMES
+from fleetgate.apps.controller.nrc_series import PREFIX as PREFIX_NRC
 from fleetgate.apps.settings import ControllerSettings, Settings
 from fleetgate.domain.rotation.policy import ForcefulFallback
 from tests.apps.controller.world import World, policy
@@ -128,3 +131,21 @@ def test_the_setting_turns_the_names_on_in_the_controller_it_builds() -> None:
         container.rotation_controller()
         names = {m.name for m in container.metrics_registry().collect()}
         assert ("noderotation_candidates" in names) is on
+
+
+def test_the_guides_table_names_each_nrc_series_and_the_fleetgate_series_it_reads() -> None:
+    guide = Path(__file__).parents[3] / "docs" / "migrating-from-node-rotation-controller.md"
+    rows = re.findall(
+        r"^\| `(noderotation_\w+)` \| ([^|]+) \| `(fleetgate_rotation_\w+)` \|",
+        guide.read_text(),
+        re.M,
+    )
+    metrics = RotationMetrics(CollectorRegistry())
+    expected = {}
+    for attr, name in NAMES.items():
+        [family] = getattr(metrics, attr).describe()
+        suffix = "_total" if family.type == "counter" else ""
+        expected[PREFIX_NRC + name + suffix] = family.name + suffix
+    assert {nrc: ours for nrc, _, ours in rows} == expected
+    for nrc, labels, _ in rows:
+        assert tuple(re.findall(r"`(\w+)`", labels)) == SERIES[nrc].labels
