@@ -290,3 +290,34 @@ async def test_a_loaded_fleet_rotates_beside_karpenter_without_a_double_replacem
     surged_for = [w.body["metadata"]["labels"][ann.SURGE_FOR] for w in surges]
     assert sorted(surged_for) == sorted(ours_claims)  # exactly one surge per rotated claim
     assert api.list("Pod", NAMESPACE) == []
+
+
+async def test_a_surge_clamped_beside_daemonsets_is_reported_as_nrc_reports_it(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    # On "pool" a DaemonSet leaves less than the workload asks for: the placeholder is clamped
+    # (and by more than the node/claim band); on "tight" it leaves nothing: the clamp is refused.
+    due = clock.now() - timedelta(days=14) + timedelta(minutes=30)
+    for pool, daemons in (("pool", "1"), ("tight", "4")):
+        api.seed(nodepool(pool, expire_after="336h", tgp="1h"))
+        _, node = sim.node(pool, created=due)
+        sim.pod(f"web-{pool}", node, {"cpu": "3"})
+        sim.pod(f"agent-{pool}", node, {"cpu": daemons}, namespace="kube-system", daemonset=True)
+    controller = _controller(gateway, clock, [], CollectorRegistry())
+
+    await controller.run_due()
+
+    events = {(e["reason"], e["regarding"]["name"]): e for e in api.list("Event", "default")}
+    shapes = {
+        reason: (e["type"], e["action"], e["regarding"]["kind"], e["related"]["kind"])
+        for (reason, _), e in events.items()
+        if reason.startswith("SurgeClamp")
+    }
+    assert shapes == {
+        "SurgeClamped": ("Normal", "ProvisionSurge", "NodeClaim", "NodePool"),
+        "SurgeClampBandExceeded": ("Warning", "ProvisionSurge", "NodeClaim", "NodePool"),
+        "SurgeClampRefused": ("Warning", "ProvisionSurge", "NodeClaim", "NodePool"),
+    }
+    refused = next(e for (r, _), e in events.items() if r == "SurgeClampRefused")
+    assert refused["related"]["name"] == "tight"  # the claim's own pool, with its uid
+    assert refused["related"]["uid"] == (api.get("NodePool", "tight") or {})["metadata"]["uid"]
