@@ -165,3 +165,8 @@ def test_the_nrc_metrics_switch_reaches_the_controllers_settings() -> None:
     assert _settings(render(BASE)).controller.nrc_metrics is False
     on = render({**BASE, "metrics": {"nrcCompat": True}})
     assert _settings(on).controller.nrc_metrics is True
+
+
+def test_the_guides_table_has_a_row_for_each_extension_tested_here_and_no_other() -> None:
+    rows = re.findall(r"^\| `([^`]+)`", section("What the reference's CRD refuses"), re.M)
+    assert sorted(rows) == sorted(key for key, _, _ in EXTENSIONS)
