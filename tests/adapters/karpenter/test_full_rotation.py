@@ -88,6 +88,7 @@ async def test_a_full_surge_rotation_through_the_karpenter_gateway(
     passes: list[PassResult] = []
     registry = CollectorRegistry()
     controller = _controller(gateway, clock, passes, registry)
+    anchor_uid = (api.get("NodeClaim", old) or {})["metadata"]["uid"]
 
     await _run(
         controller,
@@ -137,8 +138,18 @@ async def test_a_full_surge_rotation_through_the_karpenter_gateway(
         for i, w in enumerate(writes)
         if (w.method, w.path) == ("DELETE", f"/apis/karpenter.sh/v1/nodeclaims/{old}")
     )  # make before break
-    reasons = [e["reason"] for e in api.list("Event", "default")]
-    assert "RotationStarted" in reasons and "RotationCompleted" in reasons
+    events = {e["reason"]: e for e in api.list("Event", "default")}
+    # As node-rotation-controller records them: the start relates the claim it rotates.
+    assert events["RotationStarted"]["action"] == events["RotationCompleted"]["action"]
+    assert events["RotationStarted"]["action"] == "RotateNode"
+    assert events["RotationStarted"]["related"] == {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodeClaim",
+        "name": old,
+        # Looked up while the claim still existed, so kubectl can match it.
+        "uid": anchor_uid,
+    }
+    assert "related" not in events["RotationCompleted"]
 
 
 async def test_a_lost_anchor_race_requeues_and_writes_nothing_else(
@@ -207,6 +218,16 @@ async def test_a_surge_karpenter_cannot_place_rolls_back_and_says_why(
         "name": old,
         "uid": (api.get("NodeClaim", old) or {})["metadata"]["uid"],
     }
+    # As node-rotation-controller records them: the failure relates the pool, the
+    # unschedulable surge relates nothing.
+    assert events["RotationFailed"]["action"] == "RotateNode"
+    assert events["RotationFailed"]["related"] == {
+        "apiVersion": "karpenter.sh/v1",
+        "kind": "NodePool",
+        "name": "pool",
+        "uid": (api.get("NodePool", "pool") or {})["metadata"]["uid"],
+    }
+    assert unschedulable["action"] == "ProvisionSurge" and "related" not in unschedulable
 
 
 async def test_a_loaded_fleet_rotates_beside_karpenter_without_a_double_replacement(
@@ -329,3 +350,34 @@ async def test_a_drain_a_pdb_holds_runs_to_the_tgp_then_completes_make_before_br
         )
         == 1.0
     )
+
+
+async def test_a_surge_clamped_beside_daemonsets_is_reported_as_nrc_reports_it(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    # On "pool" a DaemonSet leaves less than the workload asks for: the placeholder is clamped
+    # (and by more than the node/claim band); on "tight" it leaves nothing: the clamp is refused.
+    due = clock.now() - timedelta(days=14) + timedelta(minutes=30)
+    for pool, daemons in (("pool", "1"), ("tight", "4")):
+        api.seed(nodepool(pool, expire_after="336h", tgp="1h"))
+        _, node = sim.node(pool, created=due)
+        sim.pod(f"web-{pool}", node, {"cpu": "3"})
+        sim.pod(f"agent-{pool}", node, {"cpu": daemons}, namespace="kube-system", daemonset=True)
+    controller = _controller(gateway, clock, [], CollectorRegistry())
+
+    await controller.run_due()
+
+    events = {(e["reason"], e["regarding"]["name"]): e for e in api.list("Event", "default")}
+    shapes = {
+        reason: (e["type"], e["action"], e["regarding"]["kind"], e["related"]["kind"])
+        for (reason, _), e in events.items()
+        if reason.startswith("SurgeClamp")
+    }
+    assert shapes == {
+        "SurgeClamped": ("Normal", "ProvisionSurge", "NodeClaim", "NodePool"),
+        "SurgeClampBandExceeded": ("Warning", "ProvisionSurge", "NodeClaim", "NodePool"),
+        "SurgeClampRefused": ("Warning", "ProvisionSurge", "NodeClaim", "NodePool"),
+    }
+    refused = next(e for (r, _), e in events.items() if r == "SurgeClampRefused")
+    assert refused["related"]["name"] == "tight"  # the claim's own pool, with its uid
+    assert refused["related"]["uid"] == (api.get("NodePool", "tight") or {})["metadata"]["uid"]

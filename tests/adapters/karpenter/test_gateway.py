@@ -258,6 +258,26 @@ async def test_policies_come_from_the_crd_when_it_is_served(
     assert policies is not None and [p["metadata"]["name"] for p in policies] == ["a", "b"]
 
 
+async def test_a_fleetgate_policy_hides_the_reference_policy_of_the_same_name(
+    api: KubeAPIServer, gateway: KarpenterGateway
+) -> None:
+    # Moving a policy to fleetgate.io (migration guide, step 7) never makes two policies tie.
+    _serve_policy_crd(api, "rotationpolicies.noderotation.io")
+    for group, name, team in (
+        ("noderotation.io", "web", "old"),
+        ("noderotation.io", "batch", "batch"),
+        ("fleetgate.io", "web", "new"),
+    ):
+        _seed_policy(api, {"name": name}, group, {"matchLabels": {"team": team}})
+    policies = await gateway.list_policies()
+    assert policies is not None
+    assert [(p["apiVersion"], p["metadata"]["name"]) for p in policies] == [
+        ("noderotation.io/v1alpha1", "batch"),
+        ("fleetgate.io/v1alpha1", "web"),
+    ]
+    assert policies[1]["spec"]["nodePoolSelector"] == {"matchLabels": {"team": "new"}}
+
+
 def _placeholder(claim: str) -> PlaceholderSpec:
     return PlaceholderSpec(
         namespace=NAMESPACE,
@@ -273,17 +293,27 @@ def _placeholder(claim: str) -> PlaceholderSpec:
 WINDOW = {"timezone": "UTC", "days": ["Sat"], "start": "01:00", "end": "05:00"}
 
 
-def _serve_policy_crd(api: KubeAPIServer) -> None:
-    api.resources = (*DEFAULT_RESOURCES, chart_crd("rotationpolicies.fleetgate.io"))
+def _serve_policy_crd(api: KubeAPIServer, *more: str) -> None:
+    """Serve the chart's fleetgate.io RotationPolicy CRD (and the named others), with schemas."""
+    api.resources = (
+        *DEFAULT_RESOURCES,
+        chart_crd("rotationpolicies.fleetgate.io"),
+        *(chart_crd(name) for name in more),
+    )
 
 
-def _seed_policy(api: KubeAPIServer, metadata: dict[str, object]) -> None:
+def _seed_policy(
+    api: KubeAPIServer,
+    metadata: dict[str, object],
+    group: str = "fleetgate.io",
+    selector: dict[str, object] | None = None,
+) -> None:
     api.seed(
         {
-            "apiVersion": "fleetgate.io/v1alpha1",
+            "apiVersion": f"{group}/v1alpha1",
             "kind": "RotationPolicy",
             "metadata": metadata,
-            "spec": {"nodePoolSelector": {}, "maintenanceWindows": [WINDOW]},
+            "spec": {"nodePoolSelector": selector or {}, "maintenanceWindows": [WINDOW]},
         }
     )
 

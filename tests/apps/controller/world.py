@@ -18,6 +18,7 @@ from fleetgate.domain.events import Event
 from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.policy import RotationPolicy, Surge
 from fleetgate.domain.rotation.windows import MaintenanceWindow
+from tests.nrc import assert_recorded_as_nrc_does
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)  # a Monday
 ALL_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -49,6 +50,8 @@ class ListSink:
         self.events: list[Event] = []
 
     async def emit(self, events: Sequence[Event]) -> None:
+        for event in events:  # every Event any controller test makes is shaped as NRC's
+            assert_recorded_as_nrc_does(event)
         self.events.extend(events)
 
     def kinds(self) -> list[str]:
@@ -67,8 +70,10 @@ class World:
         tgp: str | None = "1h",
         provisioning: str = "2m",
         drain: str = "5m",
+        nrc_metrics: bool = False,
         **pool: Any,
     ) -> None:
+        self.nrc_metrics = nrc_metrics
         self.clock = VirtualClock(start)
         pm = plugins.plugin_manager(allow={"fake"})
         self.cluster: FakeCluster = plugins.make_cluster(pm, "fake", {}, self.clock)
@@ -101,7 +106,7 @@ class World:
             policies,
             self.clock,
             self.events,
-            RotationMetrics(self.registry),
+            RotationMetrics(self.registry, nrc_names=self.nrc_metrics),
             on_pass=self.passes.append,
         )
         self.driver = VirtualDriver(self.controller, self.cluster, self.clock)

@@ -64,6 +64,11 @@ DESCRIPTIONS: dict[str, str] = {
     "controller.reference_controller_gone": (
         "node-rotation-controller is uninstalled: release the markers it left (migration step 5)."
     ),
+    "controller.nrc_metrics": (
+        "Also serve node-rotation-controller's `noderotation_*` series (its names and labels, "
+        "fleetgate's values) on the controller's `/metrics`, so its alerts and dashboards keep "
+        "working ([migration guide](migrating-from-node-rotation-controller.md#metrics))."
+    ),
 }
 
 _BOUNDS = (

@@ -171,7 +171,7 @@ def _rotation_controller(
         policy_source(ctl.policies, cluster),
         clock,
         events,
-        RotationMetrics(registry),
+        RotationMetrics(registry, nrc_names=ctl.nrc_metrics),
         config,
         placeholder_image=ctl.placeholder_image,
         priority_class=ctl.priority_class,

@@ -125,6 +125,9 @@ class ControllerSettings(_Section):
     # Set at the migration guide's last step, once node-rotation-controller is uninstalled: the
     # controller then releases the markers that controller owned (docs/migrating-from-...).
     reference_controller_gone: bool = False
+    # Also serve node-rotation-controller's noderotation_* series (same values, its names and
+    # labels), so its alerts and dashboards keep working through and after the migration.
+    nrc_metrics: bool = False
 
 
 class Settings(BaseSettings):

@@ -4,10 +4,12 @@ shows why a pool is or is not rotating.
 An ``Event`` whose ``data["object"]`` (the controller's ``Announce.subject_kind``) names a
 Karpenter object (``NodePool``, ``NodeClaim``) or a ``Node`` becomes one Kubernetes Event
 *regarding* that object; any other event (the capacity ledger's, say) is not a Kubernetes matter
-and is skipped. The events live in the ``default`` namespace, as client-go records events about
-cluster-scoped objects. Delivery is best-effort: a failure is logged, never raised (the
-``EventSink`` contract). De-duplication is the controller's job (spec 8.2: once per
-transition), not this sink's.
+and is skipped. ``data["action"]`` is the Event's ``action`` and ``data["related"]`` (kind and
+name) its ``related`` object, as the controller gives them per reason (node-rotation-controller's
+own choices, so tooling written for its Events keeps matching). The events live in the
+``default`` namespace, as client-go records events about cluster-scoped objects. Delivery is
+best-effort: a failure is logged, never raised (the ``EventSink`` contract). De-duplication is
+the controller's job (spec 8.2: once per transition), not this sink's.
 """
 
 from __future__ import annotations
@@ -36,31 +38,54 @@ _log = logging.getLogger(__name__)
 
 
 def event_body(
-    event: Event, *, instance: str, serial: int, uid: str | None
+    event: Event,
+    *,
+    instance: str,
+    serial: int,
+    uid: str | None,
+    related_uid: str | None = None,
 ) -> dict[str, Any] | None:
     """The ``events.k8s.io/v1`` Event for ``event``, or None when it regards no cluster object."""
     kind = str(event.data.get("object") or "")
     if kind not in _REGARDING or not event.subject:
         return None
-    api_version, _ = _REGARDING[kind]
-    regarding: dict[str, Any] = {"apiVersion": api_version, "kind": kind, "name": event.subject}
-    if uid:
-        regarding["uid"] = uid
     nanos = int(event.at.timestamp()) * 10**9 + event.at.microsecond * 1000 + serial
     note = str(event.data.get("message") or event.kind)
-    return {
+    body: dict[str, Any] = {
         "apiVersion": "events.k8s.io/v1",
         "kind": "Event",
         "metadata": {"name": f"{event.subject}.{nanos:x}", "namespace": EVENT_NAMESPACE},
         "eventTime": event.at.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         "reportingController": REPORTING_CONTROLLER,
         "reportingInstance": instance,
-        "action": "Rotate",
+        # Required by the API server for a new Event; the reason stands in if none was given.
+        "action": str(event.data.get("action") or event.kind)[:128],
         "reason": event.kind[:128],
         "note": note if len(note) <= NOTE_LIMIT else note[: NOTE_LIMIT - 3] + "...",
         "type": "Normal" if event.level == Level.INFO else "Warning",
-        "regarding": regarding,
+        "regarding": _reference(kind, event.subject, uid),
     }
+    related = _related(event)
+    if related is not None:
+        body["related"] = _reference(*related, related_uid)
+    return body
+
+
+def _reference(kind: str, name: str, uid: str | None) -> dict[str, Any]:
+    """An ``ObjectReference`` to a cluster-scoped object (with its uid when it still exists)."""
+    reference: dict[str, Any] = {"apiVersion": _REGARDING[kind][0], "kind": kind, "name": name}
+    if uid:
+        reference["uid"] = uid
+    return reference
+
+
+def _related(event: Event) -> tuple[str, str] | None:
+    """The (kind, name) of the event's related object, when it names a cluster object."""
+    related = event.data.get("related")
+    if not isinstance(related, dict):
+        return None
+    kind, name = str(related.get("kind") or ""), str(related.get("name") or "")
+    return (kind, name) if kind in _REGARDING and name else None
 
 
 class KubernetesEventSink:
@@ -96,11 +121,13 @@ class KubernetesEventSink:
         if kind not in _REGARDING:
             return
         api = await self._api_client()
+        related = _related(event)
         body: Any = event_body(
             event,
             instance=self._instance,
             serial=next(self._serial) % 1000,
             uid=await self._uid(api, kind, event.subject),
+            related_uid=None if related is None else await self._uid(api, *related),
         )
         if body is not None:
             await client.EventsV1Api(api).create_namespaced_event(EVENT_NAMESPACE, body)

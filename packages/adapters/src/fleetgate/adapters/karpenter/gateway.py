@@ -216,12 +216,17 @@ class KarpenterGateway:
 
     async def list_policies(self) -> Sequence[Mapping[str, Any]] | None:
         """The RotationPolicy objects of ``fleetgate.io/v1alpha1`` and of the reference
-        controller's ``noderotation.io/v1alpha1``; None if neither CRD is served."""
+        controller's ``noderotation.io/v1alpha1``; None if neither CRD is served.
+
+        A ``fleetgate.io`` policy hides a ``noderotation.io`` one of the same name: that is how
+        a policy moves group (apply the copy, then delete the original) without the two ever
+        tying for the same pools, which would stop them rotating.
+        """
         custom = await self._custom()
         served = False
-        items: list[Mapping[str, Any]] = []
+        by_name: dict[str, Mapping[str, Any]] = {}
         groups: dict[str, str] = {}
-        # The reference's first, so a fleetgate.io policy of the same name owns the status.
+        # The reference's first, so a fleetgate.io policy of the same name replaces it.
         for group in (REFERENCE_GROUP, POLICY_GROUP):
             found = await self._call(
                 f"list rotationpolicies.{group}",
@@ -232,12 +237,12 @@ class KarpenterGateway:
                 continue
             served = True
             for item in found.get("items") or []:
-                items.append(item)
+                by_name[str(item["metadata"]["name"])] = item
                 groups[str(item["metadata"]["name"])] = group
         self._policy_groups = groups
         if not served:
             return None
-        return sorted(items, key=lambda p: (str(p["metadata"]["name"]), p.get("apiVersion", "")))
+        return [by_name[name] for name in sorted(by_name)]
 
     # --- writes ------------------------------------------------------------------------------
 

@@ -7,7 +7,8 @@ the capacity families' mixed-unit aliases.
 
 Every series carries the ``nodepool`` label. Gauges are recomputed from each pass's report; all
 series of a pool are dropped when it disappears or stops being governed (a conflicted pool keeps
-only ``policy_conflict = 1``).
+only ``policy_conflict = 1``). With ``nrc_names`` node-rotation-controller's names are served
+beside them, read from the same series (``nrc_series``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ import contextlib
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from fleetgate.apps.controller.nrc_series import NAMES as NRC_NAMES
+from fleetgate.apps.controller.nrc_series import PREFIX as PREFIX_NRC
+from fleetgate.apps.controller.nrc_series import NrcSeries
 from fleetgate.apps.reconciler.metrics import deprecated
 from fleetgate.domain.rotation.governance import Status
 from fleetgate.domain.rotation.machine import PoolReport
@@ -27,7 +31,7 @@ BUCKETS = tuple(30.0 * 2**i for i in range(10))
 class RotationMetrics:
     """All rotation series, registered on the given registry."""
 
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, *, nrc_names: bool = False) -> None:
         def gauge(name: str, doc: str, *labels: str) -> Gauge:
             return Gauge(PREFIX + name, doc, ["nodepool", *labels], registry=registry)
 
@@ -87,6 +91,10 @@ class RotationMetrics:
                 deprecated("Guaranteed chances G.", PREFIX + "guaranteed_chances"),
             ),
         }
+        if nrc_names:  # node-rotation-controller's names, read from these very series
+            NrcSeries(
+                (getattr(self, attr), PREFIX_NRC + name) for attr, name in NRC_NAMES.items()
+            ).register(registry)
         self._series: dict[str, set[tuple[object, tuple[str, ...]]]] = {}
         # Per pool, the gauge values last set: a pass that changes none of them sets nothing
         # (most passes of a long simulation; each set is a label look-up and a lock).

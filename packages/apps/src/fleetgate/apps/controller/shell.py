@@ -330,7 +330,14 @@ class RotationController:
             memo.announced.add(a.dedup)
             if a.dedup in self._announced.get(pool, set()):
                 return
-        data: dict[str, Any] = {"message": a.message, "nodepool": pool, "object": a.subject_kind}
+        data: dict[str, Any] = {
+            "message": a.message,
+            "nodepool": pool,
+            "object": a.subject_kind,
+            "action": a.action,
+        }
+        if a.related is not None:
+            data["related"] = {"kind": a.related[0], "name": a.related[1]}
         await self.events.emit(
             [
                 Event(

@@ -99,9 +99,25 @@ class ObserveDuration:
     seconds: float
 
 
+# Event actions, named as node-rotation-controller names them (its internal/controller
+# transitions.go and warnings.go): the verb the controller was performing when it reported.
+ROTATE_NODE = "RotateNode"
+ROTATE_SURGELESS = "RotateSurgeless"
+PROVISION_SURGE = "ProvisionSurge"
+EVALUATE_SCHEDULE = "EvaluateSchedule"
+CHECK_EXPIRY = "CheckExpiry"
+RESOLVE_POLICY = "ResolvePolicy"
+REAP_ROTATION = "ReapRotation"
+
+
 @dataclass(frozen=True)
 class Announce:
-    """A Kubernetes-style Event. ``dedup`` (when set) lets the shell send it once per key."""
+    """A Kubernetes-style Event. ``dedup`` (when set) lets the shell send it once per key.
+
+    ``action`` and ``related`` (kind, name) are the Event's ``action`` and ``related`` object,
+    given per reason as node-rotation-controller gives them, so tooling written against its
+    Events (``kubectl get events --field-selector``, alert routing on ``action``) keeps matching.
+    """
 
     reason: str
     message: str
@@ -109,6 +125,8 @@ class Announce:
     subject_kind: str = "NodePool"
     warning: bool = False
     dedup: str | None = None
+    action: str = field(kw_only=True)
+    related: tuple[str, str] | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,10 @@ from datetime import datetime
 from fleetgate.domain.durations import format_duration
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import (
+    REAP_ROTATION,
+    RESOLVE_POLICY,
+    ROTATE_NODE,
+    ROTATE_SURGELESS,
     WRITES,
     Action,
     AnnotateClaim,
@@ -212,6 +216,8 @@ def step(
             f"rotating NodeClaim {claim.name}"
             + (" surge-less (forceful fallback)" if surgeless else ""),
             obs.name,
+            action=ROTATE_NODE,
+            related=("NodeClaim", claim.name),
         )
     )
     anchored = _with_anchor(p, claim.name)
@@ -287,7 +293,12 @@ def _claim_gone(p: Pass, name: str, draining: bool) -> tuple[list[Action], datet
         actions.append(ObserveDuration("drain", drain.total_seconds()))
     actions += [
         Log("rotation complete", fields),
-        Announce("RotationCompleted", f"NodeClaim {name} rotated ({mode})", p.obs.name),
+        Announce(
+            "RotationCompleted",
+            f"NodeClaim {name} rotated ({mode})",
+            p.obs.name,
+            action=ROTATE_NODE,
+        ),
     ]
     return actions, None
 
@@ -309,6 +320,7 @@ def _start_forceful(p: Pass, claim: NodeClaimView) -> tuple[list[Action], dateti
             "for a surge; draining it without a replacement first",
             p.obs.name,
             warning=True,
+            action=ROTATE_SURGELESS,
         ),
         Log("drain started", {"nodeclaim": claim.name, "mode": "forceful-fallback"}),
         DeleteClaim(claim.name),
@@ -337,6 +349,7 @@ def _ungoverned(
                 f"rotation of {anchor} abandoned: {gov.detail}",
                 obs.name,
                 warning=True,
+                action=REAP_ROTATION,
             )
         )
     report = PoolReport(pool=obs.name, governance=gov, reason=gov.status.value)
@@ -348,6 +361,7 @@ def _ungoverned(
                 obs.name,
                 warning=True,
                 dedup=f"PolicyConflict:{gov.detail}",
+                action=RESOLVE_POLICY,
             )
         )
         actions.append(

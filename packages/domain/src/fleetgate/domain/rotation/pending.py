@@ -12,6 +12,8 @@ from datetime import datetime
 from fleetgate.domain.durations import format_duration
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import (
+    PROVISION_SURGE,
+    ROTATE_NODE,
     Action,
     AnnotateClaim,
     AnnotatePool,
@@ -147,7 +149,7 @@ def pending(p: Pass, claim: NodeClaimView, built: Built | None = None) -> Outcom
         if claim.node_name is not None:
             create, sized = built or build(p, claim)
             actions.append(create)
-            actions += _clamp_events(name, sized)
+            actions += _clamp_events(p.obs.name, name, sized)
         return actions, p.now + SHORT_REQUEUE
     host = p.obs.node(placeholder.node_name)
     ready = (
@@ -177,6 +179,7 @@ def pending(p: Pass, claim: NodeClaimView, built: Built | None = None) -> Outcom
                     "NodeClaim",
                     warning=True,
                     dedup=f"SurgeUnschedulable:{name}:{text}",
+                    action=PROVISION_SURGE,
                 )
             )
         return actions, p.now + SHORT_REQUEUE
@@ -205,7 +208,7 @@ def pending(p: Pass, claim: NodeClaimView, built: Built | None = None) -> Outcom
     return actions, p.now + SHORT_REQUEUE
 
 
-def _clamp_events(name: str, sized: Clamp) -> list[Action]:
+def _clamp_events(pool: str, name: str, sized: Clamp) -> list[Action]:
     out: list[Action] = []
     for resource in sized.refused:
         out.append(
@@ -216,6 +219,8 @@ def _clamp_events(name: str, sized: Clamp) -> list[Action]:
                 name,
                 "NodeClaim",
                 warning=True,
+                action=PROVISION_SURGE,
+                related=("NodePool", pool),
             )
         )
     for resource in sized.clamped:
@@ -225,6 +230,8 @@ def _clamp_events(name: str, sized: Clamp) -> list[Action]:
                 f"placeholder {resource} request clamped to {sized.requests[resource]}",
                 name,
                 "NodeClaim",
+                action=PROVISION_SURGE,
+                related=("NodePool", pool),
             )
         )
     for resource in sized.band_exceeded:
@@ -235,6 +242,8 @@ def _clamp_events(name: str, sized: Clamp) -> list[Action]:
                 name,
                 "NodeClaim",
                 warning=True,
+                action=PROVISION_SURGE,
+                related=("NodePool", pool),
             )
         )
     return out
@@ -298,6 +307,8 @@ def fail(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> Outcome:
             name,
             "NodeClaim",
             warning=True,
+            action=ROTATE_NODE,
+            related=("NodePool", p.obs.name),
         ),
         AnnotatePool(p.obs.name, {**CLEAR_ANCHOR, ann.LAST_FAILURE_AT: p.stamp}),
     ]

@@ -6,7 +6,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from fleetgate.domain.rotation import annotations as ann
-from fleetgate.domain.rotation.actions import Action, Announce
+from fleetgate.domain.rotation.actions import CHECK_EXPIRY, EVALUATE_SCHEDULE, Action, Announce
 from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.derive import Derivation
 from fleetgate.domain.rotation.disruption import pool_findings
@@ -49,7 +49,14 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
     for f in derivation.findings:
         if not f.fatal:
             actions.append(
-                Announce(f.code.value, f.message, obs.name, warning=True, dedup=f.code.value)
+                Announce(
+                    f.code.value,
+                    f.message,
+                    obs.name,
+                    warning=True,
+                    dedup=f.code.value,
+                    action=EVALUATE_SCHEDULE,
+                )
             )
     short = p.short_lead
     for name in short:
@@ -61,6 +68,7 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
                 "NodeClaim",
                 warning=True,
                 dedup=f"ShortLead:{name}",
+                action=CHECK_EXPIRY,
             )
         )
     checks = _estimate_checks(p, derivation)
@@ -73,6 +81,9 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
                     obs.name,
                     warning=True,
                     dedup=f"Estimate:{check.kind}:{check.observed}",
+                    # fleetgate's own warning: it judges the policy's forecast inputs, as
+                    # the reference's schedule findings do.
+                    action=EVALUATE_SCHEDULE,
                 )
             )
     freeze = ann.read_timestamp(obs.annotations, ann.FREEZE)
