@@ -31,6 +31,7 @@ from fleetgate.apps.api.schemas import (
     PlacementSummary,
     ResourcesBody,
 )
+from fleetgate.apps.redaction import redact
 
 SERVER_ENV, TOKEN_ENV = "FLEETGATE_SERVER", "FLEETGATE_TOKEN"
 DEFAULT_SERVER = "http://127.0.0.1:8000"
@@ -65,7 +66,7 @@ class FleetgateClient:
         )
 
     def __repr__(self) -> str:
-        return f"FleetgateClient({self.server!r})"
+        return f"FleetgateClient({redact(self.server)!r})"
 
     def __enter__(self) -> FleetgateClient:
         return self
@@ -150,7 +151,8 @@ class FleetgateClient:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise ClientError(None, "unreachable", f"{self.server}: {exc}") from exc
+            # ``--server http://user:pass@...``: the password is the caller's, never shown.
+            raise ClientError(None, "unreachable", redact(f"{self.server}: {exc}")) from exc
         if response.is_error:
             try:
                 body = response.json()

@@ -27,6 +27,7 @@ from fleetgate.apps.client import (
     ClientError,
     FleetgateClient,
 )
+from fleetgate.apps.redaction import error_markup
 
 EXIT_OK, EXIT_FAILED = 0, 1
 Row = TypeVar("Row", bound=BaseModel)
@@ -67,7 +68,7 @@ def _listing(
         with FleetgateClient(server, token) as api:
             rows = fetch(api)
     except ClientError as exc:
-        _err.print(f"[red]error:[/red] {exc}", highlight=False)
+        _err.print(error_markup(str(exc)), highlight=False)
         return EXIT_FAILED
     if output is Output.json:
         typer.echo(json.dumps([r.model_dump(mode="json") for r in rows], indent=2))

@@ -14,9 +14,11 @@ from typing import Any
 import structlog
 from prometheus_client import start_http_server
 from rich.console import Console
+from rich.markup import escape
 
 from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.report import render
+from fleetgate.apps.redaction import redact
 from fleetgate.apps.settings import Settings
 from fleetgate.apps.signals import stop_on_signals
 from fleetgate.apps.startup import StartupFailed, invalid, start_ledger
@@ -29,7 +31,9 @@ async def run_once(reconciler: Reconciler, console: Console) -> int:
     try:
         report = await reconciler.run_pass()
     except Exception as exc:
-        console.print(f"[red]reconcile pass failed:[/red] {exc}", highlight=False)
+        console.print(
+            f"[red]reconcile pass failed:[/red] {escape(redact(str(exc)))}", highlight=False
+        )
         return 1
     render(report, console)
     return 0 if report.summary.clean else 1
