@@ -157,7 +157,8 @@ def render() -> str:
         " (a typo)",
         "is ignored with a warning on stderr naming the closest setting:"
         " `fleetgate: warning: FLEETGATE_DATABSE_URL",
-        "is not a setting and is ignored; did you mean FLEETGATE_DATABASE_URL?` (`FLEETGATE_CONFIG`,",
+        "is not a setting and is ignored; did you mean FLEETGATE_DATABASE_URL?`"
+        " (`FLEETGATE_CONFIG`,",
         "`FLEETGATE_PLUGINS`, `FLEETGATE_SERVER` and `FLEETGATE_TOKEN` are read elsewhere).",
         "",
         "| setting | environment variable | type | default | accepts | meaning |",
