@@ -1,7 +1,8 @@
 """The ``fleetgate`` command. Each subcommand parses its arguments here and hands over to the
 module that owns the feature; wiring happens in the composition root, never here.
 
-Exit codes: 0 success, 1 the job ran and found a problem (e.g. a fatal finding), 2 invalid input.
+Exit codes: 0 success, 1 the job ran and found a problem (e.g. a fatal finding) or the command
+could not start (one ``error:`` line; ``--debug`` shows the traceback), 2 invalid input.
 """
 
 from __future__ import annotations
