@@ -150,6 +150,12 @@ def test_an_unreachable_database_is_one_error_line_and_exit_1(
     assert line.startswith("error: cannot start the ledger at postgresql+asyncpg://fleet:***@")
 
 
+def test_a_database_scheme_nobody_serves_is_invalid_configuration(tmp_path: Path) -> None:
+    out = run_in(tmp_path, "api", "--port", "0", FLEETGATE_DATABASE_URL="oracle://u:pw-o-1@db/x")
+    assert out.returncode == 2
+    assert one_error_line(out).startswith("error: database_url: no installed plugin serves")
+
+
 def test_a_port_in_use_is_one_error_line_and_exit_1(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

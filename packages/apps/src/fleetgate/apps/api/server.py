@@ -57,6 +57,7 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
 
 
 ADMIN_TOKEN_ENV = "FLEETGATE_API__ADMIN_TOKEN"
+WORKER_HEALTHCHECK_SECONDS = 120
 #: uvicorn's access log line: client, method, path, HTTP version, status.
 ACCESS_FORMAT = "%(asctime)s access %(message)s"
 
@@ -136,6 +137,10 @@ def _serve_workers(host: str, port: int, workers: int, sock: socket.socket) -> i
         host=host,
         port=port,
         workers=workers,
+        # uvicorn kills a worker that does not answer its health ping within this many seconds;
+        # a worker still importing on a loaded machine (20 s was seen) cannot, so at uvicorn's
+        # 5 s every worker was killed and restarted forever and the API never served.
+        timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
         lifespan="on",
         log_config=None,
         access_log=False,  # the API writes its own structured access log (api/metrics.py)
@@ -173,6 +178,11 @@ def run_api(host: str | None, port: int | None, workers: int = 1) -> int:
     configure_logging(settings.log_format)
     cheap_access_log()
     settings, generated = with_admin_token(settings)
+    container = build_container(settings)
+    try:
+        container.ledger()  # a scheme no plugin serves is invalid configuration, as for `db`
+    except LookupError as exc:
+        return invalid(str(exc))
     if generated is not None:
         print(
             "fleetgate api: no admin token configured (api.admin_token); "
@@ -187,7 +197,6 @@ def run_api(host: str | None, port: int | None, workers: int = 1) -> int:
         return _run_workers(settings, bind_host, bind_port, workers)
     # Bound before anything starts: a taken port is one line (cli.main), not uvicorn's log.
     sock = _bound(bind_host, bind_port)
-    container = build_container(settings)
     config = uvicorn.Config(
         create_app(container, start_ledger=False),
         host=bind_host,
