@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
-from fleetgate.apps.cli import app
+from fleetgate.apps.cli import app, debug_first
 
 FLEETGATE = Path(sys.executable).with_name("fleetgate")
 
@@ -118,6 +120,70 @@ def test_a_start_up_failure_is_one_error_line_and_debug_shows_the_traceback(
     assert "Traceback" not in out.stderr + out.stdout
     debug = run_in(tmp_path, "--debug", "controller", "--once", **env)
     assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+#: A server nothing listens on (port 1), with a password that must never be printed.
+REFUSING_URL = "postgresql+asyncpg://fleet:pw-Refused-31@127.0.0.1:1/x"
+
+
+def one_error_line(out: subprocess.CompletedProcess[str]) -> str:
+    """The single line the command printed (it must be the only one, and an ``error:``)."""
+    printed = (out.stdout + out.stderr).strip().splitlines()
+    assert len(printed) == 1 and printed[0].startswith("error: "), out.stdout + out.stderr
+    return printed[0]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("api", "--port", "0"), ("api", "--port", "0", "--workers", "2"), ("reconciler", "--once")],
+    ids=" ".join,
+)
+def test_an_unreachable_database_is_one_error_line_and_exit_1(
+    args: tuple[str, ...], tmp_path: Path
+) -> None:
+    # (with a configured admin token: a generated one is printed first, by design)
+    out = run_in(
+        tmp_path, *args, FLEETGATE_DATABASE_URL=REFUSING_URL, FLEETGATE_API__ADMIN_TOKEN="tok-x1"
+    )
+    line = one_error_line(out)
+    assert out.returncode == 1
+    assert line.startswith("error: cannot start the ledger at postgresql+asyncpg://fleet:***@")
+
+
+def test_a_database_scheme_nobody_serves_is_invalid_configuration(tmp_path: Path) -> None:
+    out = run_in(tmp_path, "api", "--port", "0", FLEETGATE_DATABASE_URL="oracle://u:pw-o-1@db/x")
+    assert out.returncode == 2
+    assert one_error_line(out).startswith("error: database_url: no installed plugin serves")
+
+
+def test_a_port_in_use_is_one_error_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        url = f"sqlite+aiosqlite:///{tmp_path / 'p.db'}"
+        out = run_in(
+            tmp_path,
+            "api",
+            "--port",
+            str(port),
+            FLEETGATE_DATABASE_URL=url,
+            FLEETGATE_API__ADMIN_TOKEN="tok-port-in-use",
+        )
+    assert out.returncode == 1
+    assert one_error_line(out).startswith(f"error: cannot listen on 127.0.0.1:{port}: ")
+
+
+def test_debug_after_the_command_shows_the_traceback(tmp_path: Path) -> None:
+    out = run_in(tmp_path, "api", "--port", "0", "--debug", FLEETGATE_DATABASE_URL=REFUSING_URL)
+    assert out.returncode == 1 and "Traceback" in out.stderr
+    assert "cannot start the ledger" in out.stderr and "pw-Refused-31" not in out.stderr
+
+
+def test_debug_is_moved_before_the_command_but_not_past_a_double_dash() -> None:
+    assert debug_first(["api", "--debug", "--port", "0"]) == ["--debug", "api", "--port", "0"]
+    assert debug_first(["api", "--port", "0"]) == ["api", "--port", "0"]
+    assert debug_first(["check", "--", "--debug"]) == ["check", "--", "--debug"]
 
 
 def test_db_current_and_history_name_the_revisions(tmp_path: Path) -> None:

@@ -104,6 +104,21 @@ def test_an_unreachable_server_exits_3_naming_it_in_one_line() -> None:
     assert len(r.stderr.strip().splitlines()) == 1
 
 
+def test_a_server_url_with_a_password_is_shown_without_it() -> None:
+    dead = f"http://fleet:pw-in-server-url-9@127.0.0.1:{free_port()}"
+    r = cli("nodes", "--server", dead, "--token", ADMIN_TOKEN)
+    assert r.exit_code == 1 and "fleet:***@127.0.0.1" in r.stderr
+    assert "pw-in-server-url-9" not in r.stderr + r.stdout
+    assert "pw-in-server-url-9" not in repr(FleetgateClient(dead))
+
+
+def test_an_error_with_brackets_is_printed_as_the_api_wrote_it(base: str) -> None:
+    # The API's 422 names the namespace pattern; rich once read its [a-z0-9] as markup.
+    r = cli("placements", "-n", "Not_A_Namespace", "--server", base, "--token", ADMIN_TOKEN)
+    assert r.exit_code == 1
+    assert "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$" in " ".join(r.stderr.split()), r.stderr
+
+
 def test_bad_input_exits_2_naming_the_option(base: str) -> None:
     r = cli("events", "--server", base, "--limit", "0")
     assert r.exit_code == 2 and "--limit" in r.stderr

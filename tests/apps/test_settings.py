@@ -149,3 +149,40 @@ def test_a_bad_group_commit_setting_names_the_field(
     monkeypatch.setenv(f"FLEETGATE_ADMISSION__{variable}", value)
     with pytest.raises(ConfigError, match=message):
         load_settings()
+
+
+@pytest.mark.parametrize("value", ["-1", "-0.01", "nan", "inf"])
+def test_a_negative_or_non_finite_target_load_is_refused_naming_it(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FLEETGATE_CAPACITY__TARGET_LOAD", value)
+    with pytest.raises(ConfigError, match=r"^capacity\.target_load: .*(greater than|finite)"):
+        load_settings()
+    monkeypatch.setenv("FLEETGATE_CAPACITY__TARGET_LOAD", "0")  # 0 stays: the spreader off
+    assert load_settings().capacity.target_load == 0
+
+
+def test_an_unknown_variable_is_named_with_the_closest_setting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("FLEETGATE_DATABSE_URL", "postgresql://u:pw-typo-1@db/x")
+    monkeypatch.setenv("FLEETGATE_LOGFORMAT", "json")
+    monkeypatch.setenv("FLEETGATE_SERVER", "http://x")  # the client's, not a setting: no warning
+    s = load_settings()
+    assert s.database_url == DEFAULT_DATABASE_URL  # the typo changed nothing...
+    err = capsys.readouterr().err.splitlines()
+    assert err == [  # ...and says so, once each
+        "fleetgate: warning: FLEETGATE_DATABSE_URL is not a setting and is ignored; "
+        "did you mean FLEETGATE_DATABASE_URL?",
+        "fleetgate: warning: FLEETGATE_LOGFORMAT is not a setting and is ignored; "
+        "did you mean FLEETGATE_LOG_FORMAT?",
+    ]
+    load_settings()
+    assert capsys.readouterr().err == ""
+
+
+def test_every_setting_variable_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each documented variable is read, so none of them is ever warned about.
+    names = settings_module.setting_variables()
+    assert "FLEETGATE_CAPACITY__TARGET_LOAD" in names and "FLEETGATE_API" in names
+    assert settings_module.warn_unknown_variables(dict.fromkeys(names, "1")) == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -50,6 +51,60 @@ async def test_a_repeated_request_id_returns_the_first_result_and_admits_nothing
         "/v1/namespaces/team-b/placements", json={**SMALL, "request_id": "job-42"}, headers=ADMIN
     )
     assert other.status_code == 201 and other.json()["id"] != first.json()["id"]
+
+
+@pytest.mark.parametrize(
+    ("changed", "fields"),
+    [
+        ({"cpus": 3}, ["cpus"]),
+        ({"memory_mb": 2048, "disk_gb": 11}, ["memory_mb", "disk_gb"]),
+        ({"node": "hv-2"}, ["node"]),
+    ],
+)
+async def test_a_reused_request_id_with_another_body_is_409_naming_what_differs(
+    api: Api, changed: dict[str, Any], fields: list[str]
+) -> None:
+    await api.node("hv-1")
+    await api.node("hv-2")
+    team = await api.token(NS)
+    first = await api.client.post(
+        URL, json={**SMALL, "node": "hv-1", "request_id": "job-7"}, headers=team
+    )
+    assert first.status_code == 201
+    for dry_run in ("?dry_run=true", ""):
+        again = await api.client.post(
+            URL + dry_run,
+            json={**SMALL, "node": "hv-1", "request_id": "job-7", **changed},
+            headers=team,
+        )
+        assert again.status_code == 409, again.text
+        body = again.json()
+        assert (body["error"], body["fields"]) == ("request_id_reused", fields)
+        assert (body["request_id"], body["placement_id"]) == ("job-7", first.json()["id"])
+        assert "job-7" in body["message"] and all(f in body["message"] for f in fields)
+    # Nothing was admitted for it, and the same body still replays.
+    assert len((await api.client.get(URL, headers=team)).json()) == 1
+    assert await node_used(api, "hv-1") == SMALL
+    same = {**SMALL, "node": "hv-1", "request_id": "job-7"}
+    replay = await api.client.post(URL, json=same, headers=team)
+    assert replay.status_code == 201 and replay.json() == first.json()
+    # A replay need not repeat the node the first request left to the ranking.
+    unforced = await api.client.post(URL, json={**SMALL, "request_id": "job-7"}, headers=team)
+    assert unforced.status_code == 201
+
+
+async def test_two_racing_requests_under_one_id_with_different_bodies_get_201_and_409(
+    api: Api,
+) -> None:
+    # Both may pass the read-before-admit check; the one whose INSERT meets the first's row (in
+    # its own transaction or in a group-commit batch) is still compared, never replayed blindly.
+    await api.node("hv-1")
+    team = await api.token(NS)
+    bodies = [{**SMALL, "request_id": "race"}, {**SMALL, "cpus": 1, "request_id": "race"}]
+    answers = await asyncio.gather(*(api.client.post(URL, json=b, headers=team) for b in bodies))
+    assert sorted(a.status_code for a in answers) == [201, 409], [a.text for a in answers]
+    placed = next(a.json() for a in answers if a.status_code == 201)
+    assert await node_used(api, "hv-1") == {k: placed[k] for k in ("cpus", "memory_mb", "disk_gb")}
 
 
 async def test_a_replay_reports_the_first_admissions_demand_waiver(api: Api) -> None:

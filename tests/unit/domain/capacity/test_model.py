@@ -12,10 +12,12 @@ from fleetgate.domain.capacity.model import (
     NodeMetrics,
     NodeSpec,
     NodeState,
+    Placement,
     PlacementRequest,
     check_namespace,
     check_node_name,
     check_request_id,
+    replay_mismatch,
 )
 
 
@@ -79,3 +81,21 @@ def test_a_node_state_exposes_the_guard_columns() -> None:
         "limit_cpus": 12, "limit_memory_mb": 100, "limit_disk_gb": 10,
         "used_cpus": 1, "used_memory_mb": 2, "used_disk_gb": 3,
     }  # fmt: skip
+
+
+def test_a_replay_mismatch_names_each_recorded_field_that_differs() -> None:
+    placed = Placement(
+        "p-1", "ci", "hv-1", Resources(2, 1024, 10), 1.2, datetime(2026, 1, 1, tzinfo=UTC), "r-1"
+    )
+    same = PlacementRequest("ci", Resources(2, 1024, 10), request_id="r-1")
+    assert replay_mismatch(placed, same) == ()
+    assert (
+        replay_mismatch(placed, PlacementRequest("ci", Resources(2, 1024, 10), node="hv-1")) == ()
+    )
+    assert replay_mismatch(placed, PlacementRequest("ci", Resources(3, 1024, 9))) == (
+        "cpus",
+        "disk_gb",
+    )
+    assert replay_mismatch(placed, PlacementRequest("ci", Resources(2, 1024, 10), node="hv-2")) == (
+        "node",
+    )

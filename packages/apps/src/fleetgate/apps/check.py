@@ -20,6 +20,7 @@ from rich.table import Table
 
 from fleetgate.apps.clientoutput import dump_yaml
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
+from fleetgate.apps.redaction import error_markup
 from fleetgate.domain.durations import DurationError, parse_duration
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.rotation.constants import BUFFER, DRAIN_FALLBACK
@@ -115,12 +116,12 @@ def run_check(
     try:
         expiry = parse_expire_after(expire_after)
     except DurationError as exc:
-        err.print(f"[red]error:[/red] --expire-after: {exc}", soft_wrap=True)
+        err.print(error_markup(f"--expire-after: {exc}"), soft_wrap=True)
         return EXIT_INVALID
     try:
         grace = parse_grace_period(termination_grace_period)
     except DurationError as exc:
-        err.print(f"[red]error:[/red] --termination-grace-period: {exc}", soft_wrap=True)
+        err.print(error_markup(f"--termination-grace-period: {exc}"), soft_wrap=True)
         return EXIT_INVALID
     if nodes < 0:
         err.print("[red]error:[/red] --nodes: must not be negative", soft_wrap=True)
@@ -129,7 +130,7 @@ def run_check(
         results = [(p, p.resolve(grace)) for p in load_policies(policy)]
     except (PolicyFileError, PolicyError) as exc:
         for line in getattr(exc, "errors", (str(exc),)):
-            err.print(f"[red]error:[/red] {line}", soft_wrap=True)
+            err.print(error_markup(line), soft_wrap=True)
         return EXIT_INVALID
     derived = [(p, r, r.derive(expiry, nodes)) for p, r in results]
     if fmt in ("json", "yaml"):

@@ -37,6 +37,7 @@ from fleetgate.apps.api.schemas import (
     TokenBody,
 )
 from fleetgate.apps.clientdefaults import DEFAULT_SERVER, SERVER_ENV, TOKEN_ENV
+from fleetgate.apps.redaction import redact
 
 Body = TypeVar("Body", bound=BaseModel)
 
@@ -69,7 +70,7 @@ class FleetgateClient:
         )
 
     def __repr__(self) -> str:
-        return f"FleetgateClient({self.server!r})"
+        return f"FleetgateClient({redact(self.server)!r})"
 
     def __enter__(self) -> FleetgateClient:
         return self
@@ -210,7 +211,8 @@ class FleetgateClient:
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
-            raise ClientError(None, "unreachable", f"{self.server}: {exc}") from exc
+            # ``--server http://user:pass@...``: the password is the caller's, never shown.
+            raise ClientError(None, "unreachable", redact(f"{self.server}: {exc}")) from exc
         if response.is_error:
             try:
                 body = response.json()

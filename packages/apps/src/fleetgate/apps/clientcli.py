@@ -55,8 +55,10 @@ Interval = Annotated[
 
 
 def fail(message: str, code: int) -> typer.Exit:
-    """Print ``error: message`` as one line on stderr; the exit to raise."""
-    print(f"error: {' '.join(message.split())}", file=sys.stderr)
+    """Print ``error: message`` as one line on stderr, credentials masked; the exit to raise."""
+    from fleetgate.apps.redaction import redact
+
+    print(f"error: {redact(' '.join(message.split()))}", file=sys.stderr)
     return typer.Exit(code)
 
 

@@ -158,7 +158,13 @@ def render() -> str:
         " `__`.",
         "Mappings and lists are given as JSON in the environment. An invalid value stops the"
         " process with",
-        "exit code 2 and a message naming the setting.",
+        "exit code 2 and a message naming the setting. A `FLEETGATE_*` variable that is no setting"
+        " (a typo)",
+        "is ignored with a warning on stderr naming the closest setting:"
+        " `fleetgate: warning: FLEETGATE_DATABSE_URL",
+        "is not a setting and is ignored; did you mean FLEETGATE_DATABASE_URL?`"
+        " (`FLEETGATE_CONFIG`,",
+        "`FLEETGATE_PLUGINS`, `FLEETGATE_SERVER` and `FLEETGATE_TOKEN` are read elsewhere).",
         "",
         "| setting | environment variable | type | default | accepts | meaning |",
         "|---|---|---|---|---|---|",

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from fleetgate.adapters.plugins import PluginNotFound, redact_url, redact_urls
 from fleetgate.apps.container import build_container
+from fleetgate.apps.redaction import error_markup
 from fleetgate.apps.settings import ConfigError
 from fleetgate.domain.capacity.errors import LedgerError
 from fleetgate.domain.ports import CapacityLedger
@@ -47,7 +48,7 @@ def _configured() -> tuple[CapacityLedger, str] | int:
         settings = container.settings()
         return container.ledger(), redact_url(settings.database_url)
     except (ConfigError, PluginNotFound, ValueError) as exc:
-        _err.print(f"[red]error:[/red] {redact_urls(str(exc))}")
+        _err.print(error_markup(str(exc)))
         return 2
 
 
@@ -67,10 +68,10 @@ def _run(doing: str, job: Callable[[CapacityLedger], Awaitable[Any]]) -> tuple[A
     try:
         return asyncio.run(run()), target
     except LedgerError as exc:
-        _err.print(f"[red]error:[/red] {doing} {target}: {redact_urls(str(exc))}")
+        _err.print(error_markup(f"{doing} {target}: {exc}"))
     except Exception as exc:  # Alembic and driver errors: report, do not dump a traceback
         message = " ".join(redact_urls(str(exc)).split())
-        _err.print(f"[red]error:[/red] {doing} {target}: {message}")
+        _err.print(error_markup(f"{doing} {target}: {message}"))
     return 1
 
 

@@ -14,11 +14,14 @@ from typing import Any
 import structlog
 from prometheus_client import start_http_server
 from rich.console import Console
+from rich.markup import escape
 
 from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.report import render
+from fleetgate.apps.redaction import redact
 from fleetgate.apps.settings import Settings
 from fleetgate.apps.signals import stop_on_signals
+from fleetgate.apps.startup import StartupFailed, invalid, start_ledger
 
 _log = structlog.get_logger("fleetgate.reconciler")
 
@@ -28,7 +31,9 @@ async def run_once(reconciler: Reconciler, console: Console) -> int:
     try:
         report = await reconciler.run_pass()
     except Exception as exc:
-        console.print(f"[red]reconcile pass failed:[/red] {exc}", highlight=False)
+        console.print(
+            f"[red]reconcile pass failed:[/red] {escape(redact(str(exc)))}", highlight=False
+        )
         return 1
     render(report, console)
     return 0 if report.summary.clean else 1
@@ -44,13 +49,10 @@ async def run_loop(reconciler: Reconciler, settings: Settings, registry: Any) ->
                 config.metrics_port, addr=config.metrics_host, registry=registry
             )
         except OSError as exc:
-            _log.error(
-                "cannot serve the metrics",
-                host=config.metrics_host,
-                port=config.metrics_port,
-                error=str(exc),
-            )
-            return 1
+            where = f"{config.metrics_host}:{config.metrics_port}"
+            raise StartupFailed(
+                f"cannot serve the metrics on {where}: {exc.strerror or exc}"
+            ) from exc
     stop = asyncio.Event()
     try:
         with stop_on_signals(stop):
@@ -70,11 +72,7 @@ async def main(container: Any, once: bool, interval: float | None) -> int:
     if interval is not None:
         reconciler.interval_seconds = interval
     ledger = container.ledger()
-    try:
-        await ledger.start()
-    except Exception as exc:
-        _log.error("cannot open the capacity ledger", error=str(exc))
-        return 1
+    await start_ledger(ledger, settings.database_url)  # else one line, exit 1 (cli.main)
     try:
         if once:
             return await run_once(reconciler, Console())
@@ -94,8 +92,7 @@ def run_reconciler(once: bool, interval: float | None) -> int:
         configure_logging(container.settings().log_format)
         container.reconciler()
     except (ConfigError, LookupError, ValueError) as exc:
-        structlog.get_logger("fleetgate").error("cannot start the reconciler", error=str(exc))
-        return 2
+        return invalid(str(exc))
     return asyncio.run(main(container, once, interval))
 
 

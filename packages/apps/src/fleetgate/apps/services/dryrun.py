@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from random import Random
 
-from fleetgate.apps.services.placement import PlacementService
+from fleetgate.apps.services.placement import PlacementService, same_request
 from fleetgate.domain.capacity.demand import charge
 from fleetgate.domain.capacity.model import Placement, PlacementRequest
 from fleetgate.domain.capacity.trial import Trial, trial
@@ -49,8 +49,9 @@ class DryRun:
         ns = request.namespace
         if request.request_id is not None:
             existing = await self._ledger.placement_by_request(ns, request.request_id)
-            if existing is not None:
-                return DryRunResult(Trial(node=existing.node), replay=existing)
+            if existing is not None:  # a different request under this id: 409, as for real
+                replay = same_request(existing, request)
+                return DryRunResult(Trial(node=replay.node), replay=replay)
         candidates = await self._service.candidates(request)
         # Its own generator, so a dry run never moves the sequence real placements draw from.
         order = [r.node.name for r in candidates.order(Random(self._seed))]

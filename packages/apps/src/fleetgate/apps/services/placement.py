@@ -30,6 +30,7 @@ from fleetgate.domain.capacity.model import (
     Placement,
     PlacementRequest,
     Release,
+    replay_mismatch,
 )
 from fleetgate.domain.capacity.ranking import CandidateOrder, Candidates
 from fleetgate.domain.capacity.walk import Attempt, Walk
@@ -79,6 +80,26 @@ def _dims(dimensions: Sequence[DimensionDetail]) -> list[dict[str, Any]]:
     return [d.as_dict() for d in dimensions]
 
 
+class RequestIdReused(ValueError):
+    """A ``request_id`` already placed a different request: replaying it would answer wrongly."""
+
+    def __init__(self, placement: Placement, fields: tuple[str, ...]) -> None:
+        super().__init__(
+            f"request_id {placement.request_id!r} was already used for a different placement "
+            f"({placement.id}); these fields differ: {', '.join(fields)}"
+        )
+        self.placement = placement
+        self.fields = fields
+
+
+def same_request(placement: Placement, request: PlacementRequest) -> Placement:
+    """``placement`` when ``request`` is the one that made it, else RequestIdReused."""
+    fields = replay_mismatch(placement, request)
+    if fields:
+        raise RequestIdReused(placement, fields)
+    return placement
+
+
 class PlacementService:
     """Places, releases and moves placements through a CapacityLedger."""
 
@@ -120,7 +141,7 @@ class PlacementService:
         if request.request_id is not None:
             existing = await self._ledger.placement_by_request(ns, request.request_id)
             if existing is not None:
-                return PlaceOutcome(existing.id, existing, replayed=True)
+                return PlaceOutcome(existing.id, same_request(existing, request), replayed=True)
         subject = str(uuid.uuid4())
         candidates = await self._candidates(request)
         order = candidates.order(self._rng)
@@ -176,8 +197,10 @@ class PlacementService:
             await emit()
             raise
         if admission is not None and admission.replayed and admission.placement is not None:
+            # Another request with this id won the race (or a batch found it taken).
             await emit()
-            return PlaceOutcome(admission.placement.id, admission.placement, replayed=True)
+            replayed = same_request(admission.placement, request)
+            return PlaceOutcome(replayed.id, replayed, replayed=True)
         tried = tuple(walk.candidates)
         if walk.admitted_on is None:
             events.append(self._event.walked(FAILED, subject, ns, walk))

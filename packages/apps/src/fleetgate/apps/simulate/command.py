@@ -21,6 +21,7 @@ from rich.table import Table
 
 from fleetgate.apps.clientoutput import dump_yaml
 from fleetgate.apps.policyfile import PolicyFileError, load_policy
+from fleetgate.apps.redaction import error_markup
 from fleetgate.apps.simulate.fleet import FleetError, load_fleet, parse_instant
 from fleetgate.apps.simulate.report import exit_status, headline, render_html
 from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
@@ -30,7 +31,7 @@ _err = Console(stderr=True)
 
 
 def _fail(message: str) -> int:
-    _err.print(f"[red]error:[/red] {message}", highlight=False)
+    _err.print(error_markup(message), highlight=False)
     return 2
 
 

@@ -34,6 +34,7 @@ from fleetgate.apps.api.server import with_admin_token
 from fleetgate.apps.container import Container, virtual_container
 from fleetgate.apps.logging import configure_logging
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
+from fleetgate.apps.redaction import error_markup
 from fleetgate.apps.settings import ConfigError, Settings, load_settings
 from fleetgate.apps.signals import stop_on_signals
 from fleetgate.apps.up.fleet import (
@@ -114,7 +115,7 @@ def run_up(policy: Path | None, nodes: int, speed: float, port: int, verbose: bo
         policies = load_policies(policy_file)
         settings = up_settings(load_settings(), policy_file, port)
     except (PolicyFileError, ConfigError) as exc:
-        _err.print(f"[red]error:[/red] {exc}")
+        _err.print(error_markup(str(exc)))
         return EXIT_INVALID
     if speed <= 0:
         _err.print("[red]error:[/red] --speed: must be positive")
@@ -126,7 +127,7 @@ def run_up(policy: Path | None, nodes: int, speed: float, port: int, verbose: bo
     except KeyboardInterrupt:  # Ctrl-C before the handlers were in place (while seeding)
         return EXIT_OK
     except Exception as exc:  # start-up failed: say what, not a traceback
-        _err.print(f"[red]error:[/red] fleetgate up could not start: {type(exc).__name__}: {exc}")
+        _err.print(error_markup(f"fleetgate up could not start: {type(exc).__name__}: {exc}"))
         return EXIT_FAILED
 
 
@@ -142,7 +143,7 @@ async def _main(settings: Settings, policies: list[Any], nodes: int, speed: floa
         sock = listen(settings.api.host, settings.api.port)
     except OSError as exc:
         where = f"{settings.api.host}:{settings.api.port}"
-        _err.print(f"[red]error:[/red] cannot listen on {where}: {exc.strerror or exc}")
+        _err.print(error_markup(f"cannot listen on {where}: {exc.strerror or exc}"))
         return EXIT_FAILED
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     container = virtual_container(settings, virtual_start(policies, now))

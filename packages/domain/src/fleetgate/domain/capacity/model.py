@@ -303,3 +303,20 @@ class RecordedEvent:
             "level": ev.level.value,
             "data": ev.data,
         }
+
+
+def replay_mismatch(placement: Placement, request: PlacementRequest) -> tuple[str, ...]:
+    """The fields in which ``request`` differs from the placement its ``request_id`` made.
+
+    A request id is an idempotency key: repeating it replays the first answer only when the
+    request is the same one. Compared is what the placement records (the size, and the node when
+    the request forces one); an empty answer means the replay is that request's answer.
+    """
+    differ = [
+        name
+        for name in ("cpus", "memory_mb", "disk_gb")
+        if getattr(placement.resources, name) != getattr(request.resources, name)
+    ]
+    if request.node is not None and request.node != placement.node:
+        differ.append("node")
+    return tuple(differ)

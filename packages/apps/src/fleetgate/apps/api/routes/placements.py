@@ -1,8 +1,10 @@
 """Placements of a namespace: admit (201, or 507/403 with why), list, read, release.
 
 A repeated ``request_id`` answers with the first result and admits nothing; the answer carries
-``Idempotent-Replayed: true``. The first admission's waiver and over-claim facts are read back
-from its audit events, so the replayed body is the first body.
+``Idempotent-Replayed: true``. The same id with a different size (or forced node) is 409
+``request_id_reused`` naming the fields that differ, never the first answer. The first
+admission's waiver and over-claim facts are read back from its audit events, so the replayed
+body is the first body.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from fleetgate.apps.api.schemas import (
     PlacementCreate,
     PlacementSummary,
 )
-from fleetgate.apps.services.placement import OVER_CLAIM, PLACED, PlaceOutcome
+from fleetgate.apps.services.placement import OVER_CLAIM, PLACED, PlaceOutcome, RequestIdReused
 from fleetgate.domain.capacity.claims import ClaimEnforcement
 from fleetgate.domain.capacity.denials import DimensionDetail, Stage
 from fleetgate.domain.capacity.model import Placement, PlacementRequest
@@ -113,6 +115,18 @@ def _refusal(outcome: PlaceOutcome, hard_claims: bool) -> ApiError:
     )
 
 
+def _reused(exc: RequestIdReused) -> ApiError:
+    """409: the request id already made a different placement (an idempotency key's rule)."""
+    return ApiError(
+        409,
+        "request_id_reused",
+        str(exc),
+        request_id=exc.placement.request_id,
+        placement_id=exc.placement.id,
+        fields=list(exc.fields),
+    )
+
+
 async def _dry_run(container: Container, placement: PlacementRequest) -> JSONResponse:
     """The dry run's answer: 200 with the node, or the refusal a real request would get."""
     result = await container.dry_run().place(placement)
@@ -149,6 +163,7 @@ async def _dry_run(container: Container, placement: PlacementRequest) -> JSONRes
         200: {"model": DryRunBody, "description": "``dry_run=true``: where it would land."},
         201: {"description": "Admitted (or replayed: see Idempotent-Replayed).", "links": _LINKS},
         403: {"model": DimensionsRefusal, "description": "A hard claim refused it."},
+        409: {"model": ErrorBody, "description": "request_id already made a different one."},
         507: {"model": CapacityRefusal, "description": "No candidate node had room."},
     },
 )
@@ -177,11 +192,16 @@ async def create_placement(
         node=body.node,
         pool=body.pool,
     )
-    if dry_run:
-        return await _dry_run(container, placement_request)
-    outcome = await observed_admission(
-        request.app.state.api_metrics, container.placement_service().place(placement_request), ns
-    )
+    try:
+        if dry_run:
+            return await _dry_run(container, placement_request)
+        outcome = await observed_admission(
+            request.app.state.api_metrics,
+            container.placement_service().place(placement_request),
+            ns,
+        )
+    except RequestIdReused as exc:
+        raise _reused(exc) from exc
     if outcome.placement is None:
         raise _refusal(outcome, container.settings().claims.enforcement is ClaimEnforcement.HARD)
     response.headers["Location"] = f"/v1/namespaces/{ns}/placements/{outcome.placement.id}"

@@ -1,0 +1,83 @@
+"""Credentials never reach a log line or an error message: one function masks them in any text.
+
+Every log handler (apps/logging.py) and every ``error:`` line the CLI prints passes its final text
+through ``redact``. It masks by shape (a URL's password, a bearer token, an ``Authorization`` or
+``Cookie`` header's value, a ``token=``/``password=``-like assignment) and by value: the secrets
+this process was configured with (``hide``) are masked wherever they appear, whatever surrounds
+them, because a driver or a library may print one in a shape no pattern foresaw.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from urllib.parse import unquote, urlsplit
+
+from fleetgate.adapters.plugins import redact_urls
+
+MASK = "***"
+#: Shorter values are not masked by value: a 3-character "secret" would mask ordinary words.
+_MIN_HIDDEN = 6
+_hidden: set[str] = set()
+
+# ``Bearer abc``/``Basic abc`` wherever it stands (a header value, a repr of the headers).
+_SCHEME_CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)(\s+)([^\s'\",;)\]}]+)")
+# ``authorization: x``, ``(b'cookie', b'x')``, ``"set-cookie": "x"``: a credential header's value.
+_HEADER = re.compile(
+    r"(?i)\b(authorization|proxy-authorization|cookie|set-cookie|x-api-key)"
+    r"((?>['\"]?\s*[:=,]\s*b?['\"]?))(?!bearer\b|basic\b)([^'\"\r\n]+)"
+)
+# ``admin_token='x'``, ``?token=x``, ``"password": "x"``, ``secret=x``: a credential assignment.
+_ASSIGNMENT = re.compile(
+    r"(?i)\b([\w-]*(?:token|password|passwd|secret|api[_-]?key))"
+    r"(['\"]?\s*[:=]\s*b?['\"]?)([^\s'\",&;)\]}]+)"
+)
+
+
+def hide(*values: str | None) -> None:
+    """Mask these values (a configured token, a database password) in everything redacted."""
+    for value in values:
+        if value and len(value) >= _MIN_HIDDEN:
+            _hidden.add(value)
+            # As it reads inside a JSON log line, should it hold a quote or a backslash.
+            _hidden.add(json.dumps(value)[1:-1])
+
+
+def hide_url_password(url: str | None) -> None:
+    """Mask the password of ``url`` (a database URL), if it has one."""
+    if not url:
+        return
+    try:
+        password = urlsplit(url).password
+    except ValueError:  # not a URL urllib reads; the URL pattern still masks it by shape
+        return
+    # As written in the URL and as the driver receives it (``%40`` is ``@``).
+    hide(password, unquote(password) if password else None)
+
+
+def redact(text: str) -> str:
+    """``text`` with every credential it holds replaced by ``***``."""
+    for value in sorted(_hidden, key=len, reverse=True):
+        if value in text:
+            text = text.replace(value, MASK)
+    text = redact_urls(text)
+    text = _SCHEME_CREDENTIAL.sub(rf"\1\2{MASK}", text)
+    text = _HEADER.sub(rf"\1\2{MASK}", text)
+    return _ASSIGNMENT.sub(_masked_assignment, text)
+
+
+def _masked_assignment(match: re.Match[str]) -> str:
+    if match.group(3) == MASK:
+        return match.group(0)
+    return f"{match.group(1)}{match.group(2)}{MASK}"
+
+
+def error_markup(message: str) -> str:
+    """``error: <message>`` as rich markup: the message redacted and shown literally.
+
+    Rich reads ``[a-z0-9]`` in an error text (a namespace pattern) as a style tag and drops it;
+    every error the CLI prints goes through here so that what the operator reads is the text.
+    """
+    from rich.markup import escape  # only the CLI's rich output needs it
+
+    return f"[red]error:[/red] {escape(redact(message))}"
