@@ -107,7 +107,7 @@ def test_an_unreachable_server_exits_3_naming_it_in_one_line() -> None:
 def test_a_server_url_with_a_password_is_shown_without_it() -> None:
     dead = f"http://fleet:pw-in-server-url-9@127.0.0.1:{free_port()}"
     r = cli("nodes", "--server", dead, "--token", ADMIN_TOKEN)
-    assert r.exit_code == 1 and "fleet:***@127.0.0.1" in r.stderr
+    assert r.exit_code == 3 and "fleet:***@127.0.0.1" in r.stderr  # 3: unreachable
     assert "pw-in-server-url-9" not in r.stderr + r.stdout
     assert "pw-in-server-url-9" not in repr(FleetgateClient(dead))
 
@@ -115,7 +115,7 @@ def test_a_server_url_with_a_password_is_shown_without_it() -> None:
 def test_an_error_with_brackets_is_printed_as_the_api_wrote_it(base: str) -> None:
     # The API's 422 names the namespace pattern; rich once read its [a-z0-9] as markup.
     r = cli("placements", "-n", "Not_A_Namespace", "--server", base, "--token", ADMIN_TOKEN)
-    assert r.exit_code == 1
+    assert r.exit_code == 2  # the API's 422: bad input
     assert "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$" in " ".join(r.stderr.split()), r.stderr
 
 

@@ -13,8 +13,6 @@ import json
 import re
 from urllib.parse import unquote, urlsplit
 
-from fleetgate.adapters.plugins import redact_urls
-
 MASK = "***"
 #: Shorter values are not masked by value: a 3-character "secret" would mask ordinary words.
 _MIN_HIDDEN = 6
@@ -57,6 +55,10 @@ def hide_url_password(url: str | None) -> None:
 
 def redact(text: str) -> str:
     """``text`` with every credential it holds replaced by ``***``."""
+    # Imported here, not at the top: the client commands import this module and must start
+    # without the adapters' plugin machinery (they only need it when they have an error to print).
+    from fleetgate.adapters.plugins import redact_urls
+
     for value in sorted(_hidden, key=len, reverse=True):
         if value in text:
             text = text.replace(value, MASK)
