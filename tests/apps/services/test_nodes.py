@@ -80,3 +80,30 @@ async def test_a_change_drops_the_placements_node_snapshot(
     await admin.put(NodeSpec("n", SMALL))
     await snapshot.candidates()
     assert snapshot.reads == 2  # the write dropped it: the new node counts at once
+
+
+class AddedMeanwhile:
+    """The ledger, but the first look finds no node: as if another writer added it just after."""
+
+    def __init__(self, ledger: SqlLedger) -> None:
+        self._ledger = ledger
+        self.looks = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._ledger, name)
+
+    async def node(self, name: str) -> object:
+        self.looks += 1
+        return None if self.looks == 1 else await self._ledger.node(name)
+
+
+async def test_a_put_racing_an_add_replaces_and_records_only_the_replacement(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await ledger.add_node(NodeSpec("n", SMALL))
+    racing = AddedMeanwhile(ledger)
+    admin = NodeAdmin(racing, clock, ledger.event_sink())  # type: ignore[arg-type]
+    node, added = await admin.put(NodeSpec("n", Capacity(8, 4096, 40)))
+    assert not added and node.capacity.threads == 8 and racing.looks == 2
+    # The refused add rolled back with its event: only the replacement is recorded.
+    assert [r.event.kind for r in await ledger.events()] == [audit.NODE_UPDATED]

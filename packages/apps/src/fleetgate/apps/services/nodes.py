@@ -49,13 +49,12 @@ class NodeAdmin:
     async def put(self, spec: NodeSpec) -> tuple[NodeState, bool]:
         """Add the node, or replace its capacity, pool and labels (its counters are kept);
         whether it was added. ``NodeExists``/``NodeNotFound`` when it kept changing under us."""
-        for round_ in range(1, PUT_ROUNDS + 1):
+        for _ in range(PUT_ROUNDS - 1):
             try:
                 return await self._put_once(spec)
             except (NodeExists, NodeNotFound):
-                if round_ == PUT_ROUNDS:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+                continue  # added or removed meanwhile: look again
+        return await self._put_once(spec)
 
     async def _put_once(self, spec: NodeSpec) -> tuple[NodeState, bool]:
         added = await self._ledger.node(spec.name) is None
