@@ -8,7 +8,8 @@ COMMIT with the server session killed just before it, and once per COMMIT with t
 after the server committed (the worst case: reported unknown, yet done). After each, the change
 either is in the ledger and its events are in the table exactly once, or it is not and none of
 its events is. The changes are made through the services that own their events, over the
-ledger's own sink, as the API and the reconciler make them.
+ledger's own sink, as the API, node sync and the reconciler make them (the admin's node writes
+and namespace tokens included).
 """
 
 from __future__ import annotations
@@ -33,18 +34,23 @@ from fleetgate.adapters.sql.schema import claims as claims_table
 from fleetgate.adapters.sql.schema import nodes as nodes_table
 from fleetgate.apps.reconciler import loop
 from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
+from fleetgate.apps.services import audit as node_events
 from fleetgate.apps.services import claims as claim_events
-from fleetgate.apps.services import nodesync as node_events
+from fleetgate.apps.services import nodesync as relocation_events
 from fleetgate.apps.services import placement as placement_events
+from fleetgate.apps.services import tokens as token_events
 from fleetgate.apps.services.claims import ClaimService
+from fleetgate.apps.services.nodes import NodeAdmin
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
+from fleetgate.apps.services.tokens import TokenService
 from fleetgate.domain import nodesync as rules
 from fleetgate.domain.capacity.claims import ClaimRequest, ClaimUpdate
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
+from fleetgate.domain.tokens import digest
 from tests.adapters.sql.test_faults import (
     after_first,
     first_commit_answer_lost,
@@ -103,6 +109,8 @@ def changes(ledger: SqlLedger, clock: VirtualClock, name: str) -> Change:
     sync = NodeSync(ledger, cluster, clock, sink, DemandPolicy(), Random(2))
     metrics = ReconcilerMetrics(CollectorRegistry())
     reconciler = loop.Reconciler(ledger, clock, sink, metrics)
+    admin = NodeAdmin(ledger, clock, sink)
+    token_service = TokenService(ledger, clock, sink)
 
     async def placed(_: int) -> str:
         admission = await ledger.admit(AdmitRequest("team", "a", VM))
@@ -192,6 +200,37 @@ def changes(ledger: SqlLedger, clock: VirtualClock, name: str) -> Change:
         await ledger.add_node(NodeSpec(f"g{i}", Capacity(4, 4096, 40), "p", labels))
         return f"g{i}"
 
+    async def node_named(i: int) -> str:
+        return f"n{i}"
+
+    async def declared(i: int) -> str:
+        await ledger.add_node(NodeSpec(f"n{i}", Capacity(4, 4096, 40)))
+        return f"n{i}"
+
+    async def declared_cordoned(i: int) -> str:
+        name = await declared(i)
+        await ledger.cordon(name)
+        return name
+
+    async def threads(name: str) -> int | None:
+        node = await ledger.node(name)
+        return None if node is None else node.capacity.threads
+
+    async def token_namespace(i: int) -> str:
+        return f"ns{i}"
+
+    async def create_token(ns: str) -> object:
+        return await token_service.create(ns, digest(f"fgt_{ns}"))
+
+    async def token_creation_audit(ns: str, after_id: int) -> list[int]:
+        return [await counted(ledger, token_events.CREATED, after_id, namespace=ns)]
+
+    async def a_token(i: int) -> str:
+        return (await ledger.create_token("team", digest(f"fgt_{i}"), clock.now())).id
+
+    async def revoked(token_id: str) -> bool:
+        return any(t.id == token_id and not t.active for t in await ledger.list_tokens("team"))
+
     table = {
         "release": Change(
             placed,
@@ -209,7 +248,7 @@ def changes(ledger: SqlLedger, clock: VirtualClock, name: str) -> Change:
             placed,
             relocate,
             lambda pid: _not(_is(on_node(pid), "a")),
-            by_subject(node_events.REDIRECTED),
+            by_subject(relocation_events.REDIRECTED),
         ),
         "claim create": Change(
             claimed_namespace,
@@ -252,6 +291,45 @@ def changes(ledger: SqlLedger, clock: VirtualClock, name: str) -> Change:
             synced,
             lambda name: _is(ledger.node(name), None),
             by_subject(node_events.NODE_LEFT),
+        ),
+        "node add": Change(
+            node_named,
+            lambda name: admin.put(NodeSpec(name, Capacity(4, 4096, 40))),
+            lambda name: _not(_is(ledger.node(name), None)),
+            by_subject(node_events.NODE_JOINED),
+        ),
+        "node update": Change(
+            declared,
+            lambda name: admin.put(NodeSpec(name, Capacity(8, 4096, 40), "q")),
+            lambda name: _is(threads(name), 8),
+            by_subject(node_events.NODE_UPDATED),
+        ),
+        "node remove": Change(
+            declared,
+            admin.remove,
+            lambda name: _is(ledger.node(name), None),
+            by_subject(node_events.NODE_LEFT),
+        ),
+        "node admin cordon": Change(
+            declared, admin.cordon, is_cordoned, by_subject(node_events.NODE_CORDONED)
+        ),
+        "node admin uncordon": Change(
+            declared_cordoned,
+            admin.uncordon,
+            lambda name: _not(is_cordoned(name)),
+            by_subject(node_events.NODE_UNCORDONED),
+        ),
+        "token create": Change(
+            token_namespace,
+            create_token,
+            lambda ns: _true(ledger.list_tokens(ns)),
+            token_creation_audit,
+        ),
+        "token revoke": Change(
+            a_token,
+            lambda token_id: token_service.revoke("team", token_id),
+            revoked,
+            by_subject(token_events.REVOKED),
         ),
     }
     return table[name]
@@ -317,6 +395,13 @@ async def attempt(make: Awaitable[object]) -> None:
         "node join",
         "node cordon",
         "node leave",
+        "node add",
+        "node update",
+        "node remove",
+        "node admin cordon",
+        "node admin uncordon",
+        "token create",
+        "token revoke",
     ],
 )
 async def test_a_change_and_its_events_commit_together_wherever_the_connection_dies(

@@ -19,7 +19,8 @@ async def test_the_admin_reads_everything_and_filters_by_namespace_and_kind(api:
     await place(api, "team-a")
     await place(api, "team-b")
     everything = (await api.client.get("/v1/events", headers=ADMIN)).json()
-    assert {e["namespace"] for e in everything} == {"team-a", "team-b"}
+    # The node's own event (its addition) is about no namespace.
+    assert {e["namespace"] for e in everything} == {None, "team-a", "team-b"}
     ids = [e["id"] for e in everything]
     assert ids == sorted(ids)
     only_a = (
@@ -110,6 +111,15 @@ async def test_each_change_is_recorded_once_with_its_request_id(api: Api) -> Non
     claim = await call("POST", claims, "claim-1", **SIZE, expires_in_seconds=600)
     await call("PATCH", f"{claims}/{claim['id']}", "claim-2", cpus=2)
     await call("DELETE", f"{claims}/{claim['id']}", "claim-3")
+    node = {"threads": 4, "memory_mb": 1024, "disk_gb": 10}
+    await call("PUT", "/v1/nodes/hv-2", "node-1", **node)
+    await call("PUT", "/v1/nodes/hv-2", "node-2", **{**node, "threads": 8})
+    await call("POST", "/v1/nodes/hv-2/cordon", "node-3")
+    await call("POST", "/v1/nodes/hv-2/uncordon", "node-4")
+    await call("DELETE", "/v1/nodes/hv-2", "node-5")
+    tokens = f"/v1/admin/namespaces/{ns}/tokens"
+    token = await call("POST", tokens, "token-1")
+    await call("DELETE", f"{tokens}/{token['id']}", "token-2")
     events = (await api.client.get("/v1/events", params={"limit": 1000}, headers=ADMIN)).json()
     stamped = sorted((e["kind"], e["data"].get("request_id")) for e in events)
     for kind, trace in [
@@ -118,6 +128,15 @@ async def test_each_change_is_recorded_once_with_its_request_id(api: Api) -> Non
         ("namespace claim created", "claim-1"),
         ("namespace claim updated", "claim-2"),
         ("namespace claim deleted", "claim-3"),
+        ("node updated in the ledger", "node-2"),
+        ("node cordoned in the ledger", "node-3"),
+        ("node uncordoned in the ledger", "node-4"),
+        ("node left the ledger", "node-5"),
+        ("token created", "token-1"),
+        ("token revoked", "token-2"),
     ]:
         assert stamped.count((kind, trace)) == 1, (kind, stamped)
         assert [k for k, _ in stamped].count(kind) == 1, (kind, stamped)
+    # hv-1 joined too (before any of these), under its own request id.
+    joined = [t for k, t in stamped if k == "node joined the ledger"]
+    assert len(joined) == 2 and "node-1" in joined, stamped

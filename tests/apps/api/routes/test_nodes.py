@@ -163,3 +163,55 @@ async def test_a_bad_page_is_422_naming_the_parameter(
 async def test_a_namespace_token_cannot_page_the_nodes(api: Api) -> None:
     r = await api.client.get("/v1/nodes", params={"limit": 1}, headers=await api.token(NS))
     assert r.status_code == 403
+
+
+async def test_each_node_write_is_recorded_once_with_its_request_id(api: Api) -> None:
+    """Add, replace, cordon, uncordon and remove each commit one event with the write, stamped
+    with the request's id; a refused write (404, 409) records none (issue 34)."""
+    node = {"threads": 8, "memory_mb": 32768, "disk_gb": 500}
+    writes = [
+        ("PUT", "/v1/nodes/hv-1", "add-1", node, 201),
+        ("PUT", "/v1/nodes/hv-1", "update-1", {**node, "threads": 16, "pool": "big"}, 200),
+        ("POST", "/v1/nodes/hv-1/cordon", "cordon-1", None, 200),
+        ("POST", "/v1/nodes/hv-1/uncordon", "uncordon-1", None, 200),
+        ("POST", "/v1/nodes/hv-2/cordon", "missing-1", None, 404),
+        ("DELETE", "/v1/nodes/hv-1", "delete-1", None, 204),
+        ("DELETE", "/v1/nodes/hv-1", "gone-1", None, 404),
+    ]
+    for method, path, trace, body, expected in writes:
+        headers = {**ADMIN, "X-Request-ID": trace}
+        r = await api.client.request(method, path, json=body, headers=headers)
+        assert r.status_code == expected, (trace, r.text)
+    events = (await api.client.get("/v1/events", params={"limit": 1000}, headers=ADMIN)).json()
+    assert [(e["kind"], e["subject"], e["data"]["request_id"]) for e in events] == [
+        ("node joined the ledger", "hv-1", "add-1"),
+        ("node updated in the ledger", "hv-1", "update-1"),
+        ("node cordoned in the ledger", "hv-1", "cordon-1"),
+        ("node uncordoned in the ledger", "hv-1", "uncordon-1"),
+        ("node left the ledger", "hv-1", "delete-1"),
+    ]
+    assert all(e["namespace"] is None for e in events)
+    # An addition and a replacement say what the node was declared as.
+    assert events[1]["data"] == {
+        "node": "hv-1",
+        "pool": "big",
+        "capacity": {"threads": 16, "memory_mb": 32768, "disk_gb": 500},
+        "labels": {},
+        "request_id": "update-1",
+    }
+
+
+async def test_removing_a_busy_node_records_no_event(api: Api) -> None:
+    await api.node("hv-1")
+    team = await api.token(NS)
+    placed = await api.client.post(
+        f"/v1/namespaces/{NS}/placements",
+        json={"cpus": 1, "memory_mb": 1, "disk_gb": 1},
+        headers=team,
+    )
+    assert placed.status_code == 201
+    assert (await api.client.delete("/v1/nodes/hv-1", headers=ADMIN)).status_code == 409
+    left = await api.client.get(
+        "/v1/events", params={"kind": "node left the ledger"}, headers=ADMIN
+    )
+    assert left.json() == []

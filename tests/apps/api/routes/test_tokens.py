@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import logging
+
+import pytest
 import sqlalchemy as sa
+from structlog.testing import capture_logs
 
 from fleetgate.adapters.sql.schema import api_tokens
 from fleetgate.domain.tokens import digest
@@ -55,3 +60,40 @@ async def test_namespace_tokens_may_not_manage_tokens(api: Api) -> None:
     assert (await api.client.get(URL, headers=team)).status_code == 403
     other = await api.client.get("/v1/admin/namespaces/team-b/tokens", headers=team)
     assert (other.status_code, other.json()["message"]) == (404, "token not found")
+
+
+async def test_create_and_revoke_are_each_recorded_once_with_their_request_id(api: Api) -> None:
+    """One event per write, in the write's transaction, naming the token by id only; a revoke
+    that finds no active token (404) records none (issue 34)."""
+    r = await api.client.post(URL, headers={**ADMIN, "X-Request-ID": "create-1"})
+    token_id = r.json()["id"]
+    for trace, expected in (("revoke-1", 204), ("revoke-2", 404)):
+        headers = {**ADMIN, "X-Request-ID": trace}
+        assert (await api.client.delete(f"{URL}/{token_id}", headers=headers)).status_code == (
+            expected
+        )
+    events = (await api.client.get("/v1/events", headers=ADMIN)).json()
+    assert [(e["kind"], e["subject"], e["namespace"], e["data"]) for e in events] == [
+        ("token created", token_id, "team-a", {"token": token_id, "request_id": "create-1"}),
+        ("token revoked", token_id, "team-a", {"token": token_id, "request_id": "revoke-1"}),
+    ]
+
+
+async def test_no_event_or_log_line_carries_a_secret_or_its_digest(
+    api: Api, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # The level every fleetgate process logs at (apps.logging); below it, drivers' debug lines
+    # echo statement parameters, which no fleetgate process turns on.
+    caplog.set_level(logging.INFO)
+    with capture_logs() as lines:
+        created = (await api.client.post(URL, headers=ADMIN)).json()
+        assert (await api.client.delete(f"{URL}/{created['id']}", headers=ADMIN)).status_code == 204
+    secret = created["secret"]
+    events = (await api.client.get("/v1/events", headers=ADMIN)).json()
+    assert [e["kind"] for e in events] == ["token created", "token revoked"]
+    logged = [str(line) for line in lines] + [r.getMessage() for r in caplog.records]
+    assert any("token created" in line for line in logged)  # the log was captured
+    out, err = capfd.readouterr()
+    for text in (json.dumps(events), *logged, caplog.text, out, err):
+        assert secret not in text
+        assert digest(secret) not in text

@@ -24,10 +24,12 @@ from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.metrics import ReconcilerMetrics
 from fleetgate.apps.services.claims import ClaimService
 from fleetgate.apps.services.dryrun import DryRun
+from fleetgate.apps.services.nodes import NodeAdmin
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
 from fleetgate.apps.services.rotationstatus import RotationStatus
 from fleetgate.apps.services.snapshot import NodeSnapshot
+from fleetgate.apps.services.tokens import TokenService
 from fleetgate.apps.settings import Settings, load_settings
 from fleetgate.domain.capacity.claims import ClaimEnforcement
 from fleetgate.domain.capacity.demand import DemandPolicy
@@ -211,6 +213,12 @@ class Container(containers.DeclarativeContainer):
         _dry_run, service=placement_service, ledger=ledger, clock=clock, settings=settings
     )
     token_store = providers.Singleton(_token_store, ledger=ledger)
+    token_service = providers.Singleton(
+        TokenService, store=token_store, clock=clock, events=capacity_events
+    )
+    node_admin = providers.Singleton(
+        NodeAdmin, ledger=ledger, clock=clock, events=capacity_events, snapshot=node_snapshot
+    )
     node_sync = providers.Singleton(
         _node_sync,
         ledger=ledger,

@@ -521,8 +521,16 @@ class TokenStore(Protocol):
     raises ``LedgerUnavailable``; bad input raises ``ValueError`` naming the field.
     """
 
-    async def create_token(self, namespace: str, token_digest: str, at: datetime) -> ApiToken:
-        """Store a new active token for ``namespace`` with the digest of its secret."""
+    async def create_token(
+        self,
+        namespace: str,
+        token_digest: str,
+        at: datetime,
+        *,
+        audit: AuditOf[ApiToken] | None = None,
+    ) -> ApiToken:
+        """Store a new active token for ``namespace`` with the digest of its secret; ``audit``'s
+        events commit in the same transaction."""
         ...
 
     async def token_by_digest(self, token_digest: str) -> ApiToken | None:
@@ -533,6 +541,9 @@ class TokenStore(Protocol):
         """Every token of ``namespace``, revoked ones included, oldest first."""
         ...
 
-    async def revoke_token(self, namespace: str, token_id: str, at: datetime) -> bool:
-        """Revoke an active token of ``namespace``; False if there is none with that id."""
+    async def revoke_token(
+        self, namespace: str, token_id: str, at: datetime, *, audit: AuditOf[bool] | None = None
+    ) -> bool:
+        """Revoke an active token of ``namespace``; False if there is none with that id.
+        ``audit`` (given the result: none for False) commits in the same transaction."""
         ...

@@ -356,9 +356,16 @@ class SqlLedger:
 
     # API tokens (the TokenStore port) -------------------------------------------------------
 
-    async def create_token(self, namespace: str, token_digest: str, at: datetime) -> ApiToken:
+    async def create_token(
+        self,
+        namespace: str,
+        token_digest: str,
+        at: datetime,
+        *,
+        audit: AuditOf[ApiToken] | None = None,
+    ) -> ApiToken:
         """Store a namespace token's digest."""
-        return await tokens.create(self.store, namespace, token_digest, at)
+        return await tokens.create(self.store, namespace, token_digest, at, self._trail(audit))
 
     async def token_by_digest(self, token_digest: str) -> ApiToken | None:
         """The namespace token with this digest."""
@@ -368,6 +375,8 @@ class SqlLedger:
         """A namespace's tokens, oldest first."""
         return await tokens.of_namespace(self.store, namespace)
 
-    async def revoke_token(self, namespace: str, token_id: str, at: datetime) -> bool:
+    async def revoke_token(
+        self, namespace: str, token_id: str, at: datetime, *, audit: AuditOf[bool] | None = None
+    ) -> bool:
         """Revoke a namespace's active token."""
-        return await tokens.revoke(self.store, namespace, token_id, at)
+        return await tokens.revoke(self.store, namespace, token_id, at, self._trail(audit))

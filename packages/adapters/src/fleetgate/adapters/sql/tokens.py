@@ -1,7 +1,8 @@
 """Namespace API tokens in the ledger's ``api_tokens`` table (the TokenStore port).
 
 Only digests are stored. A revoked token keeps its row (``revoked_at`` set) so the admin can list
-what existed; authentication treats it as unknown. Each operation is one short transaction.
+what existed; authentication treats it as unknown. Each operation is one short transaction, and a
+write's audit events (``trail``: never the secret nor its digest) commit in it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql.engine import Store
+from fleetgate.adapters.sql.events import Audited
 from fleetgate.adapters.sql.schema import api_tokens
 from fleetgate.adapters.sql.sqltypes import epoch, instant, maybe_instant
 from fleetgate.domain.capacity.model import check_namespace
@@ -36,7 +38,13 @@ def _check_digest(token_digest: str) -> str:
     return token_digest
 
 
-async def create(store: Store, namespace: str, token_digest: str, at: datetime) -> ApiToken:
+async def create(
+    store: Store,
+    namespace: str,
+    token_digest: str,
+    at: datetime,
+    trail: Audited[ApiToken] | None = None,
+) -> ApiToken:
     """Insert an active token for ``namespace`` and return it."""
     check_namespace(namespace)
     _check_digest(token_digest)
@@ -50,7 +58,7 @@ async def create(store: Store, namespace: str, token_digest: str, at: datetime) 
         )
         return ApiToken(id=token_id, namespace=namespace, created_at=at)
 
-    return await store.write(work, what=f"create a token for {namespace}")
+    return await (trail or Audited(None)).write(store, work, what=f"create a token for {namespace}")
 
 
 async def by_digest(store: Store, token_digest: str) -> ApiToken | None:
@@ -80,7 +88,13 @@ async def of_namespace(store: Store, namespace: str) -> list[ApiToken]:
     return await store.read(work, what=f"list the tokens of {namespace}")
 
 
-async def revoke(store: Store, namespace: str, token_id: str, at: datetime) -> bool:
+async def revoke(
+    store: Store,
+    namespace: str,
+    token_id: str,
+    at: datetime,
+    trail: Audited[bool] | None = None,
+) -> bool:
     """Revoke an active token of ``namespace``; False when there is no such active token."""
     statement = (
         sa.update(api_tokens)
@@ -95,4 +109,4 @@ async def revoke(store: Store, namespace: str, token_id: str, at: datetime) -> b
     async def work(conn: AsyncConnection) -> bool:
         return (await conn.execute(statement)).rowcount == 1
 
-    return await store.write(work, what=f"revoke a token of {namespace}")
+    return await (trail or Audited(None)).write(store, work, what=f"revoke a token of {namespace}")

@@ -21,6 +21,14 @@ from fleetgate.domain.ports import Clock
 
 R = TypeVar("R")
 
+# A node's changes, whoever makes them (node sync following the cluster, the admin through the
+# API): one name per meaning, so the trail reads the same whichever wrote it.
+NODE_JOINED = "node joined the ledger"
+NODE_UPDATED = "node updated in the ledger"
+NODE_LEFT = "node left the ledger"
+NODE_CORDONED = "node cordoned in the ledger"
+NODE_UNCORDONED = "node uncordoned in the ledger"
+
 
 class Trail(Generic[R]):
     """The audit of one change: ``build`` turns its result into its events, called by the
@@ -61,6 +69,11 @@ class AuditEvents:
         return with_request_id(
             Event(kind, self._clock.now(), subject, namespace, level, dict(data))
         )
+
+    def node(self, kind: str, node: str, /, **data: object) -> list[Event]:
+        """A node change's one event (about no namespace): written with the change (its
+        ``audit``), then emitted to the other sinks (the ledger's own sink skips it)."""
+        return [self(kind, node, None, Level.INFO, node=node, **data)]
 
     def refused(
         self, kind: str, subject: str, namespace: str, step: Attempt, denial: Denial

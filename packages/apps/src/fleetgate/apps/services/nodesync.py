@@ -22,7 +22,13 @@ import asyncio
 from dataclasses import dataclass, field
 from random import Random
 
-from fleetgate.apps.services.audit import AuditEvents
+from fleetgate.apps.services.audit import (
+    NODE_CORDONED,
+    NODE_JOINED,
+    NODE_LEFT,
+    NODE_UNCORDONED,
+    AuditEvents,
+)
 from fleetgate.apps.services.walking import try_candidates
 from fleetgate.domain import nodesync
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
@@ -30,16 +36,12 @@ from fleetgate.domain.capacity.errors import NodeBusy, NodeExists, NodeNotFound,
 from fleetgate.domain.capacity.model import Admission, MoveRequest, NodeState, Placement
 from fleetgate.domain.capacity.ranking import rank
 from fleetgate.domain.capacity.walk import Attempt, Walk
-from fleetgate.domain.events import Event, Level
+from fleetgate.domain.events import Event
 from fleetgate.domain.ports import CapacityLedger, Clock, ClusterGateway, EventSink
 
 RESCHEDULE_REFUSED = "reschedule candidate refused by capacity guard"
 RESCHEDULE_FAILED = "reschedule failed, every candidate refused by capacity guard"
 REDIRECTED = "instance start redirected to another node"
-NODE_JOINED = "node joined the ledger"
-NODE_LEFT = "node left the ledger"
-NODE_CORDONED = "node cordoned in the ledger"
-NODE_UNCORDONED = "node uncordoned in the ledger"
 
 #: Plans per sync: relocations can free a node for removal, which the next round sees.
 MAX_ROUNDS = 3
@@ -135,7 +137,7 @@ class NodeSync:
         ledger = self._ledger
         try:
             if isinstance(action, nodesync.AddNode):
-                note = self._note(NODE_JOINED, action.spec.name, pool=action.spec.pool)
+                note = self._event.node(NODE_JOINED, action.spec.name, pool=action.spec.pool)
                 await ledger.add_node(action.spec, audit=lambda _: note)
                 report.joined.append(action.spec.name)
                 await self._events.emit(note)
@@ -143,12 +145,12 @@ class NodeSync:
                 await ledger.update_node(action.spec)
                 report.updated.append(action.spec.name)
             elif isinstance(action, nodesync.Cordon):
-                note = self._note(NODE_CORDONED, action.node)
+                note = self._event.node(NODE_CORDONED, action.node)
                 await ledger.cordon(action.node, audit=lambda _: note)
                 report.cordoned.append(action.node)
                 await self._events.emit(note)
             elif isinstance(action, nodesync.Uncordon):
-                note = self._note(NODE_UNCORDONED, action.node)
+                note = self._event.node(NODE_UNCORDONED, action.node)
                 await ledger.uncordon(action.node, audit=lambda _: note)
                 report.uncordoned.append(action.node)
                 await self._events.emit(note)
@@ -157,7 +159,7 @@ class NodeSync:
                 report.moved += moved
                 report.stranded += stranded
             elif isinstance(action, nodesync.RemoveNode):
-                note = self._note(NODE_LEFT, action.node)
+                note = self._event.node(NODE_LEFT, action.node)
                 await ledger.remove_node(action.node, audit=lambda _: note)
                 report.left.append(action.node)
                 await self._events.emit(note)
@@ -221,10 +223,12 @@ class NodeSync:
         await self._events.emit(events)
         return walk.admitted_on
 
-    def _note(self, kind: str, node: str, **data: object) -> list[Event]:
-        """A node change's one event: written with the change (its ``audit``), then emitted to
-        the other sinks (the ledger's own sink skips it)."""
-        return [self._event(kind, node, None, Level.INFO, node=node, **data)]
 
-
-__all__ = ["NodeSync", "SyncReport"]
+__all__ = [
+    "NODE_CORDONED",
+    "NODE_JOINED",
+    "NODE_LEFT",
+    "NODE_UNCORDONED",
+    "NodeSync",
+    "SyncReport",
+]

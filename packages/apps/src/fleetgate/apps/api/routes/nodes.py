@@ -47,13 +47,6 @@ _LINKS = {
 }
 
 
-def _changed(request: Request) -> None:
-    # Placements rank a snapshot of the nodes; a node this server added, cordoned or removed
-    # must count from the next request on, not a snapshot later. (Published metrics only
-    # reorder candidates, which the snapshot's staleness bound allows.)
-    container_of(request).node_snapshot().invalidate()
-
-
 @router.get(
     "",
     operation_id="list_nodes",
@@ -97,26 +90,19 @@ async def get_node(request: Request, name: NamePath) -> NodeBody:
 @access(admin_only=True, missing="node")
 async def put_node(request: Request, response: Response, name: NamePath, body: NodePut) -> NodeBody:
     """Add the node (201), or replace its capacity, pool and labels (200; counters are kept)."""
-    ledger = container_of(request).ledger()
     spec = NodeSpec(
         name=name,
         capacity=Capacity(threads=body.threads, memory_mb=body.memory_mb, disk_gb=body.disk_gb),
         pool=body.pool,
         labels=dict(body.labels),
     )
-    # Add-or-update races with a concurrent add or remove; a second round settles it.
-    for _ in range(2):
-        try:
-            if await ledger.node(name) is None:
-                node = await ledger.add_node(spec)
-                response.status_code = status.HTTP_201_CREATED
-            else:
-                node = await ledger.update_node(spec)
-            _changed(request)
-            return NodeBody.of(node)
-        except (NodeExists, NodeNotFound):
-            continue
-    raise ApiError(409, "conflict", f"node {name} changed concurrently; retry")
+    try:
+        node, added = await container_of(request).node_admin().put(spec)
+    except (NodeExists, NodeNotFound) as exc:
+        raise ApiError(409, "conflict", f"node {name} changed concurrently; retry") from exc
+    if added:
+        response.status_code = status.HTTP_201_CREATED
+    return NodeBody.of(node)
 
 
 @router.put("/{name}/metrics", operation_id="put_node_metrics", response_model=NodeBody)
@@ -131,18 +117,14 @@ async def put_metrics(request: Request, name: NamePath, body: MetricsPut) -> Nod
 @access(admin_only=True, missing="node")
 async def cordon(request: Request, name: NamePath) -> NodeBody:
     """Stop admitting onto the node (its placements stay)."""
-    node = await container_of(request).ledger().cordon(name)
-    _changed(request)
-    return NodeBody.of(node)
+    return NodeBody.of(await container_of(request).node_admin().cordon(name))
 
 
 @router.post("/{name}/uncordon", operation_id="uncordon_node", response_model=NodeBody)
 @access(admin_only=True, missing="node")
 async def uncordon(request: Request, name: NamePath) -> NodeBody:
     """Admit onto the node again."""
-    node = await container_of(request).ledger().uncordon(name)
-    _changed(request)
-    return NodeBody.of(node)
+    return NodeBody.of(await container_of(request).node_admin().uncordon(name))
 
 
 @router.delete(
@@ -156,10 +138,9 @@ async def uncordon(request: Request, name: NamePath) -> NodeBody:
 async def delete_node(request: Request, name: NamePath) -> Response:
     """Remove the node; 409 ``node_busy`` while it holds placements."""
     try:
-        await container_of(request).ledger().remove_node(name)
+        await container_of(request).node_admin().remove(name)
     except NodeBusy as exc:
         raise ApiError(
             409, "node_busy", f"node {name} still holds placements", placements=exc.placements
         ) from exc
-    _changed(request)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

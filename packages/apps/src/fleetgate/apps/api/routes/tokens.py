@@ -60,11 +60,8 @@ def _body(token: ApiToken) -> TokenBody:
 @access(admin_only=True, missing="token")
 async def create_token(request: Request, ns: Namespace) -> NewTokenBody:
     """Create a token for ``ns``. The response carries its secret: the only time it is shown."""
-    container = container_of(request)
     secret = new_secret()
-    token = await container.token_store().create_token(
-        ns, tokens.digest(secret), container.clock().now()
-    )
+    token = await container_of(request).token_service().create(ns, tokens.digest(secret))
     return NewTokenBody(**_body(token).model_dump(), secret=secret)
 
 
@@ -84,7 +81,6 @@ async def list_tokens(request: Request, ns: Namespace) -> list[TokenBody]:
 @access(admin_only=True, missing="token")
 async def revoke_token(request: Request, ns: Namespace, token_id: ObjectId) -> Response:
     """Revoke the token: it stops authenticating at once. A second revoke is 404."""
-    container = container_of(request)
-    if not await container.token_store().revoke_token(ns, token_id, container.clock().now()):
+    if not await container_of(request).token_service().revoke(ns, token_id):
         raise not_found("token")
     return Response(status_code=status.HTTP_204_NO_CONTENT)
