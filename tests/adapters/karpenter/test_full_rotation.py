@@ -269,3 +269,36 @@ async def test_a_loaded_fleet_rotates_beside_karpenter_without_a_double_replacem
     surged_for = [w.body["metadata"]["labels"][ann.SURGE_FOR] for w in surges]
     assert sorted(surged_for) == sorted(ours_claims)  # exactly one surge per rotated claim
     assert api.list("Pod", NAMESPACE) == []
+
+
+async def test_a_drifted_claim_karpenter_never_replaces_is_rotated_once_it_is_due(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    # Karpenter marks the claim Drifted but never acts on it (as under a Drifted budget of "0").
+    api.seed(nodepool("pool", expire_after="336h", tgp="1h"))
+    old, old_node = sim.node("pool", created=clock.now() - timedelta(days=14) + timedelta(hours=1))
+    api.modify(
+        "NodeClaim",
+        old,
+        lambda c: c["status"]["conditions"].append(
+            {"type": "Drifted", "status": "True", "reason": "NodeClassDrift", "message": ""}
+        ),
+    )
+    sim.pod("web-0", old_node, {"cpu": "1"})
+    passes: list[PassResult] = []
+    controller = _controller(gateway, clock, passes, CollectorRegistry())
+
+    await _run(
+        controller,
+        sim,
+        clock,
+        lambda: api.get("NodeClaim", old) is None and ann.LAST_ROTATION_AT in _annotations(api),
+    )
+
+    started = [p.step for p in passes if p.step is not None and p.step.started == old]
+    assert [s.drift_rule.value for s in started if s.drift_rule] == ["driftedDue"]
+    census = started[0].report.census
+    assert census is not None and census.as_dict()["DriftedDue"] == 1
+    events = {e["reason"]: e for e in api.list("Event", "default")}
+    assert "rule driftedDue" in events["RotationStarted"]["note"]
+    assert "RotationCompleted" in events

@@ -243,3 +243,20 @@ def test_karpenters_own_replacement_is_never_replaced_twice() -> None:
     doc = run(policy(windows=TOKYO), _pair(disruptedAt="2024-01-02T18:00:00Z"), days=20)
     assert "a" not in {r["node"] for r in doc["rotations"]}
     assert doc["summary"]["breaches"] == 0
+
+
+def test_a_drifted_node_karpenter_never_replaces_is_rotated_in_a_window_before_its_expiry() -> None:
+    # Karpenter sets Drifted but never acts on it (no disruptedAt: e.g. a Drifted budget of "0").
+    doc = run(policy(windows=TOKYO), _pair(drifted=True), days=20)
+    assert not _of(doc, "expire-after-breach"), _of(doc, "expire-after-breach")
+    (start,) = [e for e in _of(doc, "rotation-start") if e["node"] == "a"]
+    assert start["rule"] == "driftedDue"
+    (rotation,) = [r for r in doc["rotations"] if r["node"] == "a"]
+    assert rotation["outcome"] == "success" and rotation["done"] < rotation["deadline"]
+    opened = [e["at"] for e in _of(doc, "window-open")]
+    closed = [e["at"] for e in _of(doc, "window-close")]
+    assert any(o <= start["at"] < c for o, c in zip(opened, closed, strict=False))
+    # Before it fell due it was Karpenter's; the census said so, then said why it was ours.
+    censuses = [e["census"] for e in _of(doc, "no-eligible-claim")]
+    assert censuses[0]["Drifted"] == 1
+    assert all(e["rule"] == "driftedDue" for e in _of(doc, "rotation-start") if "rule" in e)

@@ -31,6 +31,7 @@ from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.machine import CensusCache, MachineConfig, step, surgeless_fallback
 from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
 from fleetgate.domain.rotation.quiet import next_eligibility
+from fleetgate.domain.rotation.selection import DRIFTED_DUE, DriftRule
 from fleetgate.domain.rotation.windows import DAY_NAMES, MaintenanceWindow
 
 NOW = datetime(2024, 1, 10, 12, 0, tzinfo=UTC)
@@ -370,3 +371,26 @@ def test_the_census_cache_follows_karpenters_taint_and_pod_opt_outs_as_a_fresh_p
         assert fast == fresh
         seen.add(fresh.started)
     assert seen == {"old", "next", None}  # each mark moved the pick, so each was exercised
+
+
+def test_a_due_drifted_claim_is_rotated_and_the_log_and_event_say_by_which_rule() -> None:
+    young = pool(claim("d", DUE - timedelta(minutes=10), drifted=True))
+    waiting = step(young, [policy()], NOW)
+    assert waiting.started is None and waiting.report.census is not None
+    assert waiting.report.census.as_dict()["Drifted"] == 1
+    due = pool(claim("d", DUE, drifted=True))
+    cache = CensusCache()
+    for census in (None, cache):  # a carried census decides as a fresh pass does
+        started = step(due, [policy()], NOW, census=census)
+        assert started.started == "d" and started.drift_rule is DriftRule.DUE
+        assert started.report.census is not None
+        assert started.report.census.as_dict()[DRIFTED_DUE] == 1
+        (selected,) = [a for a in started.actions if isinstance(a, Log) and "selected" in a.message]
+        assert selected.fields["rule"] == "driftedDue"
+        (event,) = [a for a in started.actions if isinstance(a, Announce)]
+        assert "rule driftedDue" in event.message
+    # The cache moves the claim out of Drifted by time alone, when it falls due.
+    cache = CensusCache()
+    assert step(young, [policy()], NOW, census=cache).started is None
+    later = step(young, [policy()], NOW + timedelta(minutes=10), census=cache)
+    assert later.started == "d" and later.drift_rule is DriftRule.DUE

@@ -57,7 +57,7 @@ from fleetgate.domain.rotation.quiet import (
 )
 from fleetgate.domain.rotation.reference import reference_gate, release_reference_markers
 from fleetgate.domain.rotation.report import PoolReport, observe
-from fleetgate.domain.rotation.selection import deadline
+from fleetgate.domain.rotation.selection import Bucket, DriftRule, deadline, drift_rule
 
 __all__ = ["CensusCache", "MachineConfig", "PoolReport", "Step", "step", "surgeless_fallback"]
 
@@ -71,6 +71,8 @@ class Step:
     report: PoolReport
     started: str | None = None
     """The claim a rotation was started for in this pass, if any."""
+    drift_rule: DriftRule | None = None
+    """Why the started claim, which Karpenter reports ``Drifted``, is fleetgate's to rotate."""
     quiet_until: datetime | None = None
     """When the step wrote nothing: until this instant a pass over an *unchanged* pool would
     write nothing either (None: not before something in the cluster changes). A simulator may
@@ -191,6 +193,7 @@ def step(
             tuple(actions), now + LONG_REQUEUE, _with(report, reason="headroom"), quiet_until=None
         )
     due = deadline(chosen)
+    rule = drift_rule(chosen, Bucket.ELIGIBLE, p.policy.selection)
     actions.append(
         AnnotatePool(obs.name, {ann.ACTIVE_ROTATION: claim.name}, expect_version=obs.version)
     )
@@ -203,14 +206,16 @@ def step(
                 "eligible": report.census.eligible,
                 "surgeless": surgeless,
                 "deadline": ann.format_timestamp(due) if due else None,
-            },
+            }
+            | ({"rule": rule.value} if rule is not None else {}),
         )
     )
     actions.append(
         Announce(
             "RotationStarted",
             f"rotating NodeClaim {claim.name}"
-            + (" surge-less (forceful fallback)" if surgeless else ""),
+            + (" surge-less (forceful fallback)" if surgeless else "")
+            + (_DRIFT_NOTE[rule] if rule is not None else ""),
             obs.name,
         )
     )
@@ -220,7 +225,20 @@ def step(
     else:
         more, requeue = pending(anchored, claim, built)
     report = _with(report, anchor=claim.name)
-    return Step(tuple(actions + more), requeue, report, started=claim.name, quiet_until=now)
+    return Step(
+        tuple(actions + more),
+        requeue,
+        report,
+        started=claim.name,
+        drift_rule=rule,
+        quiet_until=now,
+    )
+
+
+_DRIFT_NOTE = {
+    DriftRule.DUE: " (Drifted, but Karpenter has not replaced it and it is due: rule driftedDue)",
+    DriftRule.ROTATE_DRIFTED: " (Drifted; the policy sets rotateDrifted)",
+}
 
 
 def advance(p: Pass, name: str) -> tuple[list[Action], datetime | None]:
