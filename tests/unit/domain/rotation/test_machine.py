@@ -19,6 +19,7 @@ from fleetgate.domain.rotation.actions import (
     ObserveDuration,
     SetUnschedulable,
 )
+from fleetgate.domain.rotation.budgets import DEFAULT_BUDGETS, budgets_from_spec
 from fleetgate.domain.rotation.cluster import (
     NodeClaimView,
     NodeView,
@@ -394,3 +395,34 @@ def test_a_due_drifted_claim_is_rotated_and_the_log_and_event_say_by_which_rule(
     assert step(young, [policy()], NOW, census=cache).started is None
     later = step(young, [policy()], NOW + timedelta(minutes=10), census=cache)
     assert later.started == "d" and later.drift_rule is DriftRule.DUE
+
+
+def test_no_rotation_starts_while_the_budgets_for_every_reason_allow_none() -> None:
+    nightly = budgets_from_spec([{"nodes": "0", "schedule": "0 6 * * *", "duration": "8h"}])
+    blocked = step(pool(claim("a", DUE), budgets=nightly), [policy()], NOW)  # 12:00 UTC
+    assert blocked.started is None and writes(blocked.actions) == []
+    assert blocked.report.blocked is not None
+    assert blocked.report.reason == "disruptionBudget"
+    assert blocked.report.blocked.until == NOW.replace(hour=14)  # when the budget turns off
+    assert step(pool(claim("a", DUE), budgets=nightly), [policy()], NOW.replace(hour=14)).started
+    # A Drifted-only budget of 0 says nothing about fleetgate's rotations.
+    drift_only = budgets_from_spec([{"nodes": "0", "reasons": ["Drifted"]}])
+    assert step(pool(claim("a", DUE), budgets=drift_only), [policy()], NOW).started == "a"
+    # The policy may ignore the budgets.
+    ignoring = replace(policy(), ignore_disruption_budgets=True)
+    assert step(pool(claim("a", DUE), budgets=nightly), [ignoring], NOW).started == "a"
+
+
+def test_nodes_already_disrupting_use_the_budget_up_as_karpenter_counts_them() -> None:
+    ten = DEFAULT_BUDGETS  # 10% of 2 nodes: 1 disruption
+    calm = pool(claim("a", DUE), claim("b", timedelta(days=1)), budgets=ten)
+    assert step(calm, [policy()], NOW).started == "a"
+    sick = replace(calm, nodes=(calm.nodes[0], replace(calm.nodes[1], ready=False)))
+    result = step(sick, [policy()], NOW)
+    assert result.started is None and result.report.reason == "disruptionBudget"
+    assert result.report.blocked is not None and result.report.blocked.until is None
+    deleting = pool(claim("a", DUE), claim("b", timedelta(days=1), deleting_at=NOW), budgets=ten)
+    assert step(deleting, [policy()], NOW).report.reason == "disruptionBudget"
+    # A replacement not yet initialized counts for neither side.
+    coming = pool(claim("a", DUE), claim("c", timedelta(minutes=1), ready=False), budgets=ten)
+    assert step(coming, [policy()], NOW).started == "a"

@@ -11,7 +11,9 @@ would refuse to disrupt, nor start a surge in a pool where Karpenter will not pr
   Go duration that has not yet run out since the Pod's ``status.startTime`` (no start time:
   still blocking). Any other value is ignored, as Karpenter ignores it;
 - a static NodePool (``spec.replicas`` set) or one whose ``Ready`` condition is not True gets
-  no surge node for a pending placeholder; a pool at ``spec.limits.nodes`` gets none either.
+  no surge node for a pending placeholder; a pool at ``spec.limits.nodes`` gets none either;
+- a NodePool's disruption budgets count its initialized nodes, and take off what they allow the
+  ones already disrupting (:func:`budget_counts`).
 
 Deleting a NodeClaim bypasses every one of Karpenter's own checks, so these are fleetgate's.
 """
@@ -30,6 +32,7 @@ from fleetgate.domain.rotation.selection import ClaimView
 __all__ = [
     "DISRUPTED_TAINT",
     "NODES",
+    "budget_counts",
     "node_disrupted",
     "node_limit_reached",
     "opt_out_expiry",
@@ -97,6 +100,28 @@ def pod_opted_out_claims(
     if not blocked:
         return frozenset()
     return frozenset(c.name for c in claims if c.node_name in blocked)
+
+
+def budget_counts(obs: PoolObservation) -> tuple[int, int]:
+    """The pool's nodes as Karpenter's budgets count them, and how many of those are disrupting.
+
+    Karpenter counts initialized nodes only (fleetgate reads a NodeClaim whose Ready condition
+    is True as initialized: a replacement still coming up counts for neither); a node counts as
+    disrupting when it is deleting, tainted ``karpenter.sh/disrupted`` or its Node is not Ready.
+    """
+    total = disrupting = 0
+    for claim in obs.claims:
+        if not claim.ready:
+            continue
+        total += 1
+        node = obs.node(claim.node_name)
+        if (
+            claim.deleting
+            or claim.disruption_reason is not None
+            or (node is not None and (not node.ready or node_disrupted(node)))
+        ):
+            disrupting += 1
+    return total, disrupting
 
 
 def node_limit_reached(obs: PoolObservation) -> bool:

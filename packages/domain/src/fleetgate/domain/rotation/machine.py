@@ -35,13 +35,16 @@ from fleetgate.domain.rotation.context import (
     MachineConfig,
     Pass,
 )
+from fleetgate.domain.rotation.disruption import budget_counts
 from fleetgate.domain.rotation.estimates import (
     OBSERVED_DRAIN,
     append_sample,
 )
 from fleetgate.domain.rotation.gates import (
     NO_ELIGIBLE_CLAIM,
+    Blocked,
     PoolMarks,
+    budget_gate,
     pool_state_gate,
     start_gate,
 )
@@ -146,7 +149,7 @@ def step(
     blocked = reference_gate(obs, marked) or start_gate(
         now, p.policy, PoolMarks.from_annotations(obs.annotations)
     )
-    blocked = blocked or pool_state_gate(obs.static, obs.ready)
+    blocked = blocked or pool_state_gate(obs.static, obs.ready) or _budget_gate(p)
     if blocked is not None:
         fields = {"reason": blocked.reason.value}
         if blocked.until is not None:
@@ -241,6 +244,14 @@ _DRIFT_NOTE = {
 }
 
 
+def _budget_gate(p: Pass) -> Blocked | None:
+    """Gate 8, unless the policy ignores the NodePool's budgets (the walk over the claims is
+    made only when every other gate is open and the pool has budgets)."""
+    if p.policy.policy.ignore_disruption_budgets or not p.obs.budgets:
+        return None
+    return budget_gate(p.obs.budgets, p.now, *budget_counts(p.obs))
+
+
 def advance(p: Pass, name: str) -> tuple[list[Action], datetime | None]:
     """Move the anchored rotation of ``name`` on (spec §7.3)."""
     claim = p.obs.claim(name)
@@ -262,7 +273,7 @@ def advance(p: Pass, name: str) -> tuple[list[Action], datetime | None]:
         return actions, p.now + SHORT_REQUEUE
     if state == ann.ClaimState.FAILED:
         blocked = start_gate(p.now, p.policy, PoolMarks.from_annotations(p.obs.annotations))
-        blocked = blocked or pool_state_gate(p.obs.static, p.obs.ready)
+        blocked = blocked or pool_state_gate(p.obs.static, p.obs.ready) or _budget_gate(p)
         return advance_failed(p, claim, blocked is None)
     if state == ann.ClaimState.EXPIRED:
         return [*p.release(name), AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR))], None
