@@ -9,16 +9,20 @@ HTTP API's ``POST /v1/rotation/check``). Exit status: 0 without a fatal finding,
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.table import Table
 
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.domain.durations import DurationError, parse_duration
 from fleetgate.domain.durations import format_duration as fmt
+from fleetgate.domain.rotation.annotations import format_timestamp
+from fleetgate.domain.rotation.budget_forecast import BudgetForecast, forecast_budgets
+from fleetgate.domain.rotation.budgets import Budget, BudgetError, budgets_from_spec
 from fleetgate.domain.rotation.constants import BUFFER, DRAIN_FALLBACK
 from fleetgate.domain.rotation.derive import Derivation
 from fleetgate.domain.rotation.formulas import (
@@ -29,6 +33,7 @@ from fleetgate.domain.rotation.formulas import (
     provisioning_estimate_rule,
 )
 from fleetgate.domain.rotation.policy import PolicyError, ResolvedPolicy, RotationPolicy
+from fleetgate.domain.rotation.windows import Interval
 
 __all__ = [
     "EXIT_FATAL",
@@ -105,9 +110,18 @@ def run_check(
     termination_grace_period: str | None,
     nodes: int,
     fmt: str,
+    nodepool: Path | None = None,
+    now: datetime | None = None,
 ) -> int:
-    """Run ``fleetgate check`` and return its exit status."""
+    """Run ``fleetgate check`` and return its exit status (``now`` starts the budgets' span)."""
     err = Console(stderr=True, highlight=False)
+    budgets = None
+    if nodepool is not None:
+        try:
+            budgets = read_nodepool_budgets(nodepool)
+        except (OSError, yaml.YAMLError, BudgetError) as exc:
+            err.print(f"[red]error:[/red] --nodepool {nodepool}: {exc}", soft_wrap=True)
+            return EXIT_INVALID
     try:
         expiry = parse_expire_after(expire_after)
     except DurationError as exc:
@@ -128,14 +142,80 @@ def run_check(
             err.print(f"[red]error:[/red] {line}", soft_wrap=True)
         return EXIT_INVALID
     derived = [(p, r, r.derive(expiry, nodes)) for p, r in results]
+    start = (now or datetime.now(UTC)).replace(second=0, microsecond=0)
+    forecasts = [
+        None
+        if budgets is None
+        else forecast_budgets(r, budgets, expiry, nodes, start, start + BUDGET_SPAN)
+        for _, r, _ in derived
+    ]
     if fmt == "json":
-        reports = [_report(r, d) for _, r, d in derived]
+        reports = [
+            _report(r, d) | ({} if f is None else {"budgets": budget_report(f)})
+            for (_, r, d), f in zip(derived, forecasts, strict=True)
+        ]
         print(json.dumps(reports[0] if len(reports) == 1 else reports, indent=2))
     else:
         out = Console(highlight=False)
-        for p, r, d in derived:
+        for (p, r, d), f in zip(derived, forecasts, strict=True):
             _print_table(out, policy, p, r, d)
+            if f is not None:
+                _print_budgets(out, f)
     return EXIT_FATAL if any(d.fatal for _, _, d in derived) else EXIT_OK
+
+
+BUDGET_SPAN = timedelta(days=28)
+"""How far ahead ``--nodepool`` lays the budgets over the windows."""
+
+
+def read_nodepool_budgets(path: Path) -> tuple[Budget, ...]:
+    """``spec.disruption.budgets`` of the NodePool manifest at ``path`` (absent: the default)."""
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(document, dict) or document.get("kind") != "NodePool":
+        raise BudgetError("must hold one karpenter.sh/v1 NodePool (kind: NodePool)")
+    spec = document.get("spec") or {}
+    disruption = spec.get("disruption") or {} if isinstance(spec, dict) else {}
+    return budgets_from_spec(disruption.get("budgets") if isinstance(disruption, dict) else None)
+
+
+def budget_report(f: BudgetForecast) -> dict[str, Any]:
+    """The ``budgets`` member of the JSON report: the windows as the budgets leave them."""
+
+    def spans(intervals: tuple[Interval, ...]) -> list[dict[str, str]]:
+        return [
+            {"start": format_timestamp(i.start), "end": format_timestamp(i.end)} for i in intervals
+        ]
+
+    out: dict[str, Any] = {
+        "windows": spans(f.windows),
+        "effectiveWindows": spans(f.effective),
+        "unusableWindows": spans(f.unusable),
+        "findings": [x.as_dict() for x in f.findings],
+    }
+    if f.derivation is not None:
+        d = f.derivation
+        out |= {"A": _seconds(d.age_threshold), "G": d.guaranteed_chances, "C": d.capacity}
+    return out
+
+
+def _print_budgets(out: Console, f: BudgetForecast) -> None:
+    """The windows of the next four weeks as the NodePool's budgets leave them."""
+    table = Table(title="windows under the NodePool's disruption budgets", title_justify="left")
+    for column in ("window (UTC)", "usable to start rotations (UTC)"):
+        table.add_column(column)
+    for window in f.windows:
+        usable = [e for e in f.effective if window.start <= e.start and e.end <= window.end]
+        table.add_row(_span(window), ", ".join(_span(u) for u in usable) or "[red]none[/red]")
+    out.print(table)
+    for x in f.findings:
+        out.print(f"[yellow]{x.severity}[/yellow] {x.code}: {x.message}", soft_wrap=True)
+    if not f.findings:
+        out.print("[green]The budgets leave the windows as they are.[/green]")
+    out.print()
+
+
+def _span(i: Interval) -> str:
+    return f"{i.start:%Y-%m-%d %H:%M}-{i.end:%H:%M}"
 
 
 def _print_table(

@@ -110,11 +110,16 @@ def check(
     ] = None,
     nodes: Annotated[int, typer.Option("--nodes", min=0, help="NodeClaims in the pool (N).")] = 0,
     fmt: Annotated[OutputFormat, typer.Option("--format")] = OutputFormat.table,
+    nodepool: Annotated[
+        Path | None,
+        typer.Option("--nodepool", help="NodePool manifest: lay its disruption budgets over."),
+    ] = None,
 ) -> None:
     """Derive whether the maintenance windows can rotate the pool before its forced expiry."""
     from fleetgate.apps.check import run_check
 
-    raise typer.Exit(run_check(policy, expire_after, termination_grace_period, nodes, fmt.value))
+    code = run_check(policy, expire_after, termination_grace_period, nodes, fmt.value, nodepool)
+    raise typer.Exit(code)
 
 
 @app.command()

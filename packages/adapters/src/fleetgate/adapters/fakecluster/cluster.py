@@ -41,6 +41,7 @@ from fleetgate.adapters.fakecluster.model import (
     Revisions,
 )
 from fleetgate.adapters.fakecluster.tables import ClaimTable, PodTable
+from fleetgate.domain.rotation.budgets import Budget
 from fleetgate.domain.rotation.cluster import (
     ClusterConflict,
     ObjectNotFound,
@@ -115,6 +116,7 @@ class FakeCluster(KarpenterLifecycle):
         self._serial = 0  # numbers the observations it hands out
         self._disruptions: dict[str, str] = {}  # claim -> reason, for a queued ``disrupt_at``
         self._replacing: dict[str, str] = {}  # Karpenter's replacement -> the claim it replaces
+        self._budget_blocked: set[str] = set()  # claims whose disruption budgets hold back
         self._members: dict[str, PoolMembers] = {}
 
     # --- seeding -----------------------------------------------------------------------------
@@ -136,9 +138,11 @@ class FakeCluster(KarpenterLifecycle):
         drain_time: timedelta | str | None = None,
         replicas: int | None = None,
         ready: bool = True,
+        budgets: Sequence[Budget] | None = None,
     ) -> Pool:
         """Create a NodePool (``expire_after`` None = Never; tGP None = unset; ``replicas`` set:
-        a static pool; ``ready`` False: its Ready condition is False)."""
+        a static pool; ``ready`` False: its Ready condition is False; ``budgets`` None: the
+        CRD's default disruption budget, 10% for every reason)."""
         if name in self.pools:
             raise ValueError(f"pool: {name!r} already exists")
         pool = Pool(
@@ -166,6 +170,8 @@ class FakeCluster(KarpenterLifecycle):
         if node_allocatable is not None:
             pool.node_allocatable = dict(node_allocatable)
         pool.replicas, pool.ready = replicas, ready
+        if budgets is not None:
+            pool.budgets = tuple(budgets)
         self.pools[name] = pool
         pool.attach(self._revisions)
         return pool
@@ -438,6 +444,7 @@ class FakeCluster(KarpenterLifecycle):
             placeholders=placeholders,
             replicas=p.replicas,
             ready=p.ready,
+            budgets=p.budgets,
             serial=self._serial,
             changes=changes,
         )

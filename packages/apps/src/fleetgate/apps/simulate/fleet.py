@@ -12,6 +12,9 @@ fleet:
   replicas: 3                   # Karpenter's own states (optional): spec.replicas (a static pool),
   ready: false                  # the NodePool's Ready condition, and spec.limits (nodes only)
   limits: {nodes: 12}
+  budgets:                      # spec.disruption.budgets (optional; absent: the CRD's 10%)
+    - {nodes: "0", schedule: "0 9 * * mon-fri", duration: 8h}   # no disruption in office hours
+    - {nodes: "0", reasons: [Drifted]}                           # Karpenter never acts on drift
   # and per listed node: drifted: true, disruptedAt: <instant> (Karpenter replaces it itself
   # then), doNotDisrupt: "true" or a duration (a Pod on it opts out, started at the start)
 env:                            # how long things really take (default: the policy's estimates)
@@ -29,6 +32,12 @@ from typing import Any
 
 from fleetgate.domain.durations import parse_duration
 from fleetgate.domain.rotation.annotations import parse_timestamp
+from fleetgate.domain.rotation.budgets import (
+    DEFAULT_BUDGETS,
+    Budget,
+    BudgetError,
+    budgets_from_spec,
+)
 
 
 class FleetError(ValueError):
@@ -67,6 +76,8 @@ class Fleet:
     """The NodePool's Ready condition."""
     node_limit: int | None = None
     """``spec.limits.nodes`` (a count of nodes; None: no limit)."""
+    budgets: tuple[Budget, ...] = DEFAULT_BUDGETS
+    """``spec.disruption.budgets`` (absent: the CRD's default, 10% for every reason)."""
 
 
 def _duration(value: Any, path: str, *, positive: bool = False) -> timedelta:
@@ -111,7 +122,7 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
     if not isinstance(spec, Mapping):
         raise FleetError("fleet: required, a mapping")
     allowed = {"pool", "labels", "expireAfter", "terminationGracePeriod", "nodes", "generate"}
-    allowed |= {"replicas", "ready", "limits"}
+    allowed |= {"replicas", "ready", "limits", "budgets"}
     unknown = set(spec) - allowed
     if unknown:
         raise FleetError(f"fleet: unknown keys {sorted(unknown)}")
@@ -142,7 +153,12 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
     if not isinstance(limits, Mapping) or set(limits) - {"nodes"}:
         raise FleetError("fleet.limits: must be a mapping with only nodes")
     node_limit = _count(limits, "nodes", "fleet.limits")
+    try:
+        budgets = budgets_from_spec(spec.get("budgets"), "fleet.budgets")
+    except BudgetError as exc:
+        raise FleetError(str(exc)) from None
     return Fleet(
+        budgets=budgets,
         replicas=_count(spec, "replicas", "fleet"),
         ready=ready,
         node_limit=node_limit,

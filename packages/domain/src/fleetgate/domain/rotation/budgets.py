@@ -35,6 +35,7 @@ __all__ = [
     "BudgetError",
     "allowed",
     "blocked_intervals",
+    "budgets_failing_closed",
     "budgets_from_spec",
     "next_change",
     "remaining",
@@ -188,6 +189,24 @@ def budgets_from_spec(value: object, path: str = "spec.disruption.budgets") -> t
     return tuple(_budget(item, f"{path}[{i}]") for i, item in enumerate(value))
 
 
+def budgets_failing_closed(value: object) -> tuple[Budget, ...]:
+    """``spec.disruption.budgets`` of a live NodePool as Karpenter uses it: a budget it cannot
+    read (a cron the CRD's pattern let through, say) allows no disruption for its reasons."""
+    if not isinstance(value, list):
+        return budgets_from_spec(value) if value is None else (Budget(nodes="0"),)
+    out = []
+    for i, item in enumerate(value):
+        try:
+            out.append(_budget(item, f"budgets[{i}]"))
+        except BudgetError:
+            try:
+                reasons = _reasons(item.get("reasons"), "") if isinstance(item, Mapping) else None
+            except BudgetError:
+                reasons = None
+            out.append(Budget(nodes="0", reasons=reasons))
+    return tuple(out)
+
+
 def _budget(item: object, path: str) -> Budget:
     if not isinstance(item, Mapping):
         raise BudgetError(f"{path}: must be a mapping, got {type(item).__name__}")
@@ -220,7 +239,10 @@ def _duration(value: object, path: str) -> timedelta:
         raise BudgetError(
             f"{path}: must be hours and/or minutes such as 8h or 1h30m, got {value!r}"
         )
-    return timedelta(hours=int(match.group(1) or 0), minutes=int(match.group(2) or 0))
+    try:
+        return timedelta(hours=int(match.group(1) or 0), minutes=int(match.group(2) or 0))
+    except OverflowError:
+        raise BudgetError(f"{path}: {value!r} is too long") from None
 
 
 def _reasons(value: object, path: str) -> tuple[str, ...] | None:

@@ -16,7 +16,8 @@ order and the first that blocks is reported, with its public reason code:
 8. ``disruptionBudget`` — the NodePool's disruption budgets that apply to every reason allow no
    disruption now, counted as Karpenter counts them (see budgets.py: the pool's nodes already
    deleting, being disrupted or NotReady use the budget up). Skipped when the policy sets
-   ``ignoreDisruptionBudgets``.
+   ``ignoreDisruptionBudgets``. The machine checks it last, and only when a claim is eligible:
+   with none, the census is the answer to "why not?".
 
 Gates 6 and 7 (:func:`pool_state_gate`) read the NodePool itself and never clear by themselves
 (``until`` None); a watch on the NodePool brings the next pass when they change. Gate 8
