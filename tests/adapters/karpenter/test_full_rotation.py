@@ -302,3 +302,28 @@ async def test_a_drifted_claim_karpenter_never_replaces_is_rotated_once_it_is_du
     events = {e["reason"]: e for e in api.list("Event", "default")}
     assert "rule driftedDue" in events["RotationStarted"]["note"]
     assert "RotationCompleted" in events
+
+
+async def test_no_rotation_starts_while_the_nodepools_budgets_allow_no_disruption(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    pool = nodepool("pool", expire_after="336h", tgp="1h")
+    pool["spec"]["disruption"]["budgets"] = [{"nodes": "0"}]
+    api.seed(pool)
+    old, node = sim.node("pool", created=clock.now() - timedelta(days=14) + timedelta(hours=1))
+    sim.pod("web-0", node, {"cpu": "1"})
+    passes: list[PassResult] = []
+    controller = _controller(gateway, clock, passes, CollectorRegistry())
+
+    await controller.run_due()
+
+    step = passes[-1].step
+    assert step is not None and step.started is None
+    assert step.report.reason == "disruptionBudget"
+    assert ann.ACTIVE_ROTATION not in _annotations(api)  # no anchor: nothing started
+
+    # The operator lifts the budget: the next pass starts the rotation.
+    api.modify("NodePool", "pool", lambda p: p["spec"]["disruption"].update(budgets=[]))
+    clock.set(controller.next_due() or clock.now())
+    await controller.run_due()
+    assert _annotations(api)[ann.ACTIVE_ROTATION] == old
