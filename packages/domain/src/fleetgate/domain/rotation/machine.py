@@ -27,6 +27,7 @@ from fleetgate.domain.rotation.actions import (
     Log,
     ObserveDuration,
 )
+from fleetgate.domain.rotation.budgets import remaining
 from fleetgate.domain.rotation.census import CensusCache
 from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
@@ -35,7 +36,7 @@ from fleetgate.domain.rotation.context import (
     MachineConfig,
     Pass,
 )
-from fleetgate.domain.rotation.disruption import budget_counts
+from fleetgate.domain.rotation.disruption import budget_counts, not_ready_nodes
 from fleetgate.domain.rotation.estimates import (
     OBSERVED_DRAIN,
     append_sample,
@@ -251,9 +252,29 @@ _DRIFT_NOTE = {
 def _budget_gate(p: Pass) -> Blocked | None:
     """Gate 8, unless the policy ignores the NodePool's budgets (the walk over the claims is
     made only when every other gate is open and the pool has budgets)."""
-    if p.policy.policy.ignore_disruption_budgets or not p.obs.budgets:
+    obs = p.obs
+    if p.policy.policy.ignore_disruption_budgets or not obs.budgets:
         return None
-    return budget_gate(p.obs.budgets, p.now, *budget_counts(p.obs))
+    # Most passes are decided without the walk: the census bounds the pool's Ready claims from
+    # below (the buckets after NotReady hold only Ready ones; a budget allows no less for more
+    # nodes) and the disruptions under way from above (deleting, being disrupted, opted out,
+    # plus the Nodes not Ready); when even those leave room, the exact count cannot close it.
+    counts = p.census.counts
+    fewest = sum(counts.get(b, 0) for b in _READY_ONLY)
+    most = sum(counts.get(b, 0) for b in _MAY_DISRUPT) + not_ready_nodes(obs)
+    if remaining(obs.budgets, p.now, fewest, most) > 0:
+        return None
+    return budget_gate(obs.budgets, p.now, *budget_counts(obs))
+
+
+_MAY_DISRUPT = (Bucket.OPTED_OUT, Bucket.DELETING, Bucket.KARPENTER_DISRUPTING)
+_READY_ONLY = (
+    Bucket.IN_FLIGHT,
+    Bucket.TERMINAL,
+    Bucket.IN_BACKOFF,
+    Bucket.NOT_TRIGGERED,
+    Bucket.ELIGIBLE,
+)
 
 
 def advance(p: Pass, name: str) -> tuple[list[Action], datetime | None]:
