@@ -151,9 +151,7 @@ def step(
         now, p.policy, PoolMarks.from_annotations(obs.annotations)
     )
     blocked = blocked or pool_state_gate(obs.static, obs.ready)
-    # ``pick`` over the buckets the census already computed for this pass.
-    chosen = p.candidate
-    if blocked is None and chosen is not None:
+    if blocked is None and p.candidate is not None:
         # Last, and only with a candidate: when nothing may go, the census is the better answer
         # to "why not?", and the walk over the pool that counting the budget takes is skipped.
         blocked = _budget_gate(p)
@@ -170,6 +168,8 @@ def step(
             blocked_report,
             quiet_until=earliest(blocked.until, gate_change(p)),
         )
+    # ``pick`` over the buckets the census already computed for this pass.
+    chosen = p.candidate
     if chosen is None:
         counts = report.census.as_dict()
         actions.append(
