@@ -348,3 +348,28 @@ def test_output_takes_the_client_commands_formats() -> None:
     assert check(*args, "-o", "wide")[1] == table
     # -o wins over --format, so a script can pass both.
     assert json.loads(check(*args, "--format", "table", "-o", "json")[1]) == report
+
+
+def test_a_nodepools_budgets_are_laid_over_the_windows(tmp_path: Path) -> None:
+    args = [EXAMPLES / "tokyo-policy.yaml", *DOCUMENTED["tokyo-policy.yaml"]]
+    nodepool = EXAMPLES / "nodepool-budgets.yaml"
+    code, report = check_json(*args, "--nodepool", nodepool)
+    assert code == 0  # the policy alone is fine; the budgets' findings only warn
+    budgets = report["budgets"]
+    codes = [f["code"] for f in budgets["findings"]]
+    assert "BudgetBlocksWindow" in codes and "BudgetShrinksWindows" in codes
+    assert len(budgets["unusableWindows"]) >= 4
+    assert len(budgets["effectiveWindows"]) < len(budgets["windows"])
+    assert budgets["A"] < report["A"]
+    code, out, _ = check(*args, "--nodepool", nodepool)
+    assert code == 0 and "BudgetBlocksWindow" in out and "none" in out
+    # Without --nodepool the report is what it was.
+    assert "budgets" not in check_json(*args)[1]
+    # A budget Karpenter's CRD refuses is refused, the file and field named.
+    bad = tmp_path / "np.yaml"
+    bad.write_text(
+        "kind: NodePool\nspec: {disruption: {budgets: [{nodes: '0', schedule: '@every 1h', "
+        "duration: 1h}]}}\n"
+    )
+    code, _, err = check(*args, "--nodepool", bad)
+    assert code == 2 and "spec.disruption.budgets[0].schedule: unsupported macro" in err

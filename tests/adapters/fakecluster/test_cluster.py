@@ -11,6 +11,7 @@ from fleetgate.adapters.fakecluster.cluster import FakeCluster, NodeChange
 from fleetgate.adapters.fakecluster.faults import ControllerCrash
 from fleetgate.adapters.fakecluster.scheduler import BATCH
 from fleetgate.domain.ports import ClusterGateway, SimulatedCluster
+from fleetgate.domain.rotation.budgets import budgets_from_spec
 from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound, PlaceholderSpec
 from fleetgate.domain.rotation.status import PolicyStatus, ReadyCondition
 from tests.ports import assert_implements
@@ -554,3 +555,46 @@ async def test_a_held_drain_ends_once_the_budget_recovers_not_at_the_tgp(
 def test_a_pdb_names_exactly_one_bound(cluster: FakeCluster) -> None:
     with pytest.raises(ValueError, match="exactly one of minAvailable or maxUnavailable"):
         cluster.add_pdb("default", "app", match_labels={}, min_available=1, max_unavailable=1)
+
+
+async def test_karpenters_own_disruptions_wait_for_the_budgets_for_their_reason(
+    clock: VirtualClock,
+) -> None:
+    fc = FakeCluster(clock)
+    nightly = {"nodes": "0", "schedule": "0 0 * * *", "duration": "2h", "reasons": ["Drifted"]}
+    fc.add_pool(
+        "pool",
+        expire_after="14d",
+        provisioning_delay="2m",
+        drain_time="5m",
+        budgets=budgets_from_spec([nightly, {"nodes": "0", "reasons": ["Empty"]}]),
+    )
+    drifted, other = fc.add_node("pool"), fc.add_node("pool")
+    fc.disrupt_at(drifted, T0 + timedelta(minutes=30), "Drifted")
+    fc.disrupt_at(other, T0 + timedelta(minutes=30), "Underutilized")
+    fc.advance_to(T0 + timedelta(minutes=30))
+    obs = await fc.observe("pool")
+    assert obs is not None and obs.budgets[0].reasons == ("Drifted",)
+    assert not obs.claim(drifted).selection_view.karpenter_disrupting  # type: ignore[union-attr]
+    assert obs.claim(other).selection_view.karpenter_disrupting  # type: ignore[union-attr]
+    blocked = [r for r in fc.history if r.kind == "karpenter-disruption-blocked"]
+    assert [(r.name, dict(r.data)["reason"]) for r in blocked] == [(drifted, "Drifted")]
+    # Held back until the Drifted budget turns off at 02:00; by then the other one is done.
+    assert fc.next_event_at() is not None
+    fc.advance_to(T0 + timedelta(hours=2) - timedelta(seconds=1))
+    assert fc.claims[drifted].disruption_reason is None
+    fc.advance_to(T0 + timedelta(hours=2))
+    assert fc.claims[drifted].disruption_reason == "Drifted"
+
+
+async def test_disruptions_under_way_hold_back_the_next_one(clock: VirtualClock) -> None:
+    fc = FakeCluster(clock)
+    fc.add_pool("pool", expire_after="14d", provisioning_delay="2m", drain_time="5m")
+    first, second = fc.add_node("pool"), fc.add_node("pool")  # the default 10%: one at a time
+    fc.disrupt_at(first, T0 + timedelta(minutes=1))
+    fc.disrupt_at(second, T0 + timedelta(minutes=1))
+    fc.advance_to(T0 + timedelta(minutes=1))
+    going = [c for c in (first, second) if fc.claims[c].disruption_reason is not None]
+    assert len(going) == 1
+    fc.advance_to(T0 + timedelta(minutes=30))  # the first is gone; the budget's next look
+    assert all(c not in fc.claims or fc.claims[c].disruption_reason for c in (first, second))

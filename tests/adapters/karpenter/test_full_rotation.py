@@ -381,3 +381,61 @@ async def test_a_surge_clamped_beside_daemonsets_is_reported_as_nrc_reports_it(
     refused = next(e for (r, _), e in events.items() if r == "SurgeClampRefused")
     assert refused["related"]["name"] == "tight"  # the claim's own pool, with its uid
     assert refused["related"]["uid"] == (api.get("NodePool", "tight") or {})["metadata"]["uid"]
+
+
+async def test_a_drifted_claim_karpenter_never_replaces_is_rotated_once_it_is_due(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    # Karpenter marks the claim Drifted but never acts on it (as under a Drifted budget of "0").
+    api.seed(nodepool("pool", expire_after="336h", tgp="1h"))
+    old, old_node = sim.node("pool", created=clock.now() - timedelta(days=14) + timedelta(hours=1))
+    api.modify(
+        "NodeClaim",
+        old,
+        lambda c: c["status"]["conditions"].append(
+            {"type": "Drifted", "status": "True", "reason": "NodeClassDrift", "message": ""}
+        ),
+    )
+    sim.pod("web-0", old_node, {"cpu": "1"})
+    passes: list[PassResult] = []
+    controller = _controller(gateway, clock, passes, CollectorRegistry())
+
+    await _run(
+        controller,
+        sim,
+        clock,
+        lambda: api.get("NodeClaim", old) is None and ann.LAST_ROTATION_AT in _annotations(api),
+    )
+
+    started = [p.step for p in passes if p.step is not None and p.step.started == old]
+    assert [s.drift_rule.value for s in started if s.drift_rule] == ["driftedDue"]
+    census = started[0].report.census
+    assert census is not None and census.as_dict()["DriftedDue"] == 1
+    events = {e["reason"]: e for e in api.list("Event", "default")}
+    assert "rule driftedDue" in events["RotationStarted"]["note"]
+    assert "RotationCompleted" in events
+
+
+async def test_no_rotation_starts_while_the_nodepools_budgets_allow_no_disruption(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    pool = nodepool("pool", expire_after="336h", tgp="1h")
+    pool["spec"]["disruption"]["budgets"] = [{"nodes": "0"}]
+    api.seed(pool)
+    old, node = sim.node("pool", created=clock.now() - timedelta(days=14) + timedelta(hours=1))
+    sim.pod("web-0", node, {"cpu": "1"})
+    passes: list[PassResult] = []
+    controller = _controller(gateway, clock, passes, CollectorRegistry())
+
+    await controller.run_due()
+
+    step = passes[-1].step
+    assert step is not None and step.started is None
+    assert step.report.reason == "disruptionBudget"
+    assert ann.ACTIVE_ROTATION not in _annotations(api)  # no anchor: nothing started
+
+    # The operator lifts the budget: the next pass starts the rotation.
+    api.modify("NodePool", "pool", lambda p: p["spec"]["disruption"].update(budgets=[]))
+    clock.set(controller.next_due() or clock.now())
+    await controller.run_due()
+    assert _annotations(api)[ann.ACTIVE_ROTATION] == old

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from fleetgate.adapters.karpenter import views
+from fleetgate.domain.rotation.budgets import Budget
 from fleetgate.domain.rotation.cluster import Requirement, Taint
 
 
@@ -235,3 +236,28 @@ def test_pool_observation_reads_template_limits_and_sorts_children() -> None:
     assert obs.limits == {"cpu": 100_000, "memory": 1000 * 2**30 * 1000}
     assert obs.resources == {"cpu": 8000}
     assert [c.name for c in obs.claims] == ["a0", "c1"]
+
+
+def test_the_nodepools_disruption_budgets_are_read_as_karpenter_reads_them() -> None:
+    pool: dict[str, Any] = {
+        "metadata": {"name": "p"},
+        "spec": {"template": {"spec": {}}},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    # Absent: the CRD's default (a real API server writes it in).
+    assert views.pool_observation(pool, [], [], [], []).budgets == (Budget(nodes="10%"),)
+    pool["spec"]["disruption"] = {
+        "budgets": [
+            {"nodes": "0", "reasons": ["Drifted"]},
+            {"nodes": "20%", "schedule": "0 22 * * mon-fri", "duration": "8h"},
+            # The CRD's pattern lets this cron through; Karpenter fails closed on it.
+            {"nodes": "5", "schedule": "61 * * * *", "duration": "1h", "reasons": ["Empty"]},
+        ]
+    }
+    drift, nightly, broken = views.pool_observation(pool, [], [], [], []).budgets
+    assert drift == Budget(nodes="0", reasons=("Drifted",))
+    assert nightly.nodes == "20%" and nightly.duration == timedelta(hours=8)
+    assert nightly.schedule is not None and nightly.schedule.weekdays == frozenset(range(1, 6))
+    assert broken == Budget(nodes="0", reasons=("Empty",))
+    pool["spec"]["disruption"]["budgets"] = []
+    assert views.pool_observation(pool, [], [], [], []).budgets == ()

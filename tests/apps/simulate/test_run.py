@@ -287,3 +287,59 @@ def test_a_pdb_with_a_disruption_to_spare_never_holds_a_drain() -> None:
     doc = run(policy(windows=TOKYO), _with(podDisruptionBudget={"maxUnavailable": 1}), days=20)
     assert doc["summary"]["forcedDrains"] == 0 and doc["summary"]["breaches"] == 0
     assert not _of(doc, "eviction-blocked") and not _of(doc, "drain-stuck")
+
+
+def test_a_drifted_node_karpenter_never_replaces_is_rotated_in_a_window_before_its_expiry() -> None:
+    # Karpenter sets Drifted but never acts on it (no disruptedAt: e.g. a Drifted budget of "0").
+    doc = run(policy(windows=TOKYO), _pair(drifted=True), days=20)
+    assert not _of(doc, "expire-after-breach"), _of(doc, "expire-after-breach")
+    (start,) = [e for e in _of(doc, "rotation-start") if e["node"] == "a"]
+    assert start["rule"] == "driftedDue"
+    (rotation,) = [r for r in doc["rotations"] if r["node"] == "a"]
+    assert rotation["outcome"] == "success" and rotation["done"] < rotation["deadline"]
+    opened = [e["at"] for e in _of(doc, "window-open")]
+    closed = [e["at"] for e in _of(doc, "window-close")]
+    assert any(o <= start["at"] < c for o, c in zip(opened, closed, strict=False))
+    # Before it fell due it was Karpenter's; the census said so, then said why it was ours.
+    censuses = [e["census"] for e in _of(doc, "no-eligible-claim")]
+    assert censuses[0]["Drifted"] == 1
+    assert all(e["rule"] == "driftedDue" for e in _of(doc, "rotation-start") if "rule" in e)
+
+
+def test_a_drifted_node_karpenter_may_not_replace_under_its_budget_is_rotated_by_fleetgate() -> (
+    None
+):
+    # Karpenter would replace it on the 2nd, but a Drifted budget of "0" holds it back.
+    document = _pair(drifted=True, disruptedAt="2024-01-02T12:00:00Z")
+    document["fleet"]["budgets"] = [{"nodes": "0", "reasons": ["Drifted"]}]  # type: ignore[index]
+    doc = run(policy(windows=TOKYO), document, days=20)
+    assert not _of(doc, "expire-after-breach")
+    (start,) = [e for e in _of(doc, "rotation-start") if e["node"] == "a"]
+    assert start["rule"] == "driftedDue"
+    # Without the budget Karpenter replaces it itself, and fleetgate leaves it alone.
+    free = run(policy(windows=TOKYO), _pair(drifted=True, disruptedAt="2024-01-02T12:00:00Z"))
+    assert "a" not in {r["node"] for r in free["rotations"]} and free["summary"]["breaches"] == 0
+
+
+def test_no_rotation_starts_while_a_budget_for_every_reason_allows_none() -> None:
+    # Windows are 17:00-21:00 UTC; the budget forbids disruption from 17:00 for two hours.
+    document = _with(budgets=[{"nodes": "0", "schedule": "0 17 * * *", "duration": "2h"}])
+    doc = run(policy(windows=TOKYO), document, days=20)
+    assert doc["rotations"] and all(r["start"][11:] >= "19:00:00Z" for r in doc["rotations"])
+    gated = [e for e in _of(doc, "blocked-by-gate") if e["gate"] == "disruptionBudget"]
+    assert gated and all(e["until"][11:] == "19:00:00Z" for e in gated)
+    unbudgeted = run(policy(windows=TOKYO), _with(), days=20)
+    assert any(r["start"][11:] < "19:00:00Z" for r in unbudgeted["rotations"])
+
+
+def test_the_report_shows_the_windows_the_budgets_leave_and_says_what_they_cost() -> None:
+    budget = {"nodes": "0", "schedule": "0 17 * * tue", "duration": "4h"}  # every Tuesday window
+    doc = run(policy(windows=TOKYO), _with(budgets=[budget]), days=20)
+    unusable = doc["budgetWindows"]["unusable"]
+    assert unusable and all(w["start"][11:] == "17:00:00Z" for w in unusable)
+    effective = doc["budgetWindows"]["effective"]
+    assert effective and not {w["start"] for w in effective} & {w["start"] for w in unusable}
+    codes = {d["code"] for d in doc["diagnostics"]}
+    assert {"BudgetBlocksWindow", "BudgetShrinksWindows"} <= codes
+    assert not any(r["start"] in {w["start"] for w in unusable} for r in doc["rotations"])
+    assert "budgetWindows" not in run(policy(windows=TOKYO), _with(), days=20)

@@ -29,6 +29,7 @@ from fleetgate.apps.api.schemas.fleet import (
 from fleetgate.apps.simulate.fleet import FleetError, load_fleet
 from fleetgate.domain.durations import parse_duration
 from fleetgate.domain.rotation.annotations import parse_timestamp
+from fleetgate.domain.rotation.cron import CronError, parse_cron
 from tests.strategies import from_json_schema, matching
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
@@ -52,6 +53,16 @@ def _broken_rule(document: dict[str, Any], start: datetime) -> str | None:
         disrupted = node.get("disruptedAt")
         if disrupted is not None and (parse_timestamp(disrupted) or start) < start:
             return f"{path}.disruptedAt"
+    for index, budget in enumerate(document["fleet"].get("budgets") or ()):
+        path = f"fleet.budgets[{index}]"
+        scheduled = budget.get("schedule") is not None
+        if scheduled != (budget.get("duration") is not None):
+            return path
+        if scheduled:
+            try:
+                parse_cron(budget["schedule"])
+            except CronError:
+                return f"{path}.schedule"
     return None
 
 

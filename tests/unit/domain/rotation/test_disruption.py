@@ -7,15 +7,24 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT
-from fleetgate.domain.rotation.cluster import NodeView, PodView, PoolObservation, Taint
+from fleetgate.domain.rotation.cluster import (
+    NodeClaimView,
+    NodeView,
+    PodView,
+    PoolObservation,
+    Taint,
+)
 from fleetgate.domain.rotation.disruption import (
     DISRUPTED_TAINT,
+    budget_counts,
     node_disrupted,
     node_limit_reached,
+    not_ready_nodes,
     opt_out_expiry,
     pod_opt_out_active,
     pod_opted_out_claims,
     pool_findings,
+    ready_count,
 )
 from fleetgate.domain.rotation.findings import FindingCode
 from fleetgate.domain.rotation.gates import GateReason, pool_state_gate
@@ -116,3 +125,28 @@ def test_pool_findings_and_gates_name_each_state() -> None:
     not_ready = pool_state_gate(False, False)
     assert not_ready is not None and not_ready.reason is GateReason.NODE_POOL_NOT_READY
     assert pool_state_gate(False, True) is None
+
+
+def test_budget_counts_count_as_karpenter_counts() -> None:
+    # ready/initialized claims count; deleting, DisruptionReason, a tainted or NotReady Node
+    # each make one disrupting (once, however many apply).
+    now = datetime(2024, 1, 1, tzinfo=UTC)
+    claims = (
+        NodeClaimView("a", now, None, ready=True, node_name="a"),
+        NodeClaimView("b", now, None, ready=True, node_name="b", deleting_at=now),
+        NodeClaimView("c", now, None, ready=True, node_name="c", disruption_reason="Drifted"),
+        NodeClaimView("d", now, None, ready=True, node_name="d"),
+        NodeClaimView("e", now, None, ready=True, node_name="e", deleting_at=now),
+        NodeClaimView("f", now, None, ready=False, node_name="f"),  # still coming up: not counted
+    )
+    nodes = (
+        NodeView("a", ready=True),
+        NodeView("b", ready=True),
+        NodeView("c", ready=True, taints=(Taint(DISRUPTED_TAINT),)),
+        NodeView("d", ready=False),
+        NodeView("e", ready=False, taints=(Taint(DISRUPTED_TAINT),)),
+        NodeView("f", ready=False),
+    )
+    obs = PoolObservation("p", "1", None, claims=claims, nodes=nodes)
+    assert budget_counts(obs) == (5, 4)
+    assert ready_count(obs) == 5 and not_ready_nodes(obs) == 3

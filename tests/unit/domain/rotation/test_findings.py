@@ -36,6 +36,8 @@ FORECAST = {
     "ThroughputBelowArrival",
     "ThroughputBurstShortfall",
     "RotationSpansNextWindow",
+    "BudgetBlocksWindow",
+    "BudgetShrinksWindows",
 }
 
 

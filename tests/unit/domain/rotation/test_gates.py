@@ -105,6 +105,7 @@ def test_reason_codes_are_public_strings() -> None:
         "failurePause",
         "staticNodePool",
         "nodePoolNotReady",
+        "disruptionBudget",
         "referenceControllerActive",
     ]
 

@@ -19,6 +19,7 @@ from fleetgate.domain.rotation.actions import (
     ObserveDuration,
     SetUnschedulable,
 )
+from fleetgate.domain.rotation.budgets import DEFAULT_BUDGETS, budgets_from_spec
 from fleetgate.domain.rotation.cluster import (
     NodeClaimView,
     NodeView,
@@ -31,6 +32,7 @@ from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.machine import CensusCache, MachineConfig, step, surgeless_fallback
 from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
 from fleetgate.domain.rotation.quiet import next_eligibility
+from fleetgate.domain.rotation.selection import DRIFTED_DUE, DriftRule
 from fleetgate.domain.rotation.windows import DAY_NAMES, MaintenanceWindow
 
 NOW = datetime(2024, 1, 10, 12, 0, tzinfo=UTC)
@@ -370,3 +372,57 @@ def test_the_census_cache_follows_karpenters_taint_and_pod_opt_outs_as_a_fresh_p
         assert fast == fresh
         seen.add(fresh.started)
     assert seen == {"old", "next", None}  # each mark moved the pick, so each was exercised
+
+
+def test_a_due_drifted_claim_is_rotated_and_the_log_and_event_say_by_which_rule() -> None:
+    young = pool(claim("d", DUE - timedelta(minutes=10), drifted=True))
+    waiting = step(young, [policy()], NOW)
+    assert waiting.started is None and waiting.report.census is not None
+    assert waiting.report.census.as_dict()["Drifted"] == 1
+    due = pool(claim("d", DUE, drifted=True))
+    cache = CensusCache()
+    for census in (None, cache):  # a carried census decides as a fresh pass does
+        started = step(due, [policy()], NOW, census=census)
+        assert started.started == "d" and started.drift_rule is DriftRule.DUE
+        assert started.report.census is not None
+        assert started.report.census.as_dict()[DRIFTED_DUE] == 1
+        (selected,) = [a for a in started.actions if isinstance(a, Log) and "selected" in a.message]
+        assert selected.fields["rule"] == "driftedDue"
+        (event,) = [a for a in started.actions if isinstance(a, Announce)]
+        assert "rule driftedDue" in event.message
+    # The cache moves the claim out of Drifted by time alone, when it falls due.
+    cache = CensusCache()
+    assert step(young, [policy()], NOW, census=cache).started is None
+    later = step(young, [policy()], NOW + timedelta(minutes=10), census=cache)
+    assert later.started == "d" and later.drift_rule is DriftRule.DUE
+
+
+def test_no_rotation_starts_while_the_budgets_for_every_reason_allow_none() -> None:
+    nightly = budgets_from_spec([{"nodes": "0", "schedule": "0 6 * * *", "duration": "8h"}])
+    blocked = step(pool(claim("a", DUE), budgets=nightly), [policy()], NOW)  # 12:00 UTC
+    assert blocked.started is None and writes(blocked.actions) == []
+    assert blocked.report.blocked is not None
+    assert blocked.report.reason == "disruptionBudget"
+    assert blocked.report.blocked.until == NOW.replace(hour=14)  # when the budget turns off
+    assert step(pool(claim("a", DUE), budgets=nightly), [policy()], NOW.replace(hour=14)).started
+    # A Drifted-only budget of 0 says nothing about fleetgate's rotations.
+    drift_only = budgets_from_spec([{"nodes": "0", "reasons": ["Drifted"]}])
+    assert step(pool(claim("a", DUE), budgets=drift_only), [policy()], NOW).started == "a"
+    # The policy may ignore the budgets.
+    ignoring = replace(policy(), ignore_disruption_budgets=True)
+    assert step(pool(claim("a", DUE), budgets=nightly), [ignoring], NOW).started == "a"
+
+
+def test_nodes_already_disrupting_use_the_budget_up_as_karpenter_counts_them() -> None:
+    ten = DEFAULT_BUDGETS  # 10% of 2 nodes: 1 disruption
+    calm = pool(claim("a", DUE), claim("b", timedelta(days=1)), budgets=ten)
+    assert step(calm, [policy()], NOW).started == "a"
+    sick = replace(calm, nodes=(calm.nodes[0], replace(calm.nodes[1], ready=False)))
+    result = step(sick, [policy()], NOW)
+    assert result.started is None and result.report.reason == "disruptionBudget"
+    assert result.report.blocked is not None and result.report.blocked.until is None
+    deleting = pool(claim("a", DUE), claim("b", timedelta(days=1), deleting_at=NOW), budgets=ten)
+    assert step(deleting, [policy()], NOW).report.reason == "disruptionBudget"
+    # A replacement not yet initialized counts for neither side.
+    coming = pool(claim("a", DUE), claim("c", timedelta(minutes=1), ready=False), budgets=ten)
+    assert step(coming, [policy()], NOW).started == "a"

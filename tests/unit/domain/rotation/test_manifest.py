@@ -282,3 +282,11 @@ def test_rotate_drifted_is_off_unless_the_policy_opts_in() -> None:
     assert not default.resolve(timedelta(hours=1)).selection.rotate_drifted
     opted = policy_from_manifest(manifest(rotateDrifted={"enabled": True}))
     assert opted.rotate_drifted and opted.resolve(timedelta(hours=1)).selection.rotate_drifted
+
+
+def test_disruption_budgets_are_honoured_unless_the_policy_says_to_ignore_them() -> None:
+    assert not policy_from_manifest(manifest()).ignore_disruption_budgets
+    opted = policy_from_manifest(manifest(ignoreDisruptionBudgets={"enabled": True}))
+    assert opted.ignore_disruption_budgets
+    with pytest.raises(PolicyError, match=r"spec\.ignoreDisruptionBudgets\.enabled: must be"):
+        policy_from_manifest(manifest(ignoreDisruptionBudgets={"enabled": "yes"}))

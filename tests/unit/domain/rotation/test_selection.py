@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,11 +19,14 @@ from fleetgate.domain.rotation.annotations import (
     format_timestamp,
 )
 from fleetgate.domain.rotation.selection import (
+    DRIFTED_DUE,
     Bucket,
     ClaimView,
+    DriftRule,
     SelectionRules,
     classify,
     deadline,
+    drift_rule,
     is_opted_out,
     is_short_lead,
     is_triggered,
@@ -101,7 +105,11 @@ def test_override_trigger_ignores_expiry() -> None:
             Bucket.KARPENTER_DISRUPTING,
         ),
         (claim(node_disrupted=True, ready=False), False, Bucket.KARPENTER_DISRUPTING),
-        (claim(drifted=True, ready=False), False, Bucket.DRIFTED),
+        (claim(drifted=True, ready=False, age=H), False, Bucket.DRIFTED),
+        # Due: a drifted claim is Karpenter's no longer, and goes on to the next checks.
+        (claim(drifted=True, ready=False), False, Bucket.NOT_READY),
+        (claim(drifted=True), True, Bucket.OPTED_OUT),
+        (claim(drifted=True, node_disrupted=True), False, Bucket.KARPENTER_DISRUPTING),
         (claim(ready=False, annotations={CLAIM_STATE: "pending"}), False, Bucket.NOT_READY),
         (claim(annotations={CLAIM_STATE: "pending"}), False, Bucket.IN_FLIGHT),
         (claim(annotations={CLAIM_STATE: "draining"}), False, Bucket.IN_FLIGHT),
@@ -161,7 +169,7 @@ def test_census_partitions_the_pool() -> None:
         claim("g", annotations={CLAIM_STATE: "expired"}),
         claim("h"),
         claim("i", disruption_reason="Underutilized"),
-        claim("j", drifted=True),
+        claim("j", drifted=True, age=H),
     ]
     census = take_census(claims, NOW, AUTO, frozenset({"h"}))
     assert census.as_dict() == {
@@ -256,9 +264,36 @@ def test_karpenter_disrupting_claims_are_never_picked() -> None:
     assert picked is not None and picked.name == "next"
 
 
-def test_drifted_claims_are_karpenters_unless_the_rules_say_otherwise() -> None:
-    drifted = claim("d", drifted=True)
-    assert classify(drifted, NOW, AUTO) is Bucket.DRIFTED
-    assert pick([drifted], NOW, AUTO) is None
+def test_drifted_claims_are_karpenters_only_until_they_fall_due() -> None:
+    # Karpenter may never act on drift (a Drifted budget of "0"); a drifted claim left to it
+    # past its age threshold would run to its forced expiry, so from then on it is ours.
+    young = claim("d", drifted=True, age=E - LEAD)
+    assert classify(young, NOW, AUTO) is Bucket.DRIFTED
+    assert pick([young], NOW, AUTO) is None
+    assert drift_rule(young, Bucket.DRIFTED, AUTO) is None
+    due = claim("d", drifted=True, age=E - LEAD + timedelta(seconds=1))
+    assert classify(due, NOW, AUTO) is Bucket.ELIGIBLE
+    assert pick([due], NOW, AUTO) == due
+    assert drift_rule(due, Bucket.ELIGIBLE, AUTO) is DriftRule.DUE
+    census = take_census([young, replace(due, name="e"), claim("f")], NOW, AUTO)
+    assert census.drifted_due == 1
+    assert census.as_dict()["Drifted"] == 1 and census.as_dict()[DRIFTED_DUE] == 1
+    assert census.as_dict()["Eligible"] == 2 and census.total == 3
+    # Not a bucket: absent when no drifted claim fell due, so the census keys stay the same.
+    assert DRIFTED_DUE not in take_census([young], NOW, AUTO).as_dict()
+    # Karpenter already replacing it, or an opt-out: still not ours.
+    disrupting = replace(due, node_disrupted=True)
+    bucket = classify(disrupting, NOW, AUTO)
+    assert bucket is Bucket.KARPENTER_DISRUPTING and drift_rule(disrupting, bucket, AUTO) is None
+    assert take_census([disrupting], NOW, AUTO).drifted_due == 0
+
+
+def test_rotate_drifted_makes_drifted_claims_ours_from_the_start() -> None:
     ours = SelectionRules(lead_time_base=BASE, retry_backoff=30 * M, rotate_drifted=True)
+    drifted = claim("d", drifted=True)
     assert classify(drifted, NOW, ours) is Bucket.ELIGIBLE
+    assert drift_rule(drifted, Bucket.ELIGIBLE, ours) is DriftRule.ROTATE_DRIFTED
+    young = claim("d", drifted=True, age=H)
+    assert classify(young, NOW, ours) is Bucket.NOT_TRIGGERED
+    assert take_census([drifted], NOW, ours).drifted_due == 0
+    assert drift_rule(claim(), Bucket.ELIGIBLE, ours) is None

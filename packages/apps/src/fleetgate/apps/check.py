@@ -11,10 +11,11 @@ findings says the same as the exit status: OK only when there is no finding at a
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -23,6 +24,9 @@ from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.redaction import error_markup
 from fleetgate.domain.durations import DurationError, parse_duration
 from fleetgate.domain.durations import format_duration as fmt
+from fleetgate.domain.rotation.annotations import format_timestamp
+from fleetgate.domain.rotation.budget_forecast import BudgetForecast, forecast_budgets
+from fleetgate.domain.rotation.budgets import Budget, BudgetError, budgets_from_spec
 from fleetgate.domain.rotation.constants import BUFFER, DRAIN_FALLBACK
 from fleetgate.domain.rotation.derive import Derivation
 from fleetgate.domain.rotation.formulas import (
@@ -33,6 +37,7 @@ from fleetgate.domain.rotation.formulas import (
     provisioning_estimate_rule,
 )
 from fleetgate.domain.rotation.policy import PolicyError, ResolvedPolicy, RotationPolicy
+from fleetgate.domain.rotation.windows import Interval
 
 __all__ = [
     "EXIT_FATAL",
@@ -110,9 +115,19 @@ def run_check(
     nodes: int,
     fmt: str,
     strict: bool = False,
+    nodepool: Path | None = None,
+    now: datetime | None = None,
 ) -> int:
-    """Run ``fleetgate check`` and return its exit status (``strict``: warnings fail too)."""
+    """Run ``fleetgate check`` and return its exit status (``strict``: warnings fail too;
+    ``nodepool``: lay its disruption budgets over the windows from ``now`` on)."""
     err = Console(stderr=True, highlight=False)
+    budgets = None
+    if nodepool is not None:
+        try:
+            budgets = read_nodepool_budgets(nodepool)
+        except (OSError, yaml.YAMLError, BudgetError) as exc:
+            err.print(error_markup(f"--nodepool {nodepool}: {exc}"), soft_wrap=True)
+            return EXIT_INVALID
     try:
         expiry = parse_expire_after(expire_after)
     except DurationError as exc:
@@ -133,19 +148,90 @@ def run_check(
             err.print(error_markup(line), soft_wrap=True)
         return EXIT_INVALID
     derived = [(p, r, r.derive(expiry, nodes)) for p, r in results]
+    start = (now or datetime.now(UTC)).replace(second=0, microsecond=0)
+    forecasts = [
+        None
+        if budgets is None
+        else forecast_budgets(r, budgets, expiry, nodes, start, start + BUDGET_SPAN)
+        for _, r, _ in derived
+    ]
     if fmt in ("json", "yaml"):
-        reports = [_report(r, d) for _, r, d in derived]
+        reports = [
+            _report(r, d) | ({} if f is None else {"budgets": budget_report(f)})
+            for (_, r, d), f in zip(derived, forecasts, strict=True)
+        ]
         doc = reports[0] if len(reports) == 1 else reports
         print(json.dumps(doc, indent=2) if fmt == "json" else dump_yaml(doc))
     elif fmt == "name":  # the finding codes, one a line: what a script greps for
-        for code in dict.fromkeys(f.code.value for _, _, d in derived for f in d.findings):
+        codes = [f.code.value for _, _, d in derived for f in d.findings]
+        codes += [x.code.value for f in forecasts if f is not None for x in f.findings]
+        for code in dict.fromkeys(codes):
             print(code)
     else:  # table and wide: the table already shows every symbol and rule
         out = Console(highlight=False)
-        for p, r, d in derived:
+        for (p, r, d), f in zip(derived, forecasts, strict=True):
             _print_table(out, policy, p, r, d)
-    failed = any(d.fatal or (strict and d.findings) for _, _, d in derived)
+            if f is not None:
+                _print_budgets(out, f)
+    warned = any(d.findings for _, _, d in derived) or any(
+        f is not None and f.findings for f in forecasts
+    )
+    failed = any(d.fatal for _, _, d in derived) or (strict and warned)
     return EXIT_FATAL if failed else EXIT_OK
+
+
+BUDGET_SPAN = timedelta(days=28)
+"""How far ahead ``--nodepool`` lays the budgets over the windows."""
+
+
+def read_nodepool_budgets(path: Path) -> tuple[Budget, ...]:
+    """``spec.disruption.budgets`` of the NodePool manifest at ``path`` (absent: the default)."""
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(document, dict) or document.get("kind") != "NodePool":
+        raise BudgetError("must hold one karpenter.sh/v1 NodePool (kind: NodePool)")
+    spec = document.get("spec") or {}
+    disruption = spec.get("disruption") or {} if isinstance(spec, dict) else {}
+    return budgets_from_spec(disruption.get("budgets") if isinstance(disruption, dict) else None)
+
+
+def budget_report(f: BudgetForecast) -> dict[str, Any]:
+    """The ``budgets`` member of the JSON report: the windows as the budgets leave them."""
+
+    def spans(intervals: tuple[Interval, ...]) -> list[dict[str, str]]:
+        return [
+            {"start": format_timestamp(i.start), "end": format_timestamp(i.end)} for i in intervals
+        ]
+
+    out: dict[str, Any] = {
+        "windows": spans(f.windows),
+        "effectiveWindows": spans(f.effective),
+        "unusableWindows": spans(f.unusable),
+        "findings": [x.as_dict() for x in f.findings],
+    }
+    if f.derivation is not None:
+        d = f.derivation
+        out |= {"A": _seconds(d.age_threshold), "G": d.guaranteed_chances, "C": d.capacity}
+    return out
+
+
+def _print_budgets(out: Console, f: BudgetForecast) -> None:
+    """The windows of the next four weeks as the NodePool's budgets leave them."""
+    table = Table(title="windows under the NodePool's disruption budgets", title_justify="left")
+    for column in ("window (UTC)", "usable to start rotations (UTC)"):
+        table.add_column(column)
+    for window in f.windows:
+        usable = [e for e in f.effective if window.start <= e.start and e.end <= window.end]
+        table.add_row(_span(window), ", ".join(_span(u) for u in usable) or "[red]none[/red]")
+    out.print(table)
+    for x in f.findings:
+        out.print(f"[yellow]{x.severity}[/yellow] {x.code}: {x.message}", soft_wrap=True)
+    if not f.findings:
+        out.print("[green]The budgets leave the windows as they are.[/green]")
+    out.print()
+
+
+def _span(i: Interval) -> str:
+    return f"{i.start:%Y-%m-%d %H:%M}-{i.end:%H:%M}"
 
 
 def _print_table(

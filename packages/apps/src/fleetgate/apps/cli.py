@@ -158,12 +158,18 @@ def check(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 1 on a warning too (for CI).")
     ] = False,
+    nodepool: Annotated[
+        Path | None,
+        typer.Option("--nodepool", help="NodePool manifest: lay its disruption budgets over."),
+    ] = None,
 ) -> None:
     """Derive whether the maintenance windows can rotate the pool before its forced expiry."""
     from fleetgate.apps.check import run_check
 
     chosen = (output or fmt).value
-    code = run_check(policy, expire_after, termination_grace_period, nodes, chosen, strict)
+    code = run_check(
+        policy, expire_after, termination_grace_period, nodes, chosen, strict, nodepool
+    )
     raise typer.Exit(code)
 
 

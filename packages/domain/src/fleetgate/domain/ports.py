@@ -31,6 +31,7 @@ from fleetgate.domain.capacity.model import (
 )
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event
+from fleetgate.domain.rotation.budgets import Budget
 from fleetgate.domain.rotation.cluster import PlaceholderSpec, PoolObservation
 from fleetgate.domain.rotation.status import PolicyStatus
 from fleetgate.domain.tokens import ApiToken
@@ -433,10 +434,12 @@ class SimulatedCluster(ClusterGateway, Protocol):
         limits: Mapping[str, int] | None = None,
         replicas: int | None = None,
         ready: bool = True,
+        budgets: Sequence[Budget] | None = None,
     ) -> object:
         """Create a NodePool (``expire_after`` None: never expires; ``limits`` its
         ``spec.limits``, ``nodes`` in milli-units; ``replicas`` set: static; ``ready`` False:
-        its Ready condition is False)."""
+        its Ready condition is False; ``budgets`` its ``spec.disruption.budgets``, None: the
+        CRD's default)."""
         ...
 
     def add_node(

@@ -42,6 +42,7 @@ from fleetgate.adapters.fakecluster.model import (
 )
 from fleetgate.adapters.fakecluster.pdb import IF_HEALTHY_BUDGET, DisruptionBudget
 from fleetgate.adapters.fakecluster.tables import ClaimTable, PodTable
+from fleetgate.domain.rotation.budgets import Budget
 from fleetgate.domain.rotation.cluster import (
     ClusterConflict,
     ObjectNotFound,
@@ -121,8 +122,9 @@ class FakeCluster(KarpenterLifecycle):
         self._serial = 0  # numbers the observations it hands out
         self._disruptions: dict[str, str] = {}  # claim -> reason, for a queued ``disrupt_at``
         self._replacing: dict[str, str] = {}  # Karpenter's replacement -> the claim it replaces
+        self._budget_blocked: set[str] = set()  # claims whose disruption budgets hold back
         self._members: dict[str, PoolMembers] = {}
-        self.budgets: list[DisruptionBudget] = []  # PodDisruptionBudgets (see ``add_pdb``)
+        self.pdbs: list[DisruptionBudget] = []  # PodDisruptionBudgets (see ``add_pdb``)
         self._held: dict[str, datetime] = {}
         self._drain_due: set[str] = set()
         self._retrying: set[str] = set()
@@ -146,9 +148,11 @@ class FakeCluster(KarpenterLifecycle):
         drain_time: timedelta | str | None = None,
         replicas: int | None = None,
         ready: bool = True,
+        budgets: Sequence[Budget] | None = None,
     ) -> Pool:
         """Create a NodePool (``expire_after`` None = Never; tGP None = unset; ``replicas`` set:
-        a static pool; ``ready`` False: its Ready condition is False)."""
+        a static pool; ``ready`` False: its Ready condition is False; ``budgets`` None: the
+        CRD's default disruption budget, 10% for every reason)."""
         if name in self.pools:
             raise ValueError(f"pool: {name!r} already exists")
         pool = Pool(
@@ -176,6 +180,8 @@ class FakeCluster(KarpenterLifecycle):
         if node_allocatable is not None:
             pool.node_allocatable = dict(node_allocatable)
         pool.replicas, pool.ready = replicas, ready
+        if budgets is not None:
+            pool.budgets = tuple(budgets)
         self.pools[name] = pool
         pool.attach(self._revisions)
         return pool
@@ -242,7 +248,7 @@ class FakeCluster(KarpenterLifecycle):
             raise ValueError(
                 "a PodDisruptionBudget takes exactly one of minAvailable or maxUnavailable"
             )
-        self.budgets.append(
+        self.pdbs.append(
             DisruptionBudget(
                 namespace,
                 name,
@@ -488,6 +494,7 @@ class FakeCluster(KarpenterLifecycle):
             placeholders=placeholders,
             replicas=p.replicas,
             ready=p.ready,
+            budgets=p.budgets,
             serial=self._serial,
             changes=changes,
         )

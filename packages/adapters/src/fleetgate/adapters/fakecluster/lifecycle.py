@@ -29,10 +29,14 @@ from fleetgate.adapters.fakecluster.model import (
 )
 from fleetgate.adapters.fakecluster.pdb import DisruptionBudget, next_retry
 from fleetgate.adapters.fakecluster.scheduler import BATCH
+from fleetgate.domain.rotation.budgets import allowed, next_change, remaining
 from fleetgate.domain.rotation.cluster import ObjectNotFound, Taint
 from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT, NODES
 
 _ONE_NODE = 1000  # ``nodes`` in spec.limits / status.resources, in milli-units
+BUDGET_RETRY = timedelta(minutes=10)
+"""How soon the fake Karpenter looks again at a disruption its budgets held back only because
+disruptions under way used them up (the real one re-evaluates every few seconds)."""
 
 
 class KarpenterLifecycle:
@@ -55,10 +59,12 @@ class KarpenterLifecycle:
     _rerun: bool
     _revisions: Revisions
     _replacing: dict[str, str]
-    budgets: list[DisruptionBudget]
+    pdbs: list[DisruptionBudget]
     _held: dict[str, datetime]  # claim -> its drain's first refused eviction, while a PDB holds it
     _retrying: set[str]  # held claims with an eviction retry queued
     _drain_due: set[str]  # held claims whose drain time has passed: they go once released
+    _disruptions: dict[str, str]
+    _budget_blocked: set[str]
 
     def pool_resources(self, pool: str) -> dict[str, int]:
         """``status.resources``: the summed allocatable of the pool's claims."""
@@ -190,15 +196,48 @@ class KarpenterLifecycle:
         return claim
 
     def _disrupt(self, claim: Claim, reason: str, at: datetime) -> None:
-        """Karpenter's own disruption of ``claim`` (see ``FakeCluster.disrupt_at``)."""
+        """Karpenter's own disruption of ``claim`` (see ``FakeCluster.disrupt_at``), once the
+        pool's budgets for ``reason`` allow it."""
         if claim.deleting_at is not None or claim.disruption_reason is not None:
             return  # already going, or already being replaced
+        pool = self.pools[claim.pool]
+        total, disrupting = self._budget_counts(pool.name)
+        if remaining(pool.budgets, at, total, disrupting, reason) == 0:
+            # Karpenter leaves it for a later pass: when a scheduled budget changes, or (when
+            # disruptions under way used the budget up) at its next look.
+            by_value = allowed(pool.budgets, at, total, reason) == 0
+            retry = next_change(pool.budgets, at) if by_value else at + BUDGET_RETRY
+            if claim.name not in self._budget_blocked:
+                self._budget_blocked.add(claim.name)
+                self._record(
+                    at, "karpenter-disruption-blocked", claim.name, pool.name, reason=reason
+                )
+            if retry is not None:
+                self._disruptions[claim.name] = reason
+                self._at(retry, "disrupt", claim.name)
+            return
+        self._budget_blocked.discard(claim.name)
         claim.disruption_reason = reason
         if claim.node is not None:
             claim.node.taints = (*claim.node.taints, Taint(DISRUPTED_TAINT, "", "NoSchedule"))
         replacement = self.provision(self.pools[claim.pool], at, batched=False)
         self._replacing[replacement.name] = claim.name
         self._record(at, "karpenter-disrupting", claim.name, claim.pool, reason=reason)
+
+    def _budget_counts(self, pool: str) -> tuple[int, int]:
+        """The pool's initialized nodes and those disrupting, as ``budget_counts`` counts them."""
+        total = disrupting = 0
+        for claim in self.claims.of_pool.get(pool, {}).values():
+            if not claim.ready:
+                continue
+            total += 1
+            node = claim.node
+            sick = node is not None and (
+                not node.ready or any(t.key == DISRUPTED_TAINT for t in node.taints)
+            )
+            if claim.deleting_at is not None or claim.disruption_reason is not None or sick:
+                disrupting += 1
+        return total, disrupting
 
     def _start_deletion(self, claim: Claim, at: datetime) -> None:
         claim.deleting_at = at
@@ -251,9 +290,9 @@ class KarpenterLifecycle:
 
     def _budget_holds(self, pod: Pod) -> bool:
         """Whether the Eviction API would answer 429 for ``pod`` now (no budget: never)."""
-        if not self.budgets:
+        if not self.pdbs:
             return False
-        guarding = [b for b in self.budgets if b.selects(pod.namespace, pod.labels)]
+        guarding = [b for b in self.pdbs if b.selects(pod.namespace, pod.labels)]
         if not guarding:
             return False
         if len(guarding) > 1:

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from fleetgate.domain.rotation.budgets import DEFAULT_BUDGETS, Budget
 from fleetgate.domain.rotation.cluster import (
     NodeClaimView,
     NodeView,
@@ -157,6 +158,7 @@ class Pool(_Cached):
     version: int = 1
     replicas: int | None = None  # spec.replicas: a static NodePool
     ready: bool = True  # the NodePool's Ready condition
+    budgets: tuple[Budget, ...] = DEFAULT_BUDGETS  # spec.disruption.budgets (the CRD default)
 
 
 @dataclass

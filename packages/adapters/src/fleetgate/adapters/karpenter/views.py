@@ -17,6 +17,7 @@ from typing import Any
 
 from fleetgate.adapters.karpenter.quantity import parse_resources
 from fleetgate.domain.durations import parse_duration
+from fleetgate.domain.rotation.budgets import budgets_failing_closed
 from fleetgate.domain.rotation.cluster import (
     NodeClaimView,
     NodeView,
@@ -287,4 +288,5 @@ def pool_observation(
         placeholders=tuple(pod_view(p) for p in sorted(placeholders, key=by_name)),
         replicas=replicas,
         ready=condition_true(pool, "Ready"),
+        budgets=budgets_failing_closed((spec.get("disruption") or {}).get("budgets")),
     )

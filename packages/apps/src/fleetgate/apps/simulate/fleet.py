@@ -12,6 +12,9 @@ fleet:
   replicas: 3                   # Karpenter's own states (optional): spec.replicas (a static pool),
   ready: false                  # the NodePool's Ready condition, and spec.limits (nodes only)
   limits: {nodes: 12}
+  budgets:                      # spec.disruption.budgets (optional; absent: the CRD's 10%)
+    - {nodes: "0", schedule: "0 9 * * mon-fri", duration: 8h}   # no disruption in office hours
+    - {nodes: "0", reasons: [Drifted]}                           # Karpenter never acts on drift
   # and per listed node: drifted: true, disruptedAt: <instant> (Karpenter replaces it itself
   # then), doNotDisrupt: "true" or a duration (a Pod on it opts out, started at the start)
   podDisruptionBudget:          # a PDB over the workload (one Pod a node; optional):
@@ -33,6 +36,12 @@ from typing import Any
 
 from fleetgate.domain.durations import parse_duration
 from fleetgate.domain.rotation.annotations import parse_timestamp
+from fleetgate.domain.rotation.budgets import (
+    DEFAULT_BUDGETS,
+    Budget,
+    BudgetError,
+    budgets_from_spec,
+)
 
 
 class FleetError(ValueError):
@@ -80,7 +89,9 @@ class Fleet:
     """The NodePool's Ready condition."""
     node_limit: int | None = None
     """``spec.limits.nodes`` (a count of nodes; None: no limit)."""
-    budget: FleetBudget | None = None
+    budgets: tuple[Budget, ...] = DEFAULT_BUDGETS
+    """``spec.disruption.budgets`` (absent: the CRD's default, 10% for every reason)."""
+    pod_budget: FleetBudget | None = None
     """A PodDisruptionBudget over the workload Pods (None: none guards them)."""
 
 
@@ -126,7 +137,7 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
     if not isinstance(spec, Mapping):
         raise FleetError("fleet: required, a mapping")
     allowed = {"pool", "labels", "expireAfter", "terminationGracePeriod", "nodes", "generate"}
-    allowed |= {"replicas", "ready", "limits", "podDisruptionBudget"}
+    allowed |= {"replicas", "ready", "limits", "budgets", "podDisruptionBudget"}
     unknown = set(spec) - allowed
     if unknown:
         raise FleetError(f"fleet: unknown keys {sorted(unknown)}")
@@ -157,7 +168,12 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
     if not isinstance(limits, Mapping) or set(limits) - {"nodes"}:
         raise FleetError("fleet.limits: must be a mapping with only nodes")
     node_limit = _count(limits, "nodes", "fleet.limits")
+    try:
+        budgets = budgets_from_spec(spec.get("budgets"), "fleet.budgets")
+    except BudgetError as exc:
+        raise FleetError(str(exc)) from None
     return Fleet(
+        budgets=budgets,
         replicas=_count(spec, "replicas", "fleet"),
         ready=ready,
         node_limit=node_limit,
@@ -168,14 +184,14 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
         nodes=nodes,
         env_provisioning=_optional(env, "provisioning", "env"),
         env_drain=_optional(env, "drain", "env"),
-        budget=_budget(spec.get("podDisruptionBudget"), "fleet.podDisruptionBudget"),
+        pod_budget=_pod_budget(spec.get("podDisruptionBudget"), "fleet.podDisruptionBudget"),
     )
 
 
 _POLICIES = ("IfHealthyBudget", "AlwaysAllow")
 
 
-def _budget(value: Any, path: str) -> FleetBudget | None:
+def _pod_budget(value: Any, path: str) -> FleetBudget | None:
     """The workload's PodDisruptionBudget, as the API server admits one."""
     if value is None:
         return None

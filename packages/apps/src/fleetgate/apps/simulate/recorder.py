@@ -80,7 +80,8 @@ class Recorder:
             self.rotations.append(rotation)
             self._open[step.started] = rotation
             self._reason = None
-            self.add(now, "rotation-start", node=step.started, surgeless=surgeless)
+            rule = {"rule": step.drift_rule.value} if step.drift_rule is not None else {}
+            self.add(now, "rotation-start", node=step.started, surgeless=surgeless, **rule)
         anchor = step.report.anchor
         current = self._open.get(anchor or "")
         if current is not None:

@@ -29,6 +29,7 @@ from fleetgate.apps.simulate.report import headline
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.ports import SimulatedCluster
 from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT, format_timestamp
+from fleetgate.domain.rotation.budget_forecast import forecast_budgets
 from fleetgate.domain.rotation.derive import Derivation
 from fleetgate.domain.rotation.disruption import NODES
 from fleetgate.domain.rotation.formulas import input_record
@@ -102,6 +103,10 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
     provisioning = provisioning if provisioning is not None else derivation.provisioning_estimate
     drain = drain if drain is not None else derivation.drain_estimate
     diagnostics = _diagnostics(resolved, derivation, fleet, provisioning, drain)
+    budgets = forecast_budgets(
+        resolved, fleet.budgets, fleet.expire_after, len(fleet.nodes), inp.start, inp.end
+    )
+    diagnostics += [_diag(f.severity.value, f.code.value, f.message) for f in budgets.findings]
 
     container = virtual_container(Settings(cluster="fake", cluster_options={}), inp.start)
     clock, cluster = container.clock(), container.simulated_cluster()
@@ -116,16 +121,17 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         limits=None if fleet.node_limit is None else {NODES: 1000 * fleet.node_limit},
         replicas=fleet.replicas,
         ready=fleet.ready,
+        budgets=fleet.budgets,
     )
-    if fleet.budget is not None:
+    if fleet.pod_budget is not None:
         # The workload Pod on each node carries {app: <pool>}: the budget guards all of them.
         cluster.add_pdb(
             "default",
             f"{fleet.pool}-workload",
             match_labels={"app": fleet.pool},
-            min_available=fleet.budget.min_available,
-            max_unavailable=fleet.budget.max_unavailable,
-            unhealthy_policy=fleet.budget.unhealthy_policy,
+            min_available=fleet.pod_budget.min_available,
+            max_unavailable=fleet.pod_budget.max_unavailable,
+            unhealthy_policy=fleet.pod_budget.unhealthy_policy,
         )
     for node in fleet.nodes:
         extra: dict[str, Any] = {}
@@ -193,7 +199,7 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
                 "the budget. Allow a disruption (maxUnavailable >= 1) or keep a spare replica.",
             )
         )
-    return {
+    doc = {
         "result": header(resolved, derivation),
         "env": {"provisioning": fmt(provisioning), "drain": fmt(drain)},
         "summary": summary,
@@ -206,6 +212,12 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         "simulatedFrom": instant(inp.start),
         "simulatedThrough": instant(through),
     }
+    if budgets.effective != budgets.windows:  # only when the budgets take something away
+        doc["budgetWindows"] = {
+            "effective": [_jsonable({"start": i.start, "end": i.end}) for i in budgets.effective],
+            "unusable": [_jsonable({"start": i.start, "end": i.end}) for i in budgets.unusable],
+        }
+    return doc
 
 
 def _karpenter_state(

@@ -47,8 +47,10 @@ from fleetgate.domain.rotation.selection import (
     Bucket,
     Census,
     ClaimView,
+    DriftRule,
     SelectionRules,
     classify,
+    drift_rule,
     is_opted_out,
     is_short_lead,
     lead_time_for,
@@ -95,6 +97,8 @@ def _reclassify_at(claim: ClaimView, bucket: Bucket, rules: SelectionRules) -> d
     """When time alone can next move ``claim`` out of ``bucket`` (None: only a change can)."""
     if bucket is Bucket.NOT_TRIGGERED or bucket is Bucket.IN_BACKOFF:
         return eligibility_instant(claim, rules)
+    if bucket is Bucket.DRIFTED:  # Karpenter's only until it falls due
+        return trigger_instant(claim, rules)
     return None
 
 
@@ -150,6 +154,7 @@ class CensusCache:
         self._counts: Counter[Bucket] = Counter()
         self._retries: Counter[int] = Counter()
         self._short: set[str] = set()
+        self._drifted_due: set[str] = set()
         self._tokens = 0
         # Heaps with lazy deletion: (instant, name, token) and (order key, name, token).
         self._changes: list[tuple[datetime, str, int]] = []
@@ -376,6 +381,7 @@ class CensusCache:
         self._counts[entry.bucket] -= 1
         self._retries[entry.retry] -= 1
         self._short.discard(entry.view.name)
+        self._drifted_due.discard(entry.view.name)
         self._triggered.discard(entry.view.name)
         self._reference_claims.discard(entry.view.name)
         self._unbound.discard(entry.view.name)
@@ -416,6 +422,8 @@ class CensusCache:
         self._retries[retry] += 1
         if entry.short:
             self._short.add(view.name)
+        if claim.drifted and drift_rule(claim, bucket, rules) is DriftRule.DUE:
+            self._drifted_due.add(view.name)
         if view.annotations.get(REFERENCE_CLAIM_STATE) in REFERENCE_IN_FLIGHT_STATES:
             self._reference_claims.add(view.name)
         if view.node_name is None:
@@ -443,7 +451,7 @@ class CensusCache:
     @property
     def census(self) -> Census:
         """How many claims fall in each bucket now (as ``take_census``)."""
-        return Census(+self._counts)
+        return Census(+self._counts, len(self._drifted_due))
 
     @property
     def buckets(self) -> Mapping[str, Bucket]:

@@ -19,6 +19,7 @@ from functools import cached_property
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
+from fleetgate.domain.rotation.budgets import Budget
 from fleetgate.domain.rotation.selection import ClaimView
 
 _name = attrgetter("name")
@@ -272,6 +273,8 @@ class PoolObservation:
     every quantity). ``replicas`` is ``spec.replicas`` (set: a static NodePool, where Karpenter
     does not provision for pending pods, so a surge cannot work); ``ready`` is the NodePool's
     Ready condition being True (Karpenter does not provision from a pool that is not Ready).
+    ``budgets`` are ``spec.disruption.budgets`` (the gateway gives the CRD's default, 10%, for a
+    NodePool that sets none; the empty default here means no budget).
     """
 
     name: str
@@ -290,6 +293,7 @@ class PoolObservation:
     placeholders: tuple[PodView, ...] = ()
     replicas: int | None = None
     ready: bool = True
+    budgets: tuple[Budget, ...] = ()
     serial: int | None = field(default=None, compare=False)
     """The gateway's number for this observation value (None: it numbers none)."""
     changes: MemberChanges | None = field(default=None, compare=False, repr=False)

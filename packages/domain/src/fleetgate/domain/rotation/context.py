@@ -19,7 +19,9 @@ from fleetgate.domain.rotation.selection import (
     Bucket,
     Census,
     ClaimView,
+    DriftRule,
     classify,
+    drift_rule,
     is_short_lead,
     is_triggered,
     opted_out_claims,
@@ -88,7 +90,13 @@ class Pass:
         """How many claims fell in each bucket (``take_census`` over ``views``)."""
         if self.cache is not None:
             return self.cache.census
-        return Census(Counter(self.buckets))
+        rules = self.policy.selection
+        due = sum(
+            drift_rule(v, b, rules) is DriftRule.DUE
+            for v, b in zip(self.views, self.buckets, strict=True)
+            if v.drifted
+        )
+        return Census(Counter(self.buckets), due)
 
     @cached_property
     def candidate(self) -> ClaimView | None:

@@ -11,7 +11,9 @@ would refuse to disrupt, nor start a surge in a pool where Karpenter will not pr
   Go duration that has not yet run out since the Pod's ``status.startTime`` (no start time:
   still blocking). Any other value is ignored, as Karpenter ignores it;
 - a static NodePool (``spec.replicas`` set) or one whose ``Ready`` condition is not True gets
-  no surge node for a pending placeholder; a pool at ``spec.limits.nodes`` gets none either.
+  no surge node for a pending placeholder; a pool at ``spec.limits.nodes`` gets none either;
+- a NodePool's disruption budgets count its initialized nodes, and take off what they allow the
+  ones already disrupting (:func:`budget_counts`).
 
 Deleting a NodeClaim bypasses every one of Karpenter's own checks, so these are fleetgate's.
 """
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from itertools import compress, repeat
+from operator import attrgetter, is_not, not_
 
 from fleetgate.domain.durations import parse_duration
 from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT, TRUE
@@ -30,12 +34,15 @@ from fleetgate.domain.rotation.selection import ClaimView
 __all__ = [
     "DISRUPTED_TAINT",
     "NODES",
+    "budget_counts",
     "node_disrupted",
     "node_limit_reached",
+    "not_ready_nodes",
     "opt_out_expiry",
     "pod_opt_out_active",
     "pod_opted_out_claims",
     "pool_findings",
+    "ready_count",
 ]
 
 DISRUPTED_TAINT = "karpenter.sh/disrupted"
@@ -97,6 +104,46 @@ def pod_opted_out_claims(
     if not blocked:
         return frozenset()
     return frozenset(c.name for c in claims if c.node_name in blocked)
+
+
+def budget_counts(obs: PoolObservation) -> tuple[int, int]:
+    """The pool's nodes as Karpenter's budgets count them, and how many of those are disrupting.
+
+    Karpenter counts initialized nodes only (fleetgate reads a NodeClaim whose Ready condition
+    is True as initialized: a replacement still coming up counts for neither); a node counts as
+    disrupting when it is deleting, tainted ``karpenter.sh/disrupted`` or its Node is not Ready.
+    """
+    # Asked on every pass that could start a rotation, over pools of thousands: the walks are
+    # builtins over attribute getters, and only the few marked nodes are looked up one by one.
+    claims, nodes = obs.claims, obs.nodes
+    ready = list(compress(claims, map(_READY, claims)))
+    marked = {c.name for c in compress(ready, map(is_not, map(_DELETING_AT, ready), repeat(None)))}
+    marked.update(c.name for c in compress(ready, map(is_not, map(_REASON, ready), repeat(None))))
+    sick = list(compress(nodes, map(not_, map(_READY, nodes))))
+    sick += [n for n in compress(nodes, map(_TAINTS, nodes)) if n.ready and node_disrupted(n)]
+    for node in sick:
+        claim = obs.claim_on(node.name)
+        if claim is not None and claim.ready:
+            marked.add(claim.name)
+    return len(ready), len(marked)
+
+
+def ready_count(obs: PoolObservation) -> int:
+    """How many of the pool's claims are Ready (the nodes budgets count), at C speed."""
+    count: int = sum(map(_READY, obs.claims))
+    return count
+
+
+def not_ready_nodes(obs: PoolObservation) -> int:
+    """How many of the pool's Nodes are not Ready, at C speed."""
+    ready: int = sum(map(_READY, obs.nodes))
+    return len(obs.nodes) - ready
+
+
+_READY = attrgetter("ready")
+_DELETING_AT = attrgetter("deleting_at")
+_REASON = attrgetter("disruption_reason")
+_TAINTS = attrgetter("taints")
 
 
 def node_limit_reached(obs: PoolObservation) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 __all__ = [
+    "BUDGET_CODES",
     "CLASSIFICATION",
     "POOL_STATE_CODES",
     "Finding",
@@ -55,6 +56,9 @@ class FindingCode(StrEnum):
     THROUGHPUT_BELOW_ARRIVAL = "ThroughputBelowArrival"
     THROUGHPUT_BURST_SHORTFALL = "ThroughputBurstShortfall"
     ROTATION_SPANS_NEXT_WINDOW = "RotationSpansNextWindow"
+    # The NodePool's disruption budgets over the windows (``budget_forecast``).
+    BUDGET_BLOCKS_WINDOW = "BudgetBlocksWindow"
+    BUDGET_SHRINKS_WINDOWS = "BudgetShrinksWindows"
     # The NodePool's own state (``disruption.pool_findings``), not the derivation's numbers.
     STATIC_NODE_POOL = "StaticNodePool"
     NODE_POOL_NOT_READY = "NodePoolNotReady"
@@ -69,6 +73,10 @@ POOL_STATE_CODES = frozenset(
     }
 )
 """Codes about the NodePool's own state: reported with the derivation's, never raised by it."""
+
+BUDGET_CODES = frozenset({FindingCode.BUDGET_BLOCKS_WINDOW, FindingCode.BUDGET_SHRINKS_WINDOWS})
+"""Codes of the forecast under a NodePool's disruption budgets (``budget_forecast``), never
+raised by the derivation itself."""
 
 _W, _F = Severity.WARN, Severity.FATAL
 _D, _E = Side.DEADLINE, Side.FORECAST
@@ -90,6 +98,8 @@ CLASSIFICATION: dict[FindingCode, tuple[Severity, Side]] = {
     FindingCode.THROUGHPUT_BELOW_ARRIVAL: (_W, _E),
     FindingCode.THROUGHPUT_BURST_SHORTFALL: (_W, _E),
     FindingCode.ROTATION_SPANS_NEXT_WINDOW: (_W, _E),
+    FindingCode.BUDGET_BLOCKS_WINDOW: (_W, _E),
+    FindingCode.BUDGET_SHRINKS_WINDOWS: (_W, _E),
     FindingCode.STATIC_NODE_POOL: (_W, _D),
     FindingCode.NODE_POOL_NOT_READY: (_W, _D),
     FindingCode.NODE_LIMIT_REACHED: (_W, _D),

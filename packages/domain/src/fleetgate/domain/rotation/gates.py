@@ -12,10 +12,17 @@ order and the first that blocks is reported, with its public reason code:
 5. ``failurePause`` — now − ``last-failure-at`` < failurePause;
 6. ``staticNodePool`` — the NodePool sets ``spec.replicas``: Karpenter will not provision a
    surge node for a pending placeholder there (and replaces a deleted claim only afterwards);
-7. ``nodePoolNotReady`` — the NodePool's Ready condition is not True: no node comes from it.
+7. ``nodePoolNotReady`` — the NodePool's Ready condition is not True: no node comes from it;
+8. ``disruptionBudget`` — the NodePool's disruption budgets that apply to every reason allow no
+   disruption now, counted as Karpenter counts them (see budgets.py: the pool's nodes already
+   deleting, being disrupted or NotReady use the budget up). Skipped when the policy sets
+   ``ignoreDisruptionBudgets``. The machine checks it last, and only when a claim is eligible:
+   with none, the census is the answer to "why not?".
 
-The last two (:func:`pool_state_gate`) read the NodePool itself and never clear by themselves
-(``until`` None); a watch on the NodePool brings the next pass when they change.
+Gates 6 and 7 (:func:`pool_state_gate`) read the NodePool itself and never clear by themselves
+(``until`` None); a watch on the NodePool brings the next pass when they change. Gate 8
+(:func:`budget_gate`) clears by itself when a scheduled budget turns off (``until``), or when a
+disruption under way ends (a change the watches bring).
 
 Absent or malformed timestamps never block. Each blocked result also says ``until``: when that
 gate (only that one) clears by itself; None when it never will (no window ever opens).
@@ -23,7 +30,7 @@ gate (only that one) clears by itself; None when it never will (no window ever o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -34,6 +41,7 @@ from fleetgate.domain.rotation.annotations import (
     LAST_ROTATION_AT,
     read_timestamp,
 )
+from fleetgate.domain.rotation.budgets import Budget, next_change, remaining
 from fleetgate.domain.rotation.policy import ResolvedPolicy
 from fleetgate.domain.rotation.windows import Schedule
 
@@ -42,6 +50,7 @@ __all__ = [
     "Blocked",
     "GateReason",
     "PoolMarks",
+    "budget_gate",
     "check_gates",
     "pool_state_gate",
     "start_gate",
@@ -61,6 +70,8 @@ class GateReason(StrEnum):
     FAILURE_PAUSE = "failurePause"
     STATIC_NODE_POOL = "staticNodePool"
     NODE_POOL_NOT_READY = "nodePoolNotReady"
+    DISRUPTION_BUDGET = "disruptionBudget"
+    """The NodePool's budgets for every reason allow no disruption now: see budgets.py."""
     REFERENCE_CONTROLLER_ACTIVE = "referenceControllerActive"
     """The reference controller (noderotation.io) is acting on the pool: see reference.py."""
 
@@ -125,3 +136,13 @@ def pool_state_gate(static: bool, ready: bool) -> Blocked | None:
     if not ready:
         return Blocked(GateReason.NODE_POOL_NOT_READY, None)
     return None
+
+
+def budget_gate(
+    budgets: Sequence[Budget], now: datetime, node_count: int, disrupting: int
+) -> Blocked | None:
+    """Gate 8: the budgets that apply to every reason leave no disruption at ``now``."""
+    if not budgets or remaining(budgets, now, node_count, disrupting) > 0:
+        return None
+    every = [b for b in budgets if b.applies_to_every_reason()]
+    return Blocked(GateReason.DISRUPTION_BUDGET, next_change(every, now))

@@ -31,6 +31,7 @@ from fleetgate.domain.rotation.actions import (
     Log,
     ObserveDuration,
 )
+from fleetgate.domain.rotation.budgets import remaining
 from fleetgate.domain.rotation.census import CensusCache
 from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
@@ -39,13 +40,16 @@ from fleetgate.domain.rotation.context import (
     MachineConfig,
     Pass,
 )
+from fleetgate.domain.rotation.disruption import budget_counts, not_ready_nodes
 from fleetgate.domain.rotation.estimates import (
     OBSERVED_DRAIN,
     append_sample,
 )
 from fleetgate.domain.rotation.gates import (
     NO_ELIGIBLE_CLAIM,
+    Blocked,
     PoolMarks,
+    budget_gate,
     pool_state_gate,
     start_gate,
 )
@@ -61,7 +65,7 @@ from fleetgate.domain.rotation.quiet import (
 )
 from fleetgate.domain.rotation.reference import reference_gate, release_reference_markers
 from fleetgate.domain.rotation.report import PoolReport, observe
-from fleetgate.domain.rotation.selection import deadline
+from fleetgate.domain.rotation.selection import Bucket, DriftRule, deadline, drift_rule
 
 __all__ = ["CensusCache", "MachineConfig", "PoolReport", "Step", "step", "surgeless_fallback"]
 
@@ -75,6 +79,8 @@ class Step:
     report: PoolReport
     started: str | None = None
     """The claim a rotation was started for in this pass, if any."""
+    drift_rule: DriftRule | None = None
+    """Why the started claim, which Karpenter reports ``Drifted``, is fleetgate's to rotate."""
     quiet_until: datetime | None = None
     """When the step wrote nothing: until this instant a pass over an *unchanged* pool would
     write nothing either (None: not before something in the cluster changes). A simulator may
@@ -149,6 +155,10 @@ def step(
         now, p.policy, PoolMarks.from_annotations(obs.annotations)
     )
     blocked = blocked or pool_state_gate(obs.static, obs.ready)
+    if blocked is None and p.candidate is not None:
+        # Last, and only with a candidate: when nothing may go, the census is the better answer
+        # to "why not?", and the walk over the pool that counting the budget takes is skipped.
+        blocked = _budget_gate(p)
     if blocked is not None:
         fields = {"reason": blocked.reason.value}
         if blocked.until is not None:
@@ -195,6 +205,7 @@ def step(
             tuple(actions), now + LONG_REQUEUE, _with(report, reason="headroom"), quiet_until=None
         )
     due = deadline(chosen)
+    rule = drift_rule(chosen, Bucket.ELIGIBLE, p.policy.selection)
     actions.append(
         AnnotatePool(obs.name, {ann.ACTIVE_ROTATION: claim.name}, expect_version=obs.version)
     )
@@ -207,14 +218,16 @@ def step(
                 "eligible": report.census.eligible,
                 "surgeless": surgeless,
                 "deadline": ann.format_timestamp(due) if due else None,
-            },
+            }
+            | ({"rule": rule.value} if rule is not None else {}),
         )
     )
     actions.append(
         Announce(
             "RotationStarted",
             f"rotating NodeClaim {claim.name}"
-            + (" surge-less (forceful fallback)" if surgeless else ""),
+            + (" surge-less (forceful fallback)" if surgeless else "")
+            + (_DRIFT_NOTE[rule] if rule is not None else ""),
             obs.name,
             action=ROTATE_NODE,
             related=("NodeClaim", claim.name),
@@ -226,7 +239,48 @@ def step(
     else:
         more, requeue = pending(anchored, claim, built)
     report = _with(report, anchor=claim.name)
-    return Step(tuple(actions + more), requeue, report, started=claim.name, quiet_until=now)
+    return Step(
+        tuple(actions + more),
+        requeue,
+        report,
+        started=claim.name,
+        drift_rule=rule,
+        quiet_until=now,
+    )
+
+
+_DRIFT_NOTE = {
+    DriftRule.DUE: " (Drifted, but Karpenter has not replaced it and it is due: rule driftedDue)",
+    DriftRule.ROTATE_DRIFTED: " (Drifted; the policy sets rotateDrifted)",
+}
+
+
+def _budget_gate(p: Pass) -> Blocked | None:
+    """Gate 8, unless the policy ignores the NodePool's budgets (the walk over the claims is
+    made only when every other gate is open and the pool has budgets)."""
+    obs = p.obs
+    if p.policy.policy.ignore_disruption_budgets or not obs.budgets:
+        return None
+    # Most passes are decided without the walk: the census bounds the pool's Ready claims from
+    # below (the buckets after NotReady hold only Ready ones; a budget allows no less for more
+    # nodes) and the disruptions under way from above (deleting, being disrupted, opted out,
+    # plus the Nodes not Ready); when even those leave room, the exact count cannot close it.
+    counts = p.census.counts
+    fewest = sum(counts.get(b, 0) for b in _READY_ONLY)
+    most = sum(counts.get(b, 0) for b in _MAY_DISRUPT) + not_ready_nodes(obs)
+    if remaining(obs.budgets, p.now, fewest, most) > 0:
+        return None
+    return budget_gate(obs.budgets, p.now, *budget_counts(obs))
+
+
+_MAY_DISRUPT = (Bucket.OPTED_OUT, Bucket.DELETING, Bucket.KARPENTER_DISRUPTING)
+_READY_ONLY = (
+    Bucket.IN_FLIGHT,
+    Bucket.TERMINAL,
+    Bucket.IN_BACKOFF,
+    Bucket.NOT_TRIGGERED,
+    Bucket.ELIGIBLE,
+)
 
 
 def advance(p: Pass, name: str) -> tuple[list[Action], datetime | None]:
@@ -250,7 +304,7 @@ def advance(p: Pass, name: str) -> tuple[list[Action], datetime | None]:
         return actions, p.now + SHORT_REQUEUE
     if state == ann.ClaimState.FAILED:
         blocked = start_gate(p.now, p.policy, PoolMarks.from_annotations(p.obs.annotations))
-        blocked = blocked or pool_state_gate(p.obs.static, p.obs.ready)
+        blocked = blocked or pool_state_gate(p.obs.static, p.obs.ready) or _budget_gate(p)
         return advance_failed(p, claim, blocked is None)
     if state == ann.ClaimState.EXPIRED:
         return [*p.release(name), AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR))], None

@@ -213,6 +213,7 @@ class _Reader:
                     "surge",
                     "prePull",
                     "rotateDrifted",
+                    "ignoreDisruptionBudgets",
                 }
             ),
         )
@@ -230,6 +231,9 @@ class _Reader:
             surge=self.surge(spec.get("surge")),
             pre_pull=PrePull(enabled=self.flag(spec.get("prePull"), "spec.prePull")),
             rotate_drifted=self.flag(spec.get("rotateDrifted"), "spec.rotateDrifted"),
+            ignore_disruption_budgets=self.flag(
+                spec.get("ignoreDisruptionBudgets"), "spec.ignoreDisruptionBudgets"
+            ),
             # Server-set, so never judged: kept only when it is what the API server writes.
             generation=generation if type(generation) is int else None,
         )

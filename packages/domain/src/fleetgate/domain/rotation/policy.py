@@ -131,6 +131,9 @@ class RotationPolicy:
     rotate_drifted: bool = False
     """``spec.rotateDrifted.enabled``: rotate claims Karpenter reports ``Drifted`` (by default
     they are left to Karpenter, which replaces them itself)."""
+    ignore_disruption_budgets: bool = False
+    """``spec.ignoreDisruptionBudgets.enabled``: start rotations even while the NodePool's
+    disruption budgets that apply to every reason allow none (by default they are honoured)."""
     api_version: str = FLEETGATE_API_VERSION
     generation: int | None = field(default=None, compare=False)
     """``metadata.generation`` of a policy read from the cluster (None from a file). Left out

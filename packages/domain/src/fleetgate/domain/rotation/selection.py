@@ -29,12 +29,15 @@ from fleetgate.domain.rotation.annotations import (
 from fleetgate.domain.rotation.constants import BACKOFF_CAP_SHIFT, DRAIN_FALLBACK
 
 __all__ = [
+    "DRIFTED_DUE",
     "Bucket",
     "Census",
     "ClaimView",
+    "DriftRule",
     "SelectionRules",
     "classify",
     "deadline",
+    "drift_rule",
     "is_opted_out",
     "is_short_lead",
     "is_triggered",
@@ -69,7 +72,7 @@ class ClaimView:
     node_disrupted: bool = False
     """The claim's Node carries Karpenter's ``karpenter.sh/disrupted`` taint."""
     drifted: bool = False
-    """Karpenter's ``Drifted`` condition is True: Karpenter will replace the claim itself."""
+    """Karpenter's ``Drifted`` condition is True: Karpenter means to replace the claim itself."""
 
     @property
     def karpenter_disrupting(self) -> bool:
@@ -92,7 +95,8 @@ class SelectionRules:
     override: timedelta | None = None
     """An explicit ageThreshold; None means ``auto``."""
     rotate_drifted: bool = False
-    """Whether drifted claims are still fleetgate's to rotate (default: Karpenter's own)."""
+    """Whether drifted claims are fleetgate's to rotate at once (default: Karpenter's own until
+    they fall due, see :class:`DriftRule`)."""
 
 
 class Bucket(StrEnum):
@@ -110,11 +114,31 @@ class Bucket(StrEnum):
     ELIGIBLE = "Eligible"
 
 
+class DriftRule(StrEnum):
+    """Why a drifted claim is fleetgate's to rotate after all (it is never left to its expiry).
+
+    Karpenter often does not act on drift (a NodePool budget with ``reasons: [Drifted]`` and
+    ``nodes: "0"``, or a replacement that keeps failing); a drifted claim left to it would run to
+    its forced expiry outside every window. So it is Karpenter's only until it falls due by the
+    same age threshold as any other claim.
+    """
+
+    DUE = "driftedDue"
+    """Drifted, not yet replaced by Karpenter, and old enough to rotate: rotated like any other."""
+    ROTATE_DRIFTED = "rotateDrifted"
+    """The policy sets ``rotateDrifted``: drifted claims are fleetgate's from the start."""
+
+
 @dataclass(frozen=True)
 class Census:
-    """How many of the pool's claims fell in each bucket; the buckets partition ``total``."""
+    """How many of the pool's claims fell in each bucket; the buckets partition ``total``.
+
+    ``drifted_due`` is not a bucket: it counts the drifted claims (in whichever bucket after
+    ``Drifted`` they fell) that are fleetgate's because they fell due (``DriftRule.DUE``).
+    """
 
     counts: Mapping[Bucket, int] = field(default_factory=dict, hash=False)
+    drifted_due: int = 0
 
     @property
     def total(self) -> int:
@@ -127,8 +151,16 @@ class Census:
         return self.counts.get(Bucket.ELIGIBLE, 0)
 
     def as_dict(self) -> dict[str, int]:
-        """``{"Total": n, "Eligible": n, "OptedOut": n, ...}`` with every bucket present."""
-        return {"Total": self.total} | {b.value: self.counts.get(b, 0) for b in _CENSUS_ORDER}
+        """``{"Total": n, "Eligible": n, "OptedOut": n, ...}`` with every bucket present, and
+        ``DriftedDue`` after them when some drifted claim fell due."""
+        out = {"Total": self.total} | {b.value: self.counts.get(b, 0) for b in _CENSUS_ORDER}
+        if self.drifted_due:
+            out[DRIFTED_DUE] = self.drifted_due
+        return out
+
+
+DRIFTED_DUE = "DriftedDue"
+"""The census key counting drifted claims fleetgate took over because they fell due."""
 
 
 _CENSUS_ORDER = (
@@ -202,8 +234,8 @@ def classify(
         return Bucket.DELETING
     if claim.karpenter_disrupting:
         return Bucket.KARPENTER_DISRUPTING
-    if claim.drifted and not rules.rotate_drifted:
-        return Bucket.DRIFTED
+    if claim.drifted and not rules.rotate_drifted and not is_triggered(claim, now, rules):
+        return Bucket.DRIFTED  # Karpenter's while that is safe; see DriftRule
     if not claim.ready:
         return Bucket.NOT_READY
     state = claim.state
@@ -217,6 +249,19 @@ def classify(
     if not is_triggered(claim, now, rules):
         return Bucket.NOT_TRIGGERED
     return Bucket.ELIGIBLE
+
+
+def drift_rule(claim: ClaimView, bucket: Bucket, rules: SelectionRules) -> DriftRule | None:
+    """Which rule makes a drifted claim in ``bucket`` fleetgate's (None: not drifted, or still
+    Karpenter's: opted out, deleting, being replaced, or not yet due)."""
+    if not claim.drifted or bucket in _KARPENTERS:
+        return None
+    return DriftRule.ROTATE_DRIFTED if rules.rotate_drifted else DriftRule.DUE
+
+
+_KARPENTERS = frozenset(
+    (Bucket.OPTED_OUT, Bucket.DELETING, Bucket.KARPENTER_DISRUPTING, Bucket.DRIFTED)
+)
 
 
 def _backoff_elapsed(claim: ClaimView, now: datetime, base: timedelta) -> bool:
@@ -235,7 +280,13 @@ def take_census(
     opted_out: frozenset[str] = frozenset(),
 ) -> Census:
     """Count the pool's claims per bucket."""
-    return Census(Counter(classify(c, now, rules, opted_out) for c in claims))
+    counts: Counter[Bucket] = Counter()
+    due = 0
+    for c in claims:
+        bucket = classify(c, now, rules, opted_out)
+        counts[bucket] += 1
+        due += drift_rule(c, bucket, rules) is DriftRule.DUE
+    return Census(counts, due)
 
 
 def order_key(claim: ClaimView, rules: SelectionRules) -> tuple[int, datetime, datetime, str]:

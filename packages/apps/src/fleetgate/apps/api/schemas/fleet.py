@@ -207,6 +207,28 @@ class FleetGenerate(_Part):
     )
 
 
+class FleetBudget(_Part):
+    """One NodePool disruption budget (``spec.disruption.budgets[]``), as Karpenter's CRD has it."""
+
+    nodes: Annotated[str, StringConstraints(pattern=r"^((100|[0-9]{1,2})%|[0-9]{1,5})$")] = Field(
+        "10%", description="A count of nodes or a percentage of the pool's (rounded up)."
+    )
+    schedule: Annotated[str, StringConstraints(max_length=_MAX_TEXT)] | None = Field(
+        None,
+        description="Cron, UTC: five fields or @yearly/@annually/@monthly/@weekly/@daily/"
+        "@midnight/@hourly; set exactly when duration is. The loader names what it cannot read.",
+    )
+    duration: (
+        Annotated[
+            str, StringConstraints(pattern=r"^(([0-9]{1,4}(h|m))|([0-9]{1,4}h[0-9]{1,4}m))(0s)?$")
+        ]
+        | None
+    ) = Field(None, description="Hours and/or minutes the budget is active after each hit.")
+    reasons: list[Literal["Underutilized", "Empty", "Drifted"]] | None = Field(
+        None, description="The reasons it limits (absent: every reason)."
+    )
+
+
 class _FleetTemplate(_Part):
     """The NodePool and its template; the nodes come from the subclass."""
 
@@ -221,6 +243,9 @@ class _FleetTemplate(_Part):
     limits: FleetLimits | None = None
     pod_disruption_budget: MinAvailableBudget | MaxUnavailableBudget | None = Field(
         None, description="A PodDisruptionBudget over the workload Pods (one on each node)."
+    )
+    budgets: Annotated[list[FleetBudget], Field(max_length=50)] | None = Field(
+        None, description="spec.disruption.budgets (absent: the CRD's default, 10%)."
     )
 
 

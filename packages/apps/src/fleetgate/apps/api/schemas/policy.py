@@ -212,6 +212,7 @@ class RotationPolicySpec(_Manifest):
     surge: SurgeSpec | None = None
     pre_pull: Reserved | None = None
     rotate_drifted: Toggle | None = None
+    ignore_disruption_budgets: Toggle | None = None
 
 
 class ObjectMetadata(_Manifest):
