@@ -154,16 +154,19 @@ def _budget(budget: object) -> dict[str, object]:
 
 def test_a_workload_budget_takes_one_bound_a_count_or_a_percentage() -> None:
     fleet = load_fleet(_budget({"maxUnavailable": 0}), START)
-    assert fleet.budget is not None and (
-        fleet.budget.max_unavailable,
-        fleet.budget.min_available,
+    assert fleet.pod_budget is not None and (
+        fleet.pod_budget.max_unavailable,
+        fleet.pod_budget.min_available,
     ) == (0, None)
     fleet = load_fleet(
         _budget({"minAvailable": "50%", "unhealthyPodEvictionPolicy": "AlwaysAllow"}), START
     )
-    assert fleet.budget is not None
-    assert (fleet.budget.min_available, fleet.budget.unhealthy_policy) == ("50%", "AlwaysAllow")
-    assert load_fleet(_budget(None), START).budget is None
+    assert fleet.pod_budget is not None
+    assert (fleet.pod_budget.min_available, fleet.pod_budget.unhealthy_policy) == (
+        "50%",
+        "AlwaysAllow",
+    )
+    assert load_fleet(_budget(None), START).pod_budget is None
 
 
 @pytest.mark.parametrize(
