@@ -19,6 +19,7 @@ from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.report import render
 from fleetgate.apps.settings import Settings
 from fleetgate.apps.signals import stop_on_signals
+from fleetgate.apps.startup import StartupFailed, invalid, start_ledger
 
 _log = structlog.get_logger("fleetgate.reconciler")
 
@@ -44,13 +45,10 @@ async def run_loop(reconciler: Reconciler, settings: Settings, registry: Any) ->
                 config.metrics_port, addr=config.metrics_host, registry=registry
             )
         except OSError as exc:
-            _log.error(
-                "cannot serve the metrics",
-                host=config.metrics_host,
-                port=config.metrics_port,
-                error=str(exc),
-            )
-            return 1
+            where = f"{config.metrics_host}:{config.metrics_port}"
+            raise StartupFailed(
+                f"cannot serve the metrics on {where}: {exc.strerror or exc}"
+            ) from exc
     stop = asyncio.Event()
     try:
         with stop_on_signals(stop):
@@ -70,11 +68,7 @@ async def main(container: Any, once: bool, interval: float | None) -> int:
     if interval is not None:
         reconciler.interval_seconds = interval
     ledger = container.ledger()
-    try:
-        await ledger.start()
-    except Exception as exc:
-        _log.error("cannot open the capacity ledger", error=str(exc))
-        return 1
+    await start_ledger(ledger, settings.database_url)  # else one line, exit 1 (cli.main)
     try:
         if once:
             return await run_once(reconciler, Console())
@@ -94,8 +88,7 @@ def run_reconciler(once: bool, interval: float | None) -> int:
         configure_logging(container.settings().log_format)
         container.reconciler()
     except (ConfigError, LookupError, ValueError) as exc:
-        structlog.get_logger("fleetgate").error("cannot start the reconciler", error=str(exc))
-        return 2
+        return invalid(str(exc))
     return asyncio.run(main(container, once, interval))
 
 
