@@ -100,11 +100,11 @@ def test_without_a_configured_token_one_is_generated_and_printed_once(
 ) -> None:
     served: list[str | None] = []
 
-    async def serve_nothing(self: uvicorn.Server, sockets: object = None) -> None:
+    def serve_nothing(self: uvicorn.Server) -> None:
         # Stands in for serving: record the token the app was built with, start nothing.
         served.append(self.config.app.state.authenticator._admin_token)
 
-    monkeypatch.setattr(uvicorn.Server, "serve", serve_nothing)
+    monkeypatch.setattr(uvicorn.Server, "run", serve_nothing)
     monkeypatch.delenv("FLEETGATE_API__ADMIN_TOKEN", raising=False)
     monkeypatch.setenv("FLEETGATE_DATABASE_URL", f"sqlite+aiosqlite:///{tmp_path / 'g.db'}")
     assert run_api("127.0.0.1", 0) == EXIT_FAILED  # nothing was started

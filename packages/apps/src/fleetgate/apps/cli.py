@@ -7,7 +7,6 @@ Exit codes: 0 success, 1 the job ran and found a problem (e.g. a fatal finding),
 from __future__ import annotations
 
 import os
-import sys
 from enum import StrEnum
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -42,9 +41,7 @@ class OutputFormat(StrEnum):
 
 def fail_input(message: str) -> typer.Exit:
     """Print an invalid-input message and return the exit (code 2) to raise."""
-    from fleetgate.apps.redaction import error_markup
-
-    err.print(error_markup(message), highlight=False)
+    err.print(f"[red]error:[/red] {message}", highlight=False)
     return typer.Exit(2)
 
 
@@ -79,10 +76,7 @@ def _root(
     ] = False,
     debug: Annotated[
         bool,
-        typer.Option(
-            "--debug",
-            help="Show the traceback when a command fails to start (also after the command).",
-        ),
+        typer.Option("--debug", help="Show the traceback when a command fails to start."),
     ] = False,
     config: Annotated[
         Path | None,
@@ -259,29 +253,22 @@ _register_client_commands()
 def main() -> None:
     """Entry point of the ``fleetgate`` console script."""
     try:
-        app(args=debug_first(sys.argv[1:]))
+        app()
     except Exception as exc:  # a start-up failure nobody handled: one line, not a traceback
         if _debug:
             raise
         raise SystemExit(startup_failure(exc)) from None
 
 
-def debug_first(args: list[str]) -> list[str]:
-    """``args`` with a ``--debug`` given after the command moved before it, where the root
-    option reads it (``fleetgate api --debug`` is what people type)."""
-    end = args.index("--") if "--" in args else len(args)
-    if "--debug" not in args[:end]:
-        return args
-    return ["--debug", *(a for a in args[:end] if a != "--debug"), *args[end:]]
-
-
 def startup_failure(exc: BaseException) -> int:
-    """Print ``error: ...`` (one line, any credential hidden); the exit status (1)."""
-    from fleetgate.apps.redaction import error_markup
+    """Print ``error: ...`` (one line, any database password hidden); the exit status (1)."""
+    from rich.markup import escape
+
+    from fleetgate.adapters.plugins import redact_urls
 
     message = " ".join(str(exc).split()) or type(exc).__name__
     err.print(
-        f"{error_markup(message)} (rerun with --debug for the traceback)",
+        f"[red]error:[/red] {escape(redact_urls(message))} (rerun with --debug for the traceback)",
         highlight=False,
         soft_wrap=True,
     )

@@ -1,11 +1,4 @@
-"""structlog configuration (called once per process by the CLI) and the request id it carries.
-
-Every line leaves through a ``StderrHandler``, which passes its final text through
-``redaction.redact``: whatever a logger wrote (ours, uvicorn's, SQLAlchemy's, a traceback), no
-credential reaches the log. Tracebacks are plain text without local variables (a frame's locals
-hold the settings, the request's headers, the connection's password) in the console format, and
-the same text under ``exception`` in the JSON format.
-"""
+"""structlog configuration (called once per process by the CLI) and the request id it carries."""
 
 from __future__ import annotations
 
@@ -18,8 +11,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 import structlog
-
-from fleetgate.apps.redaction import redact
 
 
 class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -42,24 +33,13 @@ class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     def stream(self, _value: object) -> None:
         pass  # always the current one
 
-    def format(self, record: logging.LogRecord) -> str:
-        """The formatter's text with every credential masked (the last step before output)."""
-        return redact(super().format(record))
-
 
 def configure_logging(fmt: str = "console", level: int = logging.INFO) -> None:
     """Route structlog and stdlib logging through one renderer (console or JSON) on stderr."""
-    # Plain tracebacks: rich's default shows every frame's locals (the settings with the
-    # database URL and the admin token, thousands of lines), and wraps lines where a mask
-    # could no longer find a secret cut in two.
-    renderers: list[structlog.types.Processor] = (
-        [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()]
+    renderer: structlog.types.Processor = (
+        structlog.processors.JSONRenderer()
         if fmt == "json"
-        else [
-            structlog.dev.ConsoleRenderer(
-                colors=sys.stderr.isatty(), exception_formatter=structlog.dev.plain_traceback
-            )
-        ]
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -76,15 +56,12 @@ def configure_logging(fmt: str = "console", level: int = logging.INFO) -> None:
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             foreign_pre_chain=shared,
-            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *renderers],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
         )
     )
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    # Alembic announces each of its built-in plugins at every start: seven lines of noise before
-    # the line an operator looks for (its migration lines stay).
-    logging.getLogger("alembic.runtime.plugins").setLevel(max(level, logging.WARNING))
 
 
 # --- request ids ----------------------------------------------------------------------------

@@ -6,10 +6,8 @@ The YAML file is named by ``FLEETGATE_CONFIG`` (or ``--config`` on the CLI); the
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -59,8 +57,7 @@ class CapacitySettings(_Section):
     cpu_overcommit: float = Field(_OVERCOMMIT.cpu, gt=0)
     memory_overcommit: float = Field(_OVERCOMMIT.memory, gt=0)
     disk_overcommit: float = Field(_OVERCOMMIT.disk, gt=0)
-    # 0 turns the spreader off; a negative target would refuse every node with any load.
-    target_load: float = Field(_DEMAND.target_load, ge=0, allow_inf_nan=False)
+    target_load: float = _DEMAND.target_load
     demand_per_vcpu: float = Field(_DEMAND.demand_per_vcpu, ge=0)
     demand_decay_seconds: float = Field(_DEMAND.decay_seconds, ge=0)
     ranking_seed: int | None = None
@@ -203,62 +200,11 @@ class ConfigError(ValueError):
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build validated settings, turning pydantic's errors into one message naming each field.
-
-    The admin token and the database password are registered for masking here, where every
-    process's settings are made, so no log line or error message of the process shows them.
-    """
-    from fleetgate.apps.redaction import hide, hide_url_password
-
-    warn_unknown_variables(os.environ)
+    """Build validated settings, turning pydantic's errors into one message naming each field."""
     try:
-        settings = Settings(**overrides)
+        return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(exc)) from exc
-    hide(settings.api.admin_token)
-    hide_url_password(settings.database_url)
-    return settings
-
-
-#: ``FLEETGATE_*`` variables that are not settings: read elsewhere, by the CLI and the plugins.
-NOT_SETTINGS = frozenset(
-    {"FLEETGATE_CONFIG", "FLEETGATE_PLUGINS", "FLEETGATE_SERVER", "FLEETGATE_TOKEN"}
-)
-_warned: set[str] = set()
-
-
-def setting_variables() -> list[str]:
-    """Every environment variable that sets a setting (``FLEETGATE_CAPACITY__TARGET_LOAD``...)."""
-    names = []
-    for name, field in Settings.model_fields.items():
-        names.append(f"FLEETGATE_{name}".upper())  # a section may be given whole, as JSON
-        section = field.annotation
-        if isinstance(section, type) and issubclass(section, _Section):
-            names += [f"FLEETGATE_{name}__{sub}".upper() for sub in section.model_fields]
-    return names
-
-
-def warn_unknown_variables(environ: Mapping[str, str]) -> list[str]:
-    """Warn on stderr of each ``FLEETGATE_*`` variable no setting reads (a typo is otherwise
-    silently ignored), naming the closest setting; the warnings given."""
-    known = setting_variables()
-    warnings = []
-    for name in sorted(environ):
-        upper = name.upper()
-        if not upper.startswith("FLEETGATE_") or upper in known or upper in NOT_SETTINGS:
-            continue
-        if upper.startswith("FLEETGATE_TEST_"):  # the test suite's own variables
-            continue
-        if upper.partition("__")[0] in known:  # a known section's: validation refuses it
-            continue
-        close = difflib.get_close_matches(upper, known, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        warning = f"fleetgate: warning: {name} is not a setting and is ignored{hint}"
-        warnings.append(warning)
-        if name not in _warned:  # said once per process, however often settings are built
-            _warned.add(name)
-            print(warning, file=sys.stderr)
-    return warnings
 
 
 def describe_validation_error(exc: ValidationError) -> str:

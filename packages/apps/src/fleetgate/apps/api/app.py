@@ -46,21 +46,16 @@ def _version() -> str:
         return "0+unknown"
 
 
-def create_app(container: Container, *, start_ledger: bool = True) -> FastAPI:
+def create_app(container: Container) -> FastAPI:
     """The API over ``container``'s ledger, services and metrics registry.
 
-    The lifespan starts the ledger (migrating its schema) and closes it on shutdown, unless
-    ``start_ledger`` is false: ``fleetgate api`` starts it before serving, so that a database it
-    cannot reach is one ``error:`` line rather than uvicorn's lifespan traceback. The admin
+    The lifespan starts the ledger (migrating its schema) and closes it on shutdown. The admin
     token is ``settings.api.admin_token``; without one, only namespace tokens authenticate.
     """
     settings = container.settings()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        if not start_ledger:
-            yield
-            return
         ledger = container.ledger()
         await ledger.start()
         try:

@@ -28,19 +28,15 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Literal
 
-import structlog
 import uvicorn
 
 from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.metrics import MULTIPROC_ENV
-from fleetgate.apps.container import Container, build_container
+from fleetgate.apps.container import build_container
 from fleetgate.apps.logging import StderrHandler, configure_logging
-from fleetgate.apps.redaction import hide
 from fleetgate.apps.settings import ConfigError, Settings, load_settings
-from fleetgate.apps.startup import StartupFailed, invalid, start_ledger
 
-EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2  # 1: start-up failed (cli.main prints why)
-_log = structlog.get_logger("fleetgate.api")
+EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2
 
 
 def with_admin_token(settings: Settings) -> tuple[Settings, str | None]:
@@ -98,18 +94,21 @@ def worker_app() -> object:
 async def _migrate(settings: Settings) -> None:
     ledger = build_container(settings).ledger()
     try:
-        await start_ledger(ledger, settings.database_url)
+        await ledger.start()
     finally:
         await ledger.close()
 
 
 def _run_workers(settings: Settings, host: str, port: int, workers: int) -> int:
-    sock = _bound(host, port)
-    asyncio.run(_migrate(settings))  # a failure is one line, as for a single process
+    try:
+        asyncio.run(_migrate(settings))
+    except Exception as exc:  # reported like a failed start of one process
+        print(f"error: cannot start the ledger: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     assert settings.api.admin_token is not None
     os.environ[ADMIN_TOKEN_ENV] = settings.api.admin_token
-    with sock, _shared_metrics_dir():
-        return _serve_workers(host, port, workers, sock)
+    with _shared_metrics_dir():
+        return _serve_workers(host, port, workers)
 
 
 @contextmanager
@@ -127,7 +126,7 @@ def _shared_metrics_dir() -> Iterator[None]:
             del os.environ[MULTIPROC_ENV]
 
 
-def _serve_workers(host: str, port: int, workers: int, sock: socket.socket) -> int:
+def _serve_workers(host: str, port: int, workers: int) -> int:
     from uvicorn.supervisors.multiprocess import Multiprocess
 
     config = uvicorn.Config(
@@ -144,7 +143,7 @@ def _serve_workers(host: str, port: int, workers: int, sock: socket.socket) -> i
         http=fast_http(),
     )
     # uvicorn's supervisor handles SIGINT/SIGTERM itself: it stops the workers and returns.
-    Multiprocess(config, sockets=[sock]).run()
+    Multiprocess(config, sockets=[_listening_socket(host, port)]).run()
     return EXIT_OK
 
 
@@ -154,12 +153,8 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     # connection then waited some 40 ms for the client's delayed ACK (Nagle's algorithm).
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
     sock.set_inheritable(True)
     return sock
 
@@ -169,7 +164,8 @@ def run_api(host: str | None, port: int | None, workers: int = 1) -> int:
     try:
         settings = load_settings()
     except ConfigError as exc:
-        return invalid(str(exc))
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     configure_logging(settings.log_format)
     cheap_access_log()
     settings, generated = with_admin_token(settings)
@@ -180,16 +176,13 @@ def run_api(host: str | None, port: int | None, workers: int = 1) -> int:
             file=sys.stderr,
             flush=True,
         )
-        hide(generated)  # printed once, above; never again in a log line
     bind_host = host or settings.api.host
     bind_port = settings.api.port if port is None else port
     if workers > 1:
         return _run_workers(settings, bind_host, bind_port, workers)
-    # Bound before anything starts: a taken port is one line (cli.main), not uvicorn's log.
-    sock = _bound(bind_host, bind_port)
-    container = build_container(settings)
+    app = create_app(build_container(settings))
     config = uvicorn.Config(
-        create_app(container, start_ledger=False),
+        app,
         host=bind_host,
         port=bind_port,
         lifespan="on",
@@ -204,33 +197,10 @@ def run_api(host: str | None, port: int | None, workers: int = 1) -> int:
     # handlers that ends here as KeyboardInterrupt, so a requested stop exits 0.
     previous = {s: signal.signal(s, _interrupted) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with sock, asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
-            return runner.run(_serve(container, server, sock))
+        server.run()
     except KeyboardInterrupt:
-        return EXIT_OK  # the stop we were asked for
+        pass  # the stop we were asked for
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-
-
-def _bound(host: str, port: int) -> socket.socket:
-    """The listening socket, or StartupFailed naming the address (a taken port, say)."""
-    try:
-        return _listening_socket(host, port)
-    except OSError as exc:
-        raise StartupFailed(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
-
-
-async def _serve(container: Container, server: uvicorn.Server, sock: socket.socket) -> int:
-    """Start the ledger (a failure is StartupFailed, one line), serve, close the ledger."""
-    ledger = container.ledger()
-    await start_ledger(ledger, container.settings().database_url)
-    host, port = sock.getsockname()[:2]
-    _log.info("serving the API", url=f"http://{host}:{port}")
-    try:
-        await server.serve(sockets=[sock])
-    except SystemExit as exc:  # uvicorn exits the process when its own start-up fails
-        raise StartupFailed("the HTTP server did not start") from exc
-    finally:
-        await ledger.close()
     return EXIT_OK if server.started else EXIT_FAILED

@@ -22,7 +22,6 @@ from fleetgate.apps.logging import configure_logging
 from fleetgate.apps.policyfile import PolicyFileError
 from fleetgate.apps.settings import ConfigError, Settings
 from fleetgate.apps.signals import cancelled_on_signals
-from fleetgate.apps.startup import invalid, start_ledger
 from fleetgate.domain.rotation.constants import LONG_REQUEUE
 
 _log = structlog.get_logger("fleetgate.controller")
@@ -90,12 +89,13 @@ def run_controller(once: bool) -> int:
         controller = container.rotation_controller()
         ledger = container.ledger() if settings.controller.sync_ledger else None
     except (ConfigError, PolicyFileError, LookupError, ValueError) as exc:
-        return invalid(str(exc))
+        structlog.get_logger("fleetgate").error("cannot start the controller", error=str(exc))
+        return 2
     if ledger is None:
         return asyncio.run(_main(controller, once, settings, container.metrics_registry()))
 
     async def with_ledger() -> int:
-        await start_ledger(ledger, settings.database_url)  # else one line, exit 1 (cli.main)
+        await ledger.start()
         try:
             sync = container.node_sync()
             return await _main(controller, once, settings, container.metrics_registry(), sync.sync)

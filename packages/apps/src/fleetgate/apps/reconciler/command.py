@@ -19,7 +19,6 @@ from fleetgate.apps.reconciler.loop import Reconciler
 from fleetgate.apps.reconciler.report import render
 from fleetgate.apps.settings import Settings
 from fleetgate.apps.signals import stop_on_signals
-from fleetgate.apps.startup import StartupFailed, invalid, start_ledger
 
 _log = structlog.get_logger("fleetgate.reconciler")
 
@@ -45,10 +44,13 @@ async def run_loop(reconciler: Reconciler, settings: Settings, registry: Any) ->
                 config.metrics_port, addr=config.metrics_host, registry=registry
             )
         except OSError as exc:
-            where = f"{config.metrics_host}:{config.metrics_port}"
-            raise StartupFailed(
-                f"cannot serve the metrics on {where}: {exc.strerror or exc}"
-            ) from exc
+            _log.error(
+                "cannot serve the metrics",
+                host=config.metrics_host,
+                port=config.metrics_port,
+                error=str(exc),
+            )
+            return 1
     stop = asyncio.Event()
     try:
         with stop_on_signals(stop):
@@ -68,7 +70,11 @@ async def main(container: Any, once: bool, interval: float | None) -> int:
     if interval is not None:
         reconciler.interval_seconds = interval
     ledger = container.ledger()
-    await start_ledger(ledger, settings.database_url)  # else one line, exit 1 (cli.main)
+    try:
+        await ledger.start()
+    except Exception as exc:
+        _log.error("cannot open the capacity ledger", error=str(exc))
+        return 1
     try:
         if once:
             return await run_once(reconciler, Console())
@@ -88,7 +94,8 @@ def run_reconciler(once: bool, interval: float | None) -> int:
         configure_logging(container.settings().log_format)
         container.reconciler()
     except (ConfigError, LookupError, ValueError) as exc:
-        return invalid(str(exc))
+        structlog.get_logger("fleetgate").error("cannot start the reconciler", error=str(exc))
+        return 2
     return asyncio.run(main(container, once, interval))
 
 
