@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, PendingRollbackError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from fleetgate.adapters.clock import SystemClock
@@ -133,12 +133,24 @@ class Store:
                             # lose: one failing at its COMMIT is run again like any other.
                             committing = not read_only
                         return result
-                    except ValueError as exc:
-                        if not self.dialect.connection_lost(exc):
+                    except BaseException as exc:
+                        if committing and not conn.invalidated and not self._refused(exc):
+                            # The COMMIT failed short of a refusal: whatever the connection's
+                            # state, it is never handed out again (its reset would meet a dead
+                            # socket, or a transaction the server still holds open).
+                            await conn.invalidate()
+                        if isinstance(exc, PendingRollbackError):
+                            # Work went on with a connection SQLAlchemy had discarded: the
+                            # server rolled its transaction back, so it is a lost connection.
+                            raise LedgerUnavailable(
+                                f"{what}: lost the database connection: {exc}"
+                            ) from exc
+                        if not isinstance(exc, ValueError) or not self.dialect.connection_lost(exc):
                             raise
                         # Not wrapped by SQLAlchemy, so the pool would hand the dead
                         # connection out again: drop it here.
-                        await conn.invalidate()
+                        if not conn.invalidated:
+                            await conn.invalidate()
                         if committing:
                             raise _commit_unknown(
                                 what, "lost the database connection during commit", exc
@@ -179,3 +191,7 @@ class Store:
 
     def _retryable(self, error: DBAPIError) -> bool:
         return self.dialect.retryable(error)
+
+    def _refused(self, error: BaseException) -> bool:
+        """The server's refusal (deadlock, serialization failure): the connection is sound."""
+        return isinstance(error, DBAPIError) and self.dialect.retryable(error)
