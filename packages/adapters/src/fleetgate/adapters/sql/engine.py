@@ -18,7 +18,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, Pending
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from fleetgate.adapters.clock import SystemClock
-from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport
+from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport, Timeouts
 from fleetgate.adapters.sql.retry import ATTEMPTS, with_retries
 from fleetgate.adapters.sql.sqltypes import epoch
 from fleetgate.domain.capacity.errors import LedgerUnavailable
@@ -64,6 +64,7 @@ class Store:
         """The engine, created on first use (creating one does not connect)."""
         if self._engine is None:
             kwargs = self.dialect.engine_kwargs(self.options)
+            self.dialect.bound_waits(self.url, kwargs, Timeouts.from_options(self.options))
             kwargs.update(self.options.get("engine", {}))
             self._engine = create_async_engine(self.url, **kwargs)
             self.dialect.install(self._engine, self.options)
@@ -134,10 +135,16 @@ class Store:
                             committing = not read_only
                         return result
                     except BaseException as exc:
-                        if committing and not conn.invalidated and not self._refused(exc):
-                            # The COMMIT failed short of a refusal: whatever the connection's
-                            # state, it is never handed out again (its reset would meet a dead
-                            # socket, or a transaction the server still holds open).
+                        timed_out = isinstance(exc, OSError | TimeoutError)
+                        if (
+                            (committing or timed_out)
+                            and not conn.invalidated
+                            and not self._refused(exc)
+                        ):
+                            # The COMMIT failed short of a refusal, or the driver gave up waiting
+                            # on the socket: whatever the connection's state, it is never handed
+                            # out again (its reset would meet a dead socket, or a transaction
+                            # the server still holds open).
                             await conn.invalidate()
                         if isinstance(exc, PendingRollbackError):
                             # Work went on with a connection SQLAlchemy had discarded: the
@@ -173,7 +180,9 @@ class Store:
                     raise _commit_unknown(what, failure, exc.orig) from exc
                 if exc.connection_invalidated:
                     raise  # rolled back by the server: with_retries runs it on a fresh connection
-                if isinstance(exc, OperationalError | InterfaceError):
+                if isinstance(exc, OperationalError | InterfaceError) or self.dialect.unavailable(
+                    exc
+                ):
                     raise LedgerUnavailable(f"{what}: database error: {exc.orig}") from exc
                 raise
             except (OSError, TimeoutError) as exc:
