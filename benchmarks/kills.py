@@ -62,6 +62,7 @@ class Op:
     """One admission or release: when it ran and what it came to."""
 
     started: float
+    kind: str = "admit"  # admit | release
     ended: float = 0.0
     outcome: str = "ok"  # ok | unknown | failed: <error class>
 
@@ -73,6 +74,7 @@ class KillRun:
     backend: str
     ops: list[Op] = field(default_factory=list)
     killed: int = 0
+    first_kill: float = 0.0
     last_kill: float = 0.0
     committed: int = 0
     events: int = 0
@@ -90,6 +92,11 @@ class KillRun:
             ),
             default=0.0,
         )
+
+    @property
+    def longest_before(self) -> float:
+        """The longest operation that ended before the first kill: the machine's yardstick."""
+        return max((o.ended - o.started for o in self.ops if o.ended < self.first_kill), default=0)
 
     @property
     def failed_after(self) -> int:
@@ -201,8 +208,8 @@ async def run(
     unknown: list[str] = []
     cutter = SqliteCutter(ledger) if kind == "sqlite" else None
 
-    async def timed(operation: Any) -> Any:
-        op = Op(clock())
+    async def timed(operation: Any, kind: str) -> Any:
+        op = Op(clock(), kind)
         result.ops.append(op)
         try:
             return await operation
@@ -221,14 +228,14 @@ async def run(
         while not stop.is_set():
             request_id = uuid.uuid4().hex
             request = AdmitRequest(NAMESPACE, "k", Resources(1, 1, 1), request_id=request_id)
-            admitted = await timed(ledger.admit(request, audit=placed))
+            admitted = await timed(ledger.admit(request, audit=placed), "admit")
             if admitted is None:
                 if result.ops[-1].outcome == "unknown":
                     unknown.append(request_id)
                 continue
             if admitted.placement is not None:
                 result.committed += 1
-                await timed(ledger.release(admitted.placement.id))
+                await timed(ledger.release(admitted.placement.id), "release")
 
     async def killer() -> None:
         for _ in range(kills):
@@ -238,6 +245,7 @@ async def run(
             else:
                 result.killed += await kill_sessions(url, kind)
             result.last_kill = clock()
+            result.first_kill = result.first_kill or result.last_kill
         await asyncio.sleep(after)
         stop.set()
 
@@ -294,6 +302,7 @@ def table(results: Sequence[KillRun]) -> Table:
             "backend",
             "operations",
             "connections killed",
+            "longest operation before the first kill",
             "longest wait after the last kill",
             "failed after the last kill",
             "outcome unknown (COMMIT cut off)",
@@ -306,6 +315,7 @@ def table(results: Sequence[KillRun]) -> Table:
             r.backend,
             len(r.ops),
             r.killed,
+            f"{r.longest_before:.2f} s",
             f"{r.longest_after:.2f} s",
             r.failed_after,
             r.unknown,
