@@ -4,7 +4,8 @@ The fault suite's other half (``faults`` kills one statement of one admission): 
 admit (each admission with its audit event) and release for a while, every connection of the
 ledger's database is killed from the server side eight times (MariaDB ``KILL``, PostgreSQL
 ``pg_terminate_backend``; on SQLite the next statements find their connection closed under
-them), and the load goes on after the last kill. What it measures:
+them), and the load goes on after the last kill as long as it ran before the first. What it
+measures:
 
 - the longest wait after the last kill: for every operation still running or started after it,
   from the later of its start and the kill to its answer;
@@ -72,6 +73,9 @@ class KillRun:
     """What one run of kills under load came to."""
 
     backend: str
+    writers: int = WRITERS
+    kills: int = KILLS
+    after: float = AFTER
     ops: list[Op] = field(default_factory=list)
     killed: int = 0
     first_kill: float = 0.0
@@ -95,7 +99,7 @@ class KillRun:
 
     @property
     def longest_before(self) -> float:
-        """The longest operation that ended before the first kill: the machine's yardstick."""
+        """The longest operation of the load before the first kill: the machine's yardstick."""
         return max((o.ended - o.started for o in self.ops if o.ended < self.first_kill), default=0)
 
     @property
@@ -120,8 +124,10 @@ class KillRun:
 
     @property
     def clean(self) -> bool:
-        """Nothing failed or waited long after the last kill, and the audit trail is exact."""
-        return self.failed_after == 0 and self.longest_after <= 2.0 and self.audit_ok
+        """Nothing failed after the last kill, nothing but a cut COMMIT ever failed, and the
+        audit trail is exact. The waits are reported beside their yardstick, not judged here:
+        on a loaded machine a speed bound would fail a correct run."""
+        return self.failed_after == 0 and self.failed == 0 and self.audit_ok
 
 
 def placed(admission: Admission) -> list[Event]:
@@ -202,7 +208,7 @@ async def run(
     clock: Callable[[], float] = time.monotonic,
 ) -> KillRun:
     """Kills under load on ``ledger`` (whose database is ``url``), then the checks."""
-    result = KillRun(kind)
+    result = KillRun(kind, writers, kills, after)
     await ledger.add_node(NodeSpec("k", Capacity(4096, 1 << 24, 1 << 20)))
     stop = asyncio.Event()
     unknown: list[str] = []
@@ -238,6 +244,9 @@ async def run(
                 await timed(ledger.release(admitted.placement.id), "release")
 
     async def killer() -> None:
+        # As long without kills first: the longest operation then is the loaded machine's
+        # yardstick for the waits after the last kill.
+        await asyncio.sleep(after - spacing)
         for _ in range(kills):
             await asyncio.sleep(spacing)
             if cutter is not None:
@@ -269,8 +278,12 @@ async def run(
     return result
 
 
-async def run_target(target: Target, console: Console) -> KillRun:
-    """Kills under load on a fresh database of ``target``, the ledger as a deployment has it."""
+async def run_target(target: Target, console: Console, *, tiny: bool = False) -> KillRun:
+    """Kills under load on a fresh database of ``target``, the ledger as a deployment has it.
+
+    ``tiny``: a few writers and kills, for the harness's smoke test.
+    """
+    sizes: dict[str, Any] = {"writers": 4, "kills": 2, "after": 1.0} if tiny else {}
     async with fresh_database(target) as url:
         options = target.ledger_options()
         # SQLAlchemy's default pool, as ``fleetgate api`` runs with (fewer connections than
@@ -281,7 +294,7 @@ async def run_target(target: Target, console: Console) -> KillRun:
         await ledger.start()
         try:
             with console.status(f"{target.label}: {KILLS} kills under {WRITERS} writers"):
-                result = await run(ledger, target.kind, url)
+                result = await run(ledger, target.kind, url, **sizes)
         finally:
             await ledger.close()
     result.backend = target.label
@@ -295,9 +308,11 @@ async def run_target(target: Target, console: Console) -> KillRun:
 
 def table(results: Sequence[KillRun]) -> Table:
     """One row per backend."""
+    shape = results[0] if results else KillRun("")
     t = Table(
-        f"Every connection killed {KILLS} times under {WRITERS} writers (admit with an audit "
-        f"event, release), then {AFTER:.0f} s more load",
+        f"Every connection killed {shape.kills} times under {shape.writers} writers (admit with "
+        f"an audit event, release), {shape.after:.0f} s of load before the first and after the "
+        "last",
         [
             "backend",
             "operations",
