@@ -25,8 +25,12 @@ async def test_after_the_last_kill_every_request_succeeds_soon(
     assert run.killed >= 4, summary  # the kills found connections to kill
     assert run.failed_after == 0, summary
     assert run.longest_after < STALL_BOUND, summary
-    # A kill may cut a COMMIT off (outcome unknown); nothing else may fail, ever.
-    assert run.failed == 0, summary
+    # During the kills an admission may be answered unknown (a COMMIT cut off) or unavailable
+    # (its retries met kill after kill): a 503 either way, and one answered as failed had not
+    # committed.
+    outcomes = {o.outcome for o in run.ops}
+    assert outcomes <= {"ok", "unknown", "failed: LedgerUnavailable"}, (outcomes, summary)
+    assert run.failed_committed == 0, summary
     assert sum(1 for o in run.ops if o.started > run.last_kill) > 0, summary
     assert run.events == run.committed and run.committed > 0, summary
     assert (await ledger.reconcile()).summary.clean
