@@ -149,3 +149,15 @@ def test_a_bad_group_commit_setting_names_the_field(
     monkeypatch.setenv(f"FLEETGATE_ADMISSION__{variable}", value)
     with pytest.raises(ConfigError, match=message):
         load_settings()
+
+
+def test_database_timeouts_default_to_seconds_and_reach_the_ledger_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    timeouts = load_settings().ledger_options()["timeouts"]
+    assert timeouts == {"connect_seconds": 5.0, "pool_seconds": 5.0, "statement_seconds": 10.0}
+    monkeypatch.setenv("FLEETGATE_DATABASE_TIMEOUTS__STATEMENT_SECONDS", "2.5")
+    assert load_settings().ledger_options()["timeouts"]["statement_seconds"] == 2.5
+    monkeypatch.setenv("FLEETGATE_DATABASE_TIMEOUTS__POOL_SECONDS", "0")
+    with pytest.raises(ConfigError, match=r"database_timeouts\.pool_seconds"):
+        load_settings()
