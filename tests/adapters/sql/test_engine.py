@@ -267,3 +267,18 @@ async def test_an_error_from_a_table_gone_is_unavailable(ledger: SqlLedger) -> N
         await ledger.store.read(
             lambda conn: conn.execute(sa.text("SELECT * FROM fg_probe_gone")), what="probe"
         )
+
+
+async def test_no_free_pooled_connection_is_unavailable_within_the_pool_timeout(
+    backend: Backend,
+) -> None:
+    """Every pooled connection busy past ``pool_seconds``: a 503, not SQLAlchemy's own error."""
+    options = {"engine": {"pool_size": 1, "max_overflow": 0}}
+    async with ledger_on(backend.url, backend, migrate=True) as ledger:
+        ledger.store.options.update(options)
+        await ledger.store.dispose()  # a new engine with a pool of one
+        async with ledger.store.engine.connect() as holder:
+            await holder.execute(sa.text("SELECT 1"))
+            message = await unavailable_within(1.0, ledger.nodes)
+        assert "no free database connection" in message
+        await ledger.nodes()  # the connection is back: served

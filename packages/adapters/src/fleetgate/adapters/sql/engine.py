@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, PendingRollbackError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from fleetgate.adapters.clock import SystemClock
@@ -185,6 +186,9 @@ class Store:
                 ):
                     raise LedgerUnavailable(f"{what}: database error: {exc.orig}") from exc
                 raise
+            except PoolTimeout as exc:
+                # Every pooled connection stayed busy past the pool's timeout: nothing ran.
+                raise LedgerUnavailable(f"{what}: no free database connection: {exc}") from exc
             except (OSError, TimeoutError) as exc:
                 if committing:
                     raise _commit_unknown(
