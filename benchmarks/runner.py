@@ -14,6 +14,7 @@ from benchmarks import (
     admission_targets,
     faults,
     http,
+    kills,
     machine,
     pgbench,
     ranking,
@@ -214,12 +215,20 @@ async def _tick(targets: Sequence[Target], sizes: Sizes, console: Console) -> Se
 
 async def _faults(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
     results = [await faults.run_target(t, console) for t in targets]
-    s = Section("faults", "Reliability: a connection killed at each statement")
+    under_load = [await kills.run_target(t, console, tiny=sizes.name == "tiny") for t in targets]
+    s = Section("faults", "Reliability: a connection killed at each statement, and under load")
     s.tables.append(faults.summary(results))
+    s.tables.append(kills.table(under_load))
     s.tables += [faults.detail(r) for r in results]
     bad = [r.backend for r in results if r.partial or r.lost or r.doubled]
     if bad:
         s.findings.append(f"FAILED: partial, lost or doubled placements on {', '.join(bad)}")
+    stalled = [r.backend for r in under_load if not r.clean]
+    if stalled:
+        s.findings.append(
+            "FAILED: a request failed (after the last kill, or other than by a cut COMMIT), or "
+            f"the audit events do not match the committed admissions, on {', '.join(stalled)}"
+        )
     return s
 
 

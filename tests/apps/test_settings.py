@@ -186,3 +186,15 @@ def test_every_setting_variable_is_known(monkeypatch: pytest.MonkeyPatch) -> Non
     names = settings_module.setting_variables()
     assert "FLEETGATE_CAPACITY__TARGET_LOAD" in names and "FLEETGATE_API" in names
     assert settings_module.warn_unknown_variables(dict.fromkeys(names, "1")) == []
+
+
+def test_database_timeouts_default_to_seconds_and_reach_the_ledger_options(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    timeouts = load_settings().ledger_options()["timeouts"]
+    assert timeouts == {"connect_seconds": 5.0, "pool_seconds": 5.0, "statement_seconds": 10.0}
+    monkeypatch.setenv("FLEETGATE_DATABASE_TIMEOUTS__STATEMENT_SECONDS", "2.5")
+    assert load_settings().ledger_options()["timeouts"]["statement_seconds"] == 2.5
+    monkeypatch.setenv("FLEETGATE_DATABASE_TIMEOUTS__POOL_SECONDS", "0")
+    with pytest.raises(ConfigError, match=r"database_timeouts\.pool_seconds"):
+        load_settings()

@@ -22,6 +22,7 @@ from fleetgate.adapters.sql import batch_savepoints
 from fleetgate.adapters.sql.batch_items import BatchItem, Outcome
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
+from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
 from tests.adapters.sql.test_concurrency import assert_counters_match_placements
 from tests.adapters.sql.test_group_commit import placed, placed_events, wait_for_lock_wait
@@ -260,3 +261,47 @@ async def test_sqlite_savepoints_work_under_begin_immediate(
         assert await ledger.store.write(work, what="savepoints") == ["0,5"]
         node = await ledger.node("a")
         assert node is not None and node.used == Resources(0, 0, 5)
+
+
+# --- a connection lost inside a batch (issue 34) -----------------------------------------------
+
+
+async def test_a_connection_lost_inside_a_batch_ends_it_at_once(
+    ledger: SqlLedger, backend: Backend
+) -> None:
+    """The item meeting the lost connection does not try its savepoint on the dead connection.
+
+    Before, its ``ROLLBACK TO SAVEPOINT`` met SQLAlchemy's "Can't reconnect until invalid
+    transaction is rolled back" (PendingRollbackError, no lost connection to the retry logic).
+    Now the lost connection itself goes up: nothing of the batch committed, and the next
+    transaction runs on a fresh connection.
+    """
+    from tests.adapters.sql.test_faults import after_first, killer_of
+
+    await ledger.add_node(NodeSpec("a", BIG))
+    before = await state(ledger)
+    items = [BatchItem(req("a"), f"p-{i}") for i in range(3)]
+    killer, cut = killer_of(backend)
+    hook = after_first(ledger, "UPDATE NODES", cut)
+
+    async def work(conn: AsyncConnection) -> list[Any]:
+        return await batch_savepoints.admit_each(
+            conn, items, ledger.store.now_epoch(), ledger.enforcement
+        )
+
+    try:
+        with pytest.raises(Exception) as raised:
+            await ledger.store.write(work, what="test batch", retry=False)
+    finally:
+        sa.event.remove(ledger.store.engine.sync_engine, "after_cursor_execute", hook)
+        if killer is not None:
+            await killer.dispose()
+    error = raised.value
+    assert not isinstance(error, sa.exc.PendingRollbackError), error
+    assert "rolled back" not in str(error), error
+    # What the retry logic and the group committer know as a lost connection.
+    assert (isinstance(error, sa.exc.DBAPIError) and error.connection_invalidated) or isinstance(
+        error, LedgerUnavailable
+    ), repr(error)
+    assert await state(ledger) == before
+    assert (await ledger.admit(req("a"))).admitted

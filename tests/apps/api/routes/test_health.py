@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import secrets
+import sqlite3
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+
 import httpx
+import pytest
 from prometheus_client import Counter
+from sqlalchemy import make_url
 
 from fleetgate.apps.api.app import create_app
 from fleetgate.apps.container import build_container
-from fleetgate.apps.settings import ApiSettings, Settings
-from tests.apps.api.conftest import Api
+from fleetgate.apps.settings import ApiSettings, DatabaseTimeoutSettings, Settings
+from tests.apps.api.conftest import ADMIN, Api, api_settings, running_api
+from tests.backends import _admin
+from tests.conftest import Backend
 
 # Nothing listens on port 1 of the loopback: connecting fails at once.
 UNREACHABLE = "postgresql+asyncpg://nobody@127.0.0.1:1/fleetgate"
@@ -51,3 +63,90 @@ async def test_metrics_serve_the_containers_registry(api: Api) -> None:
     assert r.status_code == 200
     assert r.headers["content-type"].startswith("text/plain")
     assert "fleetgate_test_probe_total 3.0" in r.text
+
+
+# --- a database that goes away while the API runs (issue 27 item 2) ---------------------------
+
+#: Short bounds for the test; each answer must come within them plus a margin a busy machine
+#: never needs (before, a dropped database was a 500 after 8 s, or no answer in 40 s).
+SHORT = DatabaseTimeoutSettings(connect_seconds=1, pool_seconds=1, statement_seconds=1)
+MARGIN = 10.0
+
+
+async def timed(call: Awaitable[httpx.Response], bound: float) -> httpx.Response:
+    started = time.monotonic()
+    response = await asyncio.wait_for(call, bound + MARGIN)
+    assert time.monotonic() - started < bound + MARGIN
+    return response
+
+
+def unavailable(r: httpx.Response) -> bool:
+    return r.status_code == 503 and r.json()["error"] == "unavailable"
+
+
+async def test_a_dropped_database_is_503_and_not_ready_then_served_when_back(
+    backend: Backend,
+) -> None:
+    if backend.kind == "sqlite":
+        pytest.skip("a server's database; SQLite's held lock is the next test")
+    admin = (
+        make_url(backend.url)
+        .set(database="mysql" if backend.kind == "mariadb" else "postgres")
+        .render_as_string(False)
+    )
+    name = f"fgt_api_gone_{os.getpid()}_{secrets.token_hex(3)}"
+    force = " WITH (FORCE)" if backend.kind == "postgres" else ""
+    own = Backend(make_url(backend.url).set(database=name).render_as_string(False), backend.kind)
+    await _admin(admin, f"CREATE DATABASE {name}")
+    try:
+        async for api in running_api(api_settings(own, database_timeouts=SHORT)):
+            await api.node("n1")
+            place = {"cpus": 1, "memory_mb": 512, "disk_gb": 1}
+            await _admin(admin, f"DROP DATABASE {name}{force}")
+            for call in (
+                api.client.get("/v1/nodes", headers=ADMIN),
+                api.client.post("/v1/namespaces/t/placements", json=place, headers=ADMIN),
+                api.client.get("/readyz"),
+                api.client.get("/v1/nodes", headers=ADMIN),
+            ):
+                r = await timed(call, 2.0)
+                assert unavailable(r), (r.status_code, r.text)
+            await _admin(admin, f"CREATE DATABASE {name}")
+            await api.container.ledger().migrate()  # restored (empty): no restart needed
+            assert (await api.client.get("/readyz")).status_code == 200
+            r = await api.client.get("/v1/nodes", headers=ADMIN)
+            assert r.status_code == 200, r.text
+            await api.node("n1")
+            r = await api.client.post("/v1/namespaces/t/placements", json=place, headers=ADMIN)
+            assert r.status_code == 201, r.text
+    finally:
+        await _admin(admin, f"DROP DATABASE IF EXISTS {name}{force}")
+
+
+async def test_a_sqlite_lock_held_elsewhere_is_503_within_the_busy_waits(
+    backend: Backend, tmp_path: Path
+) -> None:
+    if backend.kind != "sqlite":
+        pytest.skip("SQLite's own way to be unavailable")
+    path = tmp_path / "api.db"
+    own = Backend(f"sqlite+aiosqlite:///{path}", "sqlite")
+    async for api in running_api(api_settings(own, database_timeouts=SHORT)):
+        await api.node("n1")
+        ledger = api.container.ledger()
+        ledger.store.options["busy_timeout_ms"] = 200  # type: ignore[attr-defined]
+        await ledger.store.dispose()  # type: ignore[attr-defined]
+        place = {"cpus": 1, "memory_mb": 512, "disk_gb": 1}
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN EXCLUSIVE")
+            bound = ledger.store.attempts * 0.2  # type: ignore[attr-defined]
+            r = await timed(
+                api.client.post("/v1/namespaces/t/placements", json=place, headers=ADMIN), bound
+            )
+            assert unavailable(r), (r.status_code, r.text)
+            # Reads go on (WAL): the database is there, so the API stays ready.
+            assert (await api.client.get("/readyz")).status_code == 200
+        finally:
+            other.close()
+        r = await api.client.post("/v1/namespaces/t/placements", json=place, headers=ADMIN)
+        assert r.status_code == 201, r.text

@@ -28,6 +28,11 @@ ENV_PREFIX = "FLEETGATE_"
 DESCRIPTIONS: dict[str, str] = {
     "database_url": "SQLAlchemy async URL of the ledger (SQLite, MariaDB/MySQL or PostgreSQL).",
     "database_session_variables": "Session variables set on every database connection.",
+    "database_timeouts.connect_seconds": "Longest wait to open a database connection "
+    "(then 503 `unavailable`).",
+    "database_timeouts.pool_seconds": "Longest wait for a free pooled connection (then 503).",
+    "database_timeouts.statement_seconds": "Longest one statement may run: PostgreSQL on the "
+    "client (a silent network too), MariaDB on the server (`max_statement_time`); then 503.",
     "cluster": "The cluster plugin: `fake` (in-memory) or `karpenter`.",
     "cluster_options": "Options handed to the cluster plugin as they are.",
     "log_format": "Log lines as coloured `console` text or one `json` object per line.",

@@ -78,6 +78,14 @@ class CapacitySettings(_Section):
         return value
 
 
+class DatabaseTimeoutSettings(_Section):
+    """Bounds on every wait for the database, so a database that goes away is a quick 503."""
+
+    connect_seconds: float = Field(5.0, gt=0, allow_inf_nan=False)
+    pool_seconds: float = Field(5.0, gt=0, allow_inf_nan=False)
+    statement_seconds: float = Field(10.0, gt=0, allow_inf_nan=False)
+
+
 class ClaimSettings(_Section):
     """How a namespace's active claim binds its own placements."""
 
@@ -142,6 +150,7 @@ class Settings(BaseSettings):
 
     database_url: str = DEFAULT_DATABASE_URL
     database_session_variables: dict[str, str] = Field(default_factory=dict)
+    database_timeouts: DatabaseTimeoutSettings = Field(default_factory=DatabaseTimeoutSettings)
     cluster: str = "fake"
     cluster_options: dict[str, Any] = Field(default_factory=dict)
     log_format: Literal["console", "json"] = "console"
@@ -175,6 +184,7 @@ class Settings(BaseSettings):
             "capacity": self.capacity.model_dump(),
             "claims": self.claims.model_dump(),
             "session_variables": dict(self.database_session_variables),
+            "timeouts": self.database_timeouts.model_dump(),
             "group_commit": {
                 "max_batch": self.admission.group_commit_max_batch,
                 "max_wait_ms": self.admission.group_commit_max_wait_ms,

@@ -54,8 +54,13 @@ async def admit_one(
             conn, request, item.placement_id, now, enforcement, audit=None
         )
     except (admission.Refused, NodeNotFound, admission.ClaimAppeared, DBAPIError) as exc:
-        # If the transaction itself is gone (MariaDB's deadlock, a lost connection), this
-        # fails too, and that error goes up: the group committer splits the batch.
+        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+            # The connection is gone and SQLAlchemy has discarded it: a ROLLBACK TO SAVEPOINT
+            # would only meet "can't reconnect until invalid transaction is rolled back".
+            # Raised as it is, the batch's transaction ends and the group committer splits it.
+            raise
+        # If the transaction itself is gone (MariaDB's deadlock), this fails too, and that
+        # error goes up: the group committer splits the batch.
         await conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {savepoint}")
         return _undone(exc)
     events = tuple(item.audit(made)) if item.audit is not None else ()

@@ -8,6 +8,7 @@ behind this interface in ``plugin_sqlite``, ``plugin_mariadb`` and ``plugin_post
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event
@@ -23,6 +24,34 @@ _IDLE_SINCE = "fleetgate_idle_since"
 READ_ONLY = "fleetgate_read_only"
 
 
+@dataclass(frozen=True)
+class Timeouts:
+    """Bounds on the waits for the database (seconds), from ``options["timeouts"]``.
+
+    A database that goes away must cost a request seconds, not the minutes a driver's default
+    would wait for a silent host: opening a connection, waiting for a pooled one, and one
+    statement are each bounded, and each overrun is ``LedgerUnavailable`` (503).
+    """
+
+    connect: float = 5.0
+    pool: float = 5.0
+    statement: float = 10.0
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> Timeouts:
+        """``{"connect_seconds": .., "pool_seconds": .., "statement_seconds": ..}``, checked."""
+        raw = dict(options.get("timeouts") or {})
+        values = {}
+        for name in ("connect", "pool", "statement"):
+            value = raw.pop(f"{name}_seconds", getattr(cls, name))
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise ValueError(f"timeouts.{name}_seconds: must be a number > 0, got {value!r}")
+            values[name] = float(value)
+        if raw:
+            raise ValueError(f"timeouts: unknown option(s) {', '.join(sorted(raw))}")
+        return cls(**values)
+
+
 class DialectSupport:
     """Defaults suit a server database; subclasses override what their backend needs."""
 
@@ -36,12 +65,26 @@ class DialectSupport:
         """Extra keyword arguments for ``create_async_engine``."""
         return {}
 
+    def bound_waits(self, url: str, kwargs: dict[str, Any], timeouts: Timeouts) -> None:
+        """Add the timeouts to ``create_async_engine``'s arguments: here the pool's checkout."""
+        kwargs["pool_timeout"] = timeouts.pool
+
     def install(self, engine: AsyncEngine, options: dict[str, Any]) -> None:
         """Attach per-connection setup (event listeners) to a freshly created engine."""
         ping_when_idle(engine, float(options.get("ping_idle_seconds", DEFAULT_PING_IDLE_SECONDS)))
 
     def retryable(self, error: DBAPIError) -> bool:
         """True for errors that mean "run the whole transaction again" (deadlock, busy...)."""
+        return False
+
+    def unavailable(self, error: DBAPIError) -> bool:
+        """True for an error that says the database cannot serve us now, whatever its class.
+
+        The server refused the connection or the session (database dropped, access revoked,
+        shutting down, too many connections), or the connection broke: the request is
+        answered "unavailable" (503), never as a bug. The drivers report some of these with
+        their generic error class, not OperationalError, so each dialect lists its codes.
+        """
         return False
 
     def connection_lost(self, error: Exception) -> bool:

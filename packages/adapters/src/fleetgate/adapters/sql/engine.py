@@ -14,11 +14,12 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError, PendingRollbackError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from fleetgate.adapters.clock import SystemClock
-from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport
+from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport, Timeouts
 from fleetgate.adapters.sql.retry import ATTEMPTS, with_retries
 from fleetgate.adapters.sql.sqltypes import epoch
 from fleetgate.domain.capacity.errors import LedgerUnavailable
@@ -64,6 +65,7 @@ class Store:
         """The engine, created on first use (creating one does not connect)."""
         if self._engine is None:
             kwargs = self.dialect.engine_kwargs(self.options)
+            self.dialect.bound_waits(self.url, kwargs, Timeouts.from_options(self.options))
             kwargs.update(self.options.get("engine", {}))
             self._engine = create_async_engine(self.url, **kwargs)
             self.dialect.install(self._engine, self.options)
@@ -133,12 +135,30 @@ class Store:
                             # lose: one failing at its COMMIT is run again like any other.
                             committing = not read_only
                         return result
-                    except ValueError as exc:
-                        if not self.dialect.connection_lost(exc):
+                    except BaseException as exc:
+                        timed_out = isinstance(exc, OSError | TimeoutError)
+                        if (
+                            (committing or timed_out)
+                            and not conn.invalidated
+                            and not self._refused(exc)
+                        ):
+                            # The COMMIT failed short of a refusal, or the driver gave up waiting
+                            # on the socket: whatever the connection's state, it is never handed
+                            # out again (its reset would meet a dead socket, or a transaction
+                            # the server still holds open).
+                            await conn.invalidate()
+                        if isinstance(exc, PendingRollbackError):
+                            # Work went on with a connection SQLAlchemy had discarded: the
+                            # server rolled its transaction back, so it is a lost connection.
+                            raise LedgerUnavailable(
+                                f"{what}: lost the database connection: {exc}"
+                            ) from exc
+                        if not isinstance(exc, ValueError) or not self.dialect.connection_lost(exc):
                             raise
                         # Not wrapped by SQLAlchemy, so the pool would hand the dead
                         # connection out again: drop it here.
-                        await conn.invalidate()
+                        if not conn.invalidated:
+                            await conn.invalidate()
                         if committing:
                             raise _commit_unknown(
                                 what, "lost the database connection during commit", exc
@@ -161,9 +181,14 @@ class Store:
                     raise _commit_unknown(what, failure, exc.orig) from exc
                 if exc.connection_invalidated:
                     raise  # rolled back by the server: with_retries runs it on a fresh connection
-                if isinstance(exc, OperationalError | InterfaceError):
+                if isinstance(exc, OperationalError | InterfaceError) or self.dialect.unavailable(
+                    exc
+                ):
                     raise LedgerUnavailable(f"{what}: database error: {exc.orig}") from exc
                 raise
+            except PoolTimeout as exc:
+                # Every pooled connection stayed busy past the pool's timeout: nothing ran.
+                raise LedgerUnavailable(f"{what}: no free database connection: {exc}") from exc
             except (OSError, TimeoutError) as exc:
                 if committing:
                     raise _commit_unknown(
@@ -179,3 +204,7 @@ class Store:
 
     def _retryable(self, error: DBAPIError) -> bool:
         return self.dialect.retryable(error)
+
+    def _refused(self, error: BaseException) -> bool:
+        """The server's refusal (deadlock, serialization failure): the connection is sound."""
+        return isinstance(error, DBAPIError) and self.dialect.retryable(error)

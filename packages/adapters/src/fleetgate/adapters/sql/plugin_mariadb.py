@@ -9,9 +9,11 @@ connection, so a pooled connection never runs in a different regime from the fir
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
+import aiomysql
 from pymysql.constants import CLIENT
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
@@ -19,7 +21,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from fleetgate.adapters.plugins import hookimpl
-from fleetgate.adapters.sql.dialect import DialectSupport, error_code
+from fleetgate.adapters.sql.dialect import DialectSupport, Timeouts, error_code
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.ports import CapacityLedger, Clock
 
@@ -27,9 +29,17 @@ SCHEMES = ["mysql+aiomysql"]
 #: Deadlock (1213), lock wait timeout (1205), snapshot conflict ER_CHECKREAD (1020).
 RETRYABLE = frozenset({1213, 1205, 1020})
 MIGRATION_LOCK = "fleetgate_migrate"
+#: Errors that mean the server cannot serve us now: too many connections (1040), access denied
+#: (1044, 1045), unknown database (1049), shutdown in progress (1053), connection killed
+#: (1927), statement time limit (1969), idle connection closed by the server (4031), and the
+#: client's own: cannot connect (2002, 2003), server gone (2006), lost (2013), out of sync
+#: after a loss (2014), ... (2055: lost while reading).
+UNAVAILABLE = frozenset({1040, 1044, 1045, 1049, 1053, 1927, 1969, 4031, 2002, 2003, 2006, 2013})
+UNAVAILABLE |= {2014, 2055, 1146}
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _VALUE = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
+_NUMBER = re.compile(r"^-?[0-9]+(\.[0-9]+)?$")
 
 
 def session_statements(variables: dict[str, Any]) -> list[str]:
@@ -43,7 +53,7 @@ def session_statements(variables: dict[str, Any]) -> list[str]:
             rendered = "ON" if value else "OFF"
         if not _VALUE.match(rendered):
             raise ValueError(f"session_variables.{name}: {value!r} is not a plain value")
-        literal = rendered if rendered.lstrip("-").isdigit() else f"'{rendered}'"
+        literal = rendered if _NUMBER.match(rendered) else f"'{rendered}'"
         statements.append(f"SET SESSION {name} = {literal}")
     return statements
 
@@ -60,10 +70,32 @@ class MariaDbSupport(DialectSupport):
             "connect_args": {"client_flag": CLIENT.FOUND_ROWS},
         }
 
+    def bound_waits(self, url: str, kwargs: dict[str, Any], timeouts: Timeouts) -> None:
+        """The whole connect bounded, handshake included.
+
+        aiomysql's ``connect_timeout`` bounds the TCP connect alone: a host that accepts and
+        never greets would hold the request for good. SQLAlchemy's adapter takes the coroutine
+        that connects (``async_creator_fn``); this one gives up after the connect timeout.
+        """
+        super().bound_waits(url, kwargs, timeouts)
+
+        def bounded(*args: Any, **kw: Any) -> Any:
+            return asyncio.wait_for(aiomysql.connect(*args, **kw), timeouts.connect)
+
+        connect_args = kwargs.setdefault("connect_args", {})
+        connect_args["connect_timeout"] = timeouts.connect
+        connect_args["async_creator_fn"] = bounded
+
     def install(self, engine: AsyncEngine, options: dict[str, Any]) -> None:
-        """Apply the configured session variables on every new connection."""
+        """Apply the configured session variables on every new connection.
+
+        Also ``max_statement_time``, the statement bound (aiomysql has none on the client): the
+        server aborts a statement running longer (1969), which is ``LedgerUnavailable``.
+        """
         super().install(engine, options)
-        statements = session_statements(dict(options.get("session_variables") or {}))
+        variables = {"max_statement_time": Timeouts.from_options(options).statement}
+        variables.update(options.get("session_variables") or {})
+        statements = session_statements(variables)
         if not statements:
             return
 
@@ -79,6 +111,10 @@ class MariaDbSupport(DialectSupport):
     def retryable(self, error: DBAPIError) -> bool:
         """Deadlock, lock wait timeout and snapshot-isolation conflict."""
         return error_code(error) in RETRYABLE
+
+    def unavailable(self, error: DBAPIError) -> bool:
+        """Refused or lost connections, a dropped database, a killed or timed-out statement."""
+        return error_code(error) in UNAVAILABLE
 
     def lock_for_migration(self, connection: Connection) -> None:
         """A named server lock: DDL commits implicitly, so a transaction cannot hold it."""

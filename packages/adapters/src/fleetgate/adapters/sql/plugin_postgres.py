@@ -15,7 +15,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.plugins import hookimpl
-from fleetgate.adapters.sql.dialect import DialectSupport, error_code
+from fleetgate.adapters.sql.dialect import DialectSupport, Timeouts, error_code
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.ports import CapacityLedger, Clock
 
@@ -28,6 +28,12 @@ MIGRATION_LOCK_KEY = 0x666C6774
 #: long enough for another process's batch to commit (a few ms), short next to the second a
 #: deadlock would cost.
 BATCH_LOCK_TIMEOUT_MS = 50
+#: SQLSTATE classes and codes that mean the database cannot serve us now: connection
+#: exceptions (08), insufficient resources (53: too many connections, disk full), operator
+#: intervention (57: terminated, shutting down, cannot connect now, statement timeout), invalid
+#: authorization (28), the database gone or closed to connections (3D000, 55000).
+UNAVAILABLE_CLASSES = ("08", "53", "57", "28")
+UNAVAILABLE = frozenset({"3D000", "55000", "42P01"})
 
 
 class PostgresSupport(DialectSupport):
@@ -38,6 +44,24 @@ class PostgresSupport(DialectSupport):
     def retryable(self, error: DBAPIError) -> bool:
         """Serialization failure and deadlock."""
         return error_code(error) in RETRYABLE
+
+    def bound_waits(self, url: str, kwargs: dict[str, Any], timeouts: Timeouts) -> None:
+        """asyncpg's connect ``timeout`` and its client-side ``command_timeout`` per statement.
+
+        On the client, so a statement waiting on a silent network is bounded too (asyncpg then
+        cancels it on the server).
+        """
+        super().bound_waits(url, kwargs, timeouts)
+        connect_args = kwargs.setdefault("connect_args", {})
+        connect_args["timeout"] = timeouts.connect
+        connect_args["command_timeout"] = timeouts.statement
+
+    def unavailable(self, error: DBAPIError) -> bool:
+        """Connection, resource, operator-intervention and authorization failures; no database."""
+        code = error_code(error)
+        if not isinstance(code, str):
+            return False
+        return code in UNAVAILABLE or code.startswith(UNAVAILABLE_CLASSES)
 
     async def bound_batch_waits(self, conn: AsyncConnection) -> None:
         """``lock_timeout`` for the batch's transaction, far below ``deadlock_timeout`` (1 s).

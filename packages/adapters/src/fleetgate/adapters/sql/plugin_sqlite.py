@@ -13,12 +13,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event
+from sqlalchemy import event, make_url
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from fleetgate.adapters.plugins import hookimpl
-from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport
+from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport, Timeouts
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.ports import CapacityLedger, Clock
 
@@ -27,6 +27,19 @@ SCHEMES = ["sqlite+aiosqlite"]
 DEFAULT_BUSY_TIMEOUT_MS = 5000
 #: What aiosqlite raises (a bare ValueError) for work queued on a connection that was closed.
 _CLOSED = ("Connection closed", "no active connection")
+#: Primary result codes that mean the file cannot serve us now: I/O error (the file or its
+#: directory removed, the disk gone), cannot open, read-only (a moved or deleted file), full,
+#: not a database (replaced), corrupt.
+_UNAVAILABLE = frozenset(
+    {
+        sqlite3.SQLITE_IOERR,
+        sqlite3.SQLITE_CANTOPEN,
+        sqlite3.SQLITE_READONLY,
+        sqlite3.SQLITE_FULL,
+        sqlite3.SQLITE_NOTADB,
+        sqlite3.SQLITE_CORRUPT,
+    }
+)
 
 
 class SqliteSupport(DialectSupport):
@@ -38,6 +51,16 @@ class SqliteSupport(DialectSupport):
     def engine_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
         """No pre-ping: the file is local."""
         return {}
+
+    def bound_waits(self, url: str, kwargs: dict[str, Any], timeouts: Timeouts) -> None:
+        """The pool's checkout only, for a file (a database in memory has a one-connection pool).
+
+        Opening a local file does not wait, and the busy timeout bounds a wait for the lock.
+        """
+        database = make_url(url).database
+        if database in (None, "", ":memory:") or str(database).startswith("file:"):
+            return
+        super().bound_waits(url, kwargs, timeouts)
 
     def install(self, engine: AsyncEngine, options: dict[str, Any]) -> None:
         """Register the connect and begin listeners on the engine."""
@@ -83,6 +106,13 @@ class SqliteSupport(DialectSupport):
         if code is not None:
             return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
         return "database is locked" in str(orig) or "database table is locked" in str(orig)
+
+    def unavailable(self, error: DBAPIError) -> bool:
+        """The file or its directory gone, unreadable or unwritable; the lock never granted."""
+        code = getattr(error.orig, "sqlite_errorcode", None)
+        if code is None:
+            return "unable to open database file" in str(error.orig)
+        return code & 0xFF in _UNAVAILABLE or self.retryable(error)
 
     def connection_lost(self, error: Exception) -> bool:
         """aiosqlite's ValueError for a closed connection (e.g. closing a SELECT's cursor)."""
