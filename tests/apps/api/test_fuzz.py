@@ -47,6 +47,7 @@ from fleetgate.apps.policyfile import policies_from_text
 from fleetgate.apps.settings import ApiSettings, CapacitySettings, Settings
 from fleetgate.apps.simulate.fleet import parse_instant
 from fleetgate.domain.durations import parse_duration
+from fleetgate.domain.rotation.cron import CronError, parse_cron
 from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.manifest import policy_from_manifest
 from tests.apps.api.conftest import ADMIN_TOKEN
@@ -76,7 +77,8 @@ INSTANT = TypeAdapter(Instant)
 LABELS: TypeAdapter[Any] = TypeAdapter(Labels)
 #: The simulation: its policy as above; its fleet a fleet file whose schema states, in
 #: descriptions, what relates it to the policy and the start (the selector selects its labels,
-#: node names are unique, createdAt not after start, disruptedAt not before it), and whose text
+#: node names are unique, createdAt not after start, disruptedAt not before it, a disruption
+#: budget's schedule is cron the reader takes and comes with a duration), and whose text
 #: form is YAML; and a span and policy bounds a run can take. Positive cases are brought within
 #: those rules by ``_simulation_rules``, and kept small: at most a day of virtual time and
 #: SIMULATED_NODES nodes, so a case costs milliseconds (the coverage phase alone sends hundreds);
@@ -320,7 +322,22 @@ def _simulated_fleet(fleet: dict[str, Any], start: str) -> dict[str, Any]:
                 node["disruptedAt"] = start
             nodes.append(node)
         spec["nodes"] = nodes
+    if spec.get("budgets"):
+        spec["budgets"] = [_readable_budget(b) for b in spec["budgets"]]
     return {**fleet, "fleet": spec}
+
+
+def _readable_budget(budget: dict[str, Any]) -> dict[str, Any]:
+    """A disruption budget within the rules its descriptions state: a schedule the cron reader
+    takes, and set together with a duration."""
+    schedule, duration = budget.get("schedule"), budget.get("duration")
+    if schedule is None and duration is None:
+        return budget
+    try:
+        parse_cron(schedule or "")
+    except CronError:
+        schedule = "@daily"
+    return {**budget, "schedule": schedule, "duration": duration or "1h"}
 
 
 @schema.hook("map_case")
