@@ -8,6 +8,7 @@ never collide. ``FLEETGATE_TEST_MARIADB_SNAPSHOT=on`` runs MariaDB sessions with
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterator
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from hypothesis import settings
 
 from fleetgate.adapters.clock import VirtualClock
@@ -102,3 +104,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "backend" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.backend)
+
+
+@pytest.fixture(autouse=True)
+def _logging_left_as_found() -> Iterator[None]:
+    """A test that configures logging (a command's ``main``, an app's start-up) leaves the
+    process as it found it: the root logger's handlers and level, and structlog's defaults.
+
+    Otherwise whichever test ran before decides what the next one sees (tests run in random
+    order): a client command run in-process would print httpx's INFO lines into its captured
+    stderr, and ``capture_logs`` would miss a logger cached under the earlier configuration.
+    """
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+import structlog
 from structlog.testing import capture_logs
 
+from fleetgate.apps import eventsink
 from fleetgate.apps.eventsink import FanOutEventSink, LoggingEventSink
 from fleetgate.domain.events import Event, Level
 
@@ -18,7 +21,9 @@ class Keep:
         self.events.extend(events)
 
 
-async def test_data_naming_the_events_own_fields_is_logged_not_raised() -> None:
+async def test_data_naming_the_events_own_fields_is_logged_not_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # The over-claim audit event carries ``namespace`` in its data as well (capacity spec 4.5).
     event = Event(
         "placement admitted over namespace capacity claim",
@@ -29,6 +34,8 @@ async def test_data_naming_the_events_own_fields_is_logged_not_raised() -> None:
         {"namespace": "ci", "subject": "x", "at": "y", "event": "z", "node": "n1"},
     )
     with capture_logs() as logs:
+        # A fresh logger: the module's may be cached under a configuration an earlier test made.
+        monkeypatch.setattr(eventsink, "_log", structlog.get_logger("fleetgate.events"))
         await LoggingEventSink().emit([event])  # raised TypeError before
     # One line at the event's level, with the event's own fields where the data repeats them.
     assert logs == [

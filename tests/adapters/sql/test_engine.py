@@ -49,6 +49,7 @@ class Proxy:
     """A TCP proxy to the database server that can refuse, or accept and stay silent."""
 
     def __init__(self, host: str, port: int) -> None:
+        # A host that is a directory is a Unix socket's (pgserver's PostgreSQL 16 listens on one).
         self.target = (host, port)
         self.port = 0
         self.silent = False
@@ -75,8 +76,14 @@ class Proxy:
         self._open.add(writer)
         if self.silent:
             return  # accepted, never answered: a host that stopped responding
+        host, port = self.target
         try:
-            up_reader, up_writer = await asyncio.open_connection(*self.target)
+            if host.startswith("/"):
+                up_reader, up_writer = await asyncio.open_unix_connection(
+                    f"{host}/.s.PGSQL.{port or 5432}"
+                )
+            else:
+                up_reader, up_writer = await asyncio.open_connection(host, port)
         except OSError:
             writer.transport.abort()
             return
@@ -94,8 +101,19 @@ class Proxy:
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
 
+def upstream(url: str) -> Proxy:
+    """A proxy to the server of ``url``, over TCP or its Unix socket (a ``host=`` query)."""
+    parsed = make_url(url)
+    socket_dir = parsed.query.get("host")
+    if isinstance(socket_dir, str) and socket_dir.startswith("/"):
+        return Proxy(socket_dir, parsed.port or 5432)
+    return Proxy(parsed.host or "127.0.0.1", parsed.port or 0)
+
+
 def through(url: str, proxy: Proxy) -> str:
-    return make_url(url).set(host="127.0.0.1", port=proxy.port).render_as_string(False)
+    """``url`` with its server replaced by the proxy's port on 127.0.0.1."""
+    parsed = make_url(url).difference_update_query(["host"])
+    return parsed.set(host="127.0.0.1", port=proxy.port).render_as_string(False)
 
 
 @contextlib.asynccontextmanager
@@ -139,8 +157,7 @@ async def test_a_refused_port_is_unavailable_at_once_and_recovers(
 ) -> None:
     servers_only(backend)
     await ledger.add_node(NodeSpec("a", Capacity(8, 8192, 80)))  # migrated, with a node
-    url = make_url(backend.url)
-    proxy = Proxy(url.host or "127.0.0.1", url.port or 0)
+    proxy = upstream(backend.url)
     await proxy.start()
     try:
         async with ledger_on(through(backend.url, proxy), backend) as proxied:
@@ -165,8 +182,7 @@ async def test_a_silent_server_is_unavailable_within_the_timeouts(
     client-side statement timeout on a connection that falls silent mid-use."""
     servers_only(backend)
     await ledger.add_node(NodeSpec("a", Capacity(8, 8192, 80)))
-    url = make_url(backend.url)
-    proxy = Proxy(url.host or "127.0.0.1", url.port or 0)
+    proxy = upstream(backend.url)
     await proxy.start()
     try:
         async with ledger_on(through(backend.url, proxy), backend) as proxied:

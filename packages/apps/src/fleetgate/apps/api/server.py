@@ -105,12 +105,14 @@ async def _migrate(settings: Settings) -> None:
 
 
 def _run_workers(settings: Settings, host: str, port: int, workers: int) -> int:
-    sock = _bound(host, port)
-    asyncio.run(_migrate(settings))  # a failure is one line, as for a single process
-    assert settings.api.admin_token is not None
-    os.environ[ADMIN_TOKEN_ENV] = settings.api.admin_token
-    with sock, _shared_metrics_dir():
-        return _serve_workers(host, port, workers, sock)
+    # The socket is closed whatever happens next: a database that cannot be reached is one line
+    # (cli.main), not that line and a ResourceWarning about the socket.
+    with _bound(host, port) as sock:
+        asyncio.run(_migrate(settings))  # a failure is one line, as for a single process
+        assert settings.api.admin_token is not None
+        os.environ[ADMIN_TOKEN_ENV] = settings.api.admin_token
+        with _shared_metrics_dir():
+            return _serve_workers(host, port, workers, sock)
 
 
 @contextmanager
