@@ -10,7 +10,7 @@ import sys
 
 from fleetgate.adapters.plugins import redact_urls
 from fleetgate.apps.redaction import redact
-from fleetgate.domain.ports import CapacityLedger
+from fleetgate.domain.ports import LedgerLifecycle
 
 EXIT_FAILED, EXIT_INVALID = 1, 2
 
@@ -19,7 +19,7 @@ class StartupFailed(RuntimeError):
     """A command could not start; the message is the one line ``fleetgate`` prints (exit 1)."""
 
 
-async def start_ledger(ledger: CapacityLedger, url: str) -> None:
+async def start_ledger(ledger: LedgerLifecycle, url: str) -> None:
     """Start ``ledger`` (connect, migrate), or StartupFailed naming the database (no password)."""
     try:
         await ledger.start()

@@ -72,19 +72,23 @@ AuditOf = Callable[[_Result], Sequence[Event]]
 Audit = AuditOf[Admission]
 
 
-@runtime_checkable
-class CapacityLedger(Protocol):
-    """The guarded capacity ledger: nodes, placements, the cluster row and the audit trail.
+# The ledger is one object (one database, one set of transactions) but no caller needs all of it:
+# each role below is what one kind of caller uses, and a caller is annotated with the narrowest
+# role it calls (one needing two declares a Protocol deriving from both). ``CapacityLedger`` is
+# their composition: what an adapter implements and the composition root builds. The contract
+# every role shares: every writing operation is one transaction that commits whole or not at
+# all, and starts with its guarded (or floored) UPDATE. A refusal for capacity is a result
+# (``Admission.denial``), never an exception. Errors: ``NodeNotFound``, ``NodeExists``,
+# ``NodeBusy``, ``PlacementNotFound``, ``LedgerUnavailable`` (database unreachable or retries of
+# deadlock / serialization / busy errors exhausted: nothing changed), ``ValueError`` for bad
+# input, naming the field. Times are taken from the ledger's clock. Every writing operation that
+# reports a change takes an ``audit`` (``AuditOf`` its result): its events commit in the
+# change's own transaction.
 
-    Every writing operation is one database transaction that commits whole or not at all, and
-    starts with its guarded (or floored) UPDATE. A refusal for capacity is a result
-    (``Admission.denial``), never an exception. Errors: ``NodeNotFound``, ``NodeExists``,
-    ``NodeBusy``, ``PlacementNotFound``, ``LedgerUnavailable`` (database unreachable or retries
-    of deadlock / serialization / busy errors exhausted: nothing changed), ``ValueError`` for bad
-    input, naming the field. Times are taken from the ledger's clock. Every writing operation
-    that reports a change takes an ``audit`` (``AuditOf`` its result): its events commit in the
-    change's own transaction.
-    """
+
+@runtime_checkable
+class LedgerLifecycle(Protocol):
+    """Opening and closing the ledger, and its schema: the commands that run it."""
 
     async def start(self) -> None:
         """Connect, and migrate the schema to head unless the options say ``migrate: false``."""
@@ -98,11 +102,34 @@ class CapacityLedger(Protocol):
         """Bring the schema to ``revision`` (Alembic) and return the revision now current."""
         ...
 
-    def event_sink(self) -> EventSink:
-        """An EventSink writing to this ledger's append-only events table."""
+
+@runtime_checkable
+class InventoryReader(Protocol):
+    """The nodes and the cluster row as they are now: what ranking, dashboards and health read."""
+
+    async def nodes(self, *, after: str | None = None, limit: int | None = None) -> list[NodeState]:
+        """Every node, by name.
+
+        With ``after`` or ``limit`` it is one keyset page: the names greater than ``after``, at
+        most ``limit`` of them. ``None`` leaves that bound off.
+        """
         ...
 
-    # nodes -----------------------------------------------------------------------------------
+    async def node(self, name: str) -> NodeState | None:
+        """One node, or None."""
+        ...
+
+    async def cluster(self) -> ClusterState:
+        """The cluster row: totals, claimed limits, unclaimed usage (incl. advisory overage)."""
+        ...
+
+
+@runtime_checkable
+class NodeInventory(InventoryReader, Protocol):
+    """The nodes the ledger admits onto, changed by an operator or the cluster sync.
+
+    Every node write keeps the cluster row's totals equal to the sum of the node limits.
+    """
 
     async def add_node(
         self, spec: NodeSpec, *, audit: AuditOf[NodeState] | None = None
@@ -132,7 +159,41 @@ class CapacityLedger(Protocol):
         """Mark the node schedulable again."""
         ...
 
-    # placements ------------------------------------------------------------------------------
+
+@runtime_checkable
+class PlacementReader(Protocol):
+    """The placements as they are now."""
+
+    async def placements(
+        self,
+        namespace: str | None = None,
+        *,
+        node: str | None = None,
+        after: str | None = None,
+        limit: int | None = None,
+    ) -> list[Placement]:
+        """Placements, filtered by namespace and/or node, oldest first.
+
+        With ``after`` or ``limit`` it is one keyset page instead, ordered by id: the ids
+        greater than ``after``, at most ``limit`` of them. ``None`` leaves that bound off.
+        """
+        ...
+
+    async def placement(self, placement_id: str) -> Placement | None:
+        """One placement, or None."""
+        ...
+
+    async def placement_by_request(self, namespace: str, request_id: str) -> Placement | None:
+        """The placement admitted for ``(namespace, request_id)``, or None."""
+        ...
+
+
+@runtime_checkable
+class Admissions(PlacementReader, InventoryReader, Protocol):
+    """Placing, releasing and moving under the guards: what the placement use cases call.
+
+    It reads the nodes it ranks and the placements it replays through the same object.
+    """
 
     async def admit(self, request: AdmitRequest, *, audit: Audit | None = None) -> Admission:
         """Charge the namespace side then the node, and record the placement; or refuse.
@@ -163,67 +224,24 @@ class CapacityLedger(Protocol):
         """Move a placement to another node under the node guard; raises PlacementNotFound."""
         ...
 
-    # reads -----------------------------------------------------------------------------------
 
-    async def nodes(self, *, after: str | None = None, limit: int | None = None) -> list[NodeState]:
-        """Every node, by name.
+@runtime_checkable
+class ClaimReader(Protocol):
+    """Namespace claims as readers see them now (``state`` the effective coverage)."""
 
-        With ``after`` or ``limit`` it is one keyset page: the names greater than ``after``, at
-        most ``limit`` of them. ``None`` leaves that bound off.
-        """
+    async def claim(self, claim_id: str, *, namespace: str | None = None) -> Claim | None:
+        """One claim, its ``state`` the effective coverage now; None if absent or in another
+        namespace (when ``namespace`` is given)."""
         ...
 
-    async def node(self, name: str) -> NodeState | None:
-        """One node, or None."""
+    async def claims(self, namespace: str | None = None) -> list[Claim]:
+        """Claims, expired ones included, oldest first; ``state`` is the effective coverage."""
         ...
 
-    async def placements(
-        self,
-        namespace: str | None = None,
-        *,
-        node: str | None = None,
-        after: str | None = None,
-        limit: int | None = None,
-    ) -> list[Placement]:
-        """Placements, filtered by namespace and/or node, oldest first.
 
-        With ``after`` or ``limit`` it is one keyset page instead, ordered by id: the ids
-        greater than ``after``, at most ``limit`` of them. ``None`` leaves that bound off.
-        """
-        ...
-
-    async def placement(self, placement_id: str) -> Placement | None:
-        """One placement, or None."""
-        ...
-
-    async def placement_by_request(self, namespace: str, request_id: str) -> Placement | None:
-        """The placement admitted for ``(namespace, request_id)``, or None."""
-        ...
-
-    async def cluster(self) -> ClusterState:
-        """The cluster row: totals, claimed limits, unclaimed usage (incl. advisory overage)."""
-        ...
-
-    async def events(
-        self,
-        *,
-        namespace: str | None = None,
-        subject: str | None = None,
-        kind: str | None = None,
-        after_id: int = 0,
-        limit: int = 100,
-        newest_first: bool = False,
-        before_id: int | None = None,
-    ) -> list[RecordedEvent]:
-        """Audit events with ``after_id`` < id (< ``before_id``), oldest first unless
-        ``newest_first``, at most ``limit`` (<= 1000)."""
-        ...
-
-    async def record_events(self, events: Sequence[Event]) -> None:
-        """Append events to the audit trail (raises on failure; the event sink does not)."""
-        ...
-
-    # claims and the reconciler (issue: namespace capacity claims) ------------------------------
+@runtime_checkable
+class ClaimBook(ClaimReader, Protocol):
+    """Namespace capacity claims: create, update and delete, each one transaction."""
 
     async def create_claim(
         self, request: ClaimRequest, *, audit: AuditOf[ClaimOutcome] | None = None
@@ -234,15 +252,6 @@ class CapacityLedger(Protocol):
         creates the database lets exactly one through), ``capacity`` (the cluster cannot promise
         it; per-dimension detail), ``no_cluster_capacity`` (no cluster row), ``conflict``.
         """
-        ...
-
-    async def claim(self, claim_id: str, *, namespace: str | None = None) -> Claim | None:
-        """One claim, its ``state`` the effective coverage now; None if absent or in another
-        namespace (when ``namespace`` is given)."""
-        ...
-
-    async def claims(self, namespace: str | None = None) -> list[Claim]:
-        """Claims, expired ones included, oldest first; ``state`` is the effective coverage."""
         ...
 
     async def update_claim(
@@ -271,11 +280,61 @@ class CapacityLedger(Protocol):
         false when absent)."""
         ...
 
+
+@runtime_checkable
+class LedgerReconciler(Protocol):
+    """The reconcile pass: counters recomputed from the placements, due claims expired."""
+
     async def reconcile(self, *, audit: AuditOf[PassReport] | None = None) -> PassReport:
         """One reconcile pass: expire due claims, recompute every counter from the placements,
         decay expected demand, and report the drift it corrected. One transaction; an admission
         committing meanwhile is never erased."""
         ...
+
+
+@runtime_checkable
+class AuditTrail(Protocol):
+    """The append-only audit table: read back by the API, written by the event sink."""
+
+    async def events(
+        self,
+        *,
+        namespace: str | None = None,
+        subject: str | None = None,
+        kind: str | None = None,
+        after_id: int = 0,
+        limit: int = 100,
+        newest_first: bool = False,
+        before_id: int | None = None,
+    ) -> list[RecordedEvent]:
+        """Audit events with ``after_id`` < id (< ``before_id``), oldest first unless
+        ``newest_first``, at most ``limit`` (<= 1000)."""
+        ...
+
+    async def record_events(self, events: Sequence[Event]) -> None:
+        """Append events to the audit trail (raises on failure; the event sink does not)."""
+        ...
+
+    def event_sink(self) -> EventSink:
+        """An EventSink writing to this ledger's append-only events table."""
+        ...
+
+
+@runtime_checkable
+class CapacityLedger(
+    LedgerLifecycle,
+    NodeInventory,
+    Admissions,
+    ClaimBook,
+    LedgerReconciler,
+    AuditTrail,
+    Protocol,
+):
+    """The guarded capacity ledger: every role above, over one database.
+
+    What a ledger plugin returns and the composition root holds (one object for every role).
+    Nodes, placements, claims, the cluster row and the audit trail share its transactions.
+    """
 
 
 # --- cluster gateway (issue: rotation controller) --------------------------------------------

@@ -26,6 +26,7 @@ from fleetgate.apps.api.routes import (
     tokens,
 )
 from fleetgate.apps.api.schemas.rotation import SIMULATE_SECONDS
+from fleetgate.domain.ports import LedgerLifecycle
 
 if TYPE_CHECKING:
     from fleetgate.apps.container import Container
@@ -61,7 +62,7 @@ def create_app(container: Container, *, start_ledger: bool = True) -> FastAPI:
         if not start_ledger:
             yield
             return
-        ledger = container.ledger()
+        ledger: LedgerLifecycle = container.ledger()
         await ledger.start()
         try:
             yield

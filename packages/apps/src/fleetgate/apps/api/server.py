@@ -38,6 +38,7 @@ from fleetgate.apps.logging import StderrHandler, configure_logging
 from fleetgate.apps.redaction import hide
 from fleetgate.apps.settings import ConfigError, Settings, load_settings
 from fleetgate.apps.startup import StartupFailed, invalid, start_ledger
+from fleetgate.domain.ports import LedgerLifecycle
 
 EXIT_OK, EXIT_FAILED, EXIT_INVALID = 0, 1, 2  # 1: start-up failed (cli.main prints why)
 _log = structlog.get_logger("fleetgate.api")
@@ -97,7 +98,7 @@ def worker_app() -> object:
 
 
 async def _migrate(settings: Settings) -> None:
-    ledger = build_container(settings).ledger()
+    ledger: LedgerLifecycle = build_container(settings).ledger()
     try:
         await start_ledger(ledger, settings.database_url)
     finally:
@@ -234,7 +235,7 @@ def _bound(host: str, port: int) -> socket.socket:
 
 async def _serve(container: Container, server: uvicorn.Server, sock: socket.socket) -> int:
     """Start the ledger (a failure is StartupFailed, one line), serve, close the ledger."""
-    ledger = container.ledger()
+    ledger: LedgerLifecycle = container.ledger()
     await start_ledger(ledger, container.settings().database_url)
     host, port = sock.getsockname()[:2]
     _log.info("serving the API", url=f"http://{host}:{port}")

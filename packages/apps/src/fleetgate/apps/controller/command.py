@@ -23,6 +23,7 @@ from fleetgate.apps.policyfile import PolicyFileError
 from fleetgate.apps.settings import ConfigError, Settings
 from fleetgate.apps.signals import cancelled_on_signals
 from fleetgate.apps.startup import invalid, start_ledger
+from fleetgate.domain.ports import LedgerLifecycle
 from fleetgate.domain.rotation.constants import LONG_REQUEUE
 
 _log = structlog.get_logger("fleetgate.controller")
@@ -88,7 +89,9 @@ def run_controller(once: bool) -> int:
         settings = container.settings()
         configure_logging(settings.log_format)
         controller = container.rotation_controller()
-        ledger = container.ledger() if settings.controller.sync_ledger else None
+        ledger: LedgerLifecycle | None = (
+            container.ledger() if settings.controller.sync_ledger else None
+        )
     except (ConfigError, PolicyFileError, LookupError, ValueError) as exc:
         return invalid(str(exc))
     if ledger is None:

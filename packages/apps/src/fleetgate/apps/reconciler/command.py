@@ -22,6 +22,7 @@ from fleetgate.apps.redaction import redact
 from fleetgate.apps.settings import Settings
 from fleetgate.apps.signals import stop_on_signals
 from fleetgate.apps.startup import StartupFailed, invalid, start_ledger
+from fleetgate.domain.ports import LedgerLifecycle
 
 _log = structlog.get_logger("fleetgate.reconciler")
 
@@ -71,7 +72,7 @@ async def main(container: Any, once: bool, interval: float | None) -> int:
     reconciler: Reconciler = container.reconciler()
     if interval is not None:
         reconciler.interval_seconds = interval
-    ledger = container.ledger()
+    ledger: LedgerLifecycle = container.ledger()
     await start_ledger(ledger, settings.database_url)  # else one line, exit 1 (cli.main)
     try:
         if once:

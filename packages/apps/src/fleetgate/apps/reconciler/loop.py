@@ -21,7 +21,7 @@ from fleetgate.apps.services.audit import Trail
 from fleetgate.apps.services.claims import EXPIRED, expired_event
 from fleetgate.domain.capacity.reconcile import PassReport
 from fleetgate.domain.events import Event, Level
-from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
+from fleetgate.domain.ports import Clock, EventSink, LedgerReconciler
 
 NODE_DRIFTED = "capacity counters drifted, corrected"
 CLAIM_DRIFTED = "claim counters drifted, corrected"
@@ -104,7 +104,7 @@ class Reconciler:
 
     def __init__(
         self,
-        ledger: CapacityLedger,
+        ledger: LedgerReconciler,
         clock: Clock,
         events: EventSink,
         metrics: ReconcilerMetrics,

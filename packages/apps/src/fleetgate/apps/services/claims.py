@@ -23,7 +23,7 @@ from fleetgate.domain.capacity.claims import (
     expires_in_seconds,
 )
 from fleetgate.domain.events import Event, Level
-from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
+from fleetgate.domain.ports import ClaimBook, Clock, EventSink
 
 CREATED = "namespace claim created"
 UPDATED = "namespace claim updated"
@@ -63,7 +63,7 @@ def refusal_data(refusal: ClaimRefusal) -> dict[str, Any]:
 class ClaimService:
     """Claims through a CapacityLedger, with their audit events."""
 
-    def __init__(self, ledger: CapacityLedger, clock: Clock, events: EventSink) -> None:
+    def __init__(self, ledger: ClaimBook, clock: Clock, events: EventSink) -> None:
         self.ledger = ledger
         self.clock = clock
         self.events = events

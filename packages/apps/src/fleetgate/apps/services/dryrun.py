@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from random import Random
+from typing import Protocol
 
 from fleetgate.apps.services.placement import PlacementService, same_request
 from fleetgate.domain.capacity.demand import charge
 from fleetgate.domain.capacity.model import Placement, PlacementRequest
 from fleetgate.domain.capacity.trial import Trial, trial
-from fleetgate.domain.ports import CapacityLedger, Clock
+from fleetgate.domain.ports import ClaimReader, Clock, InventoryReader, PlacementReader
+
+
+class DryRunReads(InventoryReader, PlacementReader, ClaimReader, Protocol):
+    """What a dry run reads: the nodes and cluster row, a replayed placement, the claims."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,7 @@ class DryRun:
     def __init__(
         self,
         service: PlacementService,
-        ledger: CapacityLedger,
+        ledger: DryRunReads,
         clock: Clock,
         *,
         hard_claims: bool,

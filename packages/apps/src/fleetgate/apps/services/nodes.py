@@ -25,7 +25,7 @@ from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.domain.capacity.errors import NodeExists, NodeNotFound
 from fleetgate.domain.capacity.model import NodeSpec, NodeState
 from fleetgate.domain.events import Event
-from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
+from fleetgate.domain.ports import Clock, EventSink, NodeInventory
 
 #: Rounds of add-or-replace: one may race a concurrent add or remove, the next settles it.
 PUT_ROUNDS = 2
@@ -36,7 +36,7 @@ class NodeAdmin:
 
     def __init__(
         self,
-        ledger: CapacityLedger,
+        ledger: NodeInventory,
         clock: Clock,
         events: EventSink,
         snapshot: NodeSnapshot | None = None,

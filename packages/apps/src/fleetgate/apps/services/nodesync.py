@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from random import Random
+from typing import Protocol
 
 from fleetgate.apps.services.audit import (
     NODE_CORDONED,
@@ -37,7 +38,7 @@ from fleetgate.domain.capacity.model import Admission, MoveRequest, NodeState, P
 from fleetgate.domain.capacity.ranking import rank
 from fleetgate.domain.capacity.walk import Attempt, Walk
 from fleetgate.domain.events import Event
-from fleetgate.domain.ports import CapacityLedger, Clock, ClusterGateway, EventSink
+from fleetgate.domain.ports import Admissions, Clock, ClusterGateway, EventSink, NodeInventory
 
 RESCHEDULE_REFUSED = "reschedule candidate refused by capacity guard"
 RESCHEDULE_FAILED = "reschedule failed, every candidate refused by capacity guard"
@@ -45,6 +46,10 @@ REDIRECTED = "instance start redirected to another node"
 
 #: Plans per sync: relocations can free a node for removal, which the next round sees.
 MAX_ROUNDS = 3
+
+
+class SyncedLedger(NodeInventory, Admissions, Protocol):
+    """What the sync changes: the nodes, and the placements it moves off a leaving node."""
 
 
 @dataclass
@@ -77,7 +82,7 @@ class NodeSync:
 
     def __init__(
         self,
-        ledger: CapacityLedger,
+        ledger: SyncedLedger,
         cluster: ClusterGateway,
         clock: Clock,
         events: EventSink,

@@ -35,7 +35,7 @@ from fleetgate.domain.capacity.model import (
 from fleetgate.domain.capacity.ranking import CandidateOrder, Candidates
 from fleetgate.domain.capacity.walk import Attempt, Walk
 from fleetgate.domain.events import Event, Level
-from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
+from fleetgate.domain.ports import Admissions, Clock, EventSink
 
 PLACED = "instance placed"
 REFUSED = "schedule candidate refused by capacity guard"
@@ -105,7 +105,7 @@ class PlacementService:
 
     def __init__(
         self,
-        ledger: CapacityLedger,
+        ledger: Admissions,
         clock: Clock,
         events: EventSink,
         policy: DemandPolicy | None = None,

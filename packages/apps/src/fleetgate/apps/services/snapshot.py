@@ -19,14 +19,14 @@ import asyncio
 
 from fleetgate.domain.capacity.model import NodeState
 from fleetgate.domain.capacity.ranking import Candidates, eligible
-from fleetgate.domain.ports import CapacityLedger, Clock
+from fleetgate.domain.ports import Clock, InventoryReader
 
 
 class NodeSnapshot:
     """The eligible candidates of each pool, ranked from one read of ``ledger.nodes()``."""
 
     def __init__(
-        self, ledger: CapacityLedger, clock: Clock, target_load: float, max_age: float = 0.0
+        self, ledger: InventoryReader, clock: Clock, target_load: float, max_age: float = 0.0
     ) -> None:
         if max_age < 0:
             raise ValueError("max_age: must be 0 or more seconds")

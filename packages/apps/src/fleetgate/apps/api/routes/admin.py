@@ -21,6 +21,7 @@ from fleetgate.apps.api.schemas import (
 )
 from fleetgate.domain.capacity.denials import dimensions_of
 from fleetgate.domain.capacity.guards import CLUSTER_GUARD, node_guard
+from fleetgate.domain.ports import InventoryReader
 
 router = APIRouter(
     prefix="/v1/admin",
@@ -44,7 +45,7 @@ _NOTHING = {"cpus": 0, "memory_mb": 0, "disk_gb": 0, "demand": 0.0}
 async def resources(request: Request) -> ResourcesBody:
     """The cluster row and every node: limits, use, expected demand, load, schedulable."""
     container = container_of(request)
-    ledger = container.ledger()
+    ledger: InventoryReader = container.ledger()
     target_load = container.settings().capacity.target_load
     cluster = await ledger.cluster()
     nodes = await ledger.nodes()

@@ -8,6 +8,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.schemas import ErrorBody, HealthBody
+from fleetgate.domain.ports import InventoryReader
 
 router = APIRouter(tags=["health"])
 
@@ -26,7 +27,7 @@ async def healthz() -> HealthBody:
 )
 async def readyz(request: Request) -> Response:
     """200 only when the database answers a query."""
-    ledger = container_of(request).ledger()
+    ledger: InventoryReader = container_of(request).ledger()
     try:
         await ledger.cluster()  # one indexed row: cheap, and proves the schema is there
     except Exception as exc:  # any failure to reach the database means "not ready"
