@@ -1,25 +1,25 @@
-"""The claim use cases over a real ledger: each write is applied and leaves its audit event."""
+"""The claim use cases on the in-memory ledger: each write applied, with its audit event."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from fleetgate.adapters.clock import VirtualClock
-from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.apps.services import claims as svc
 from fleetgate.apps.services.claims import ClaimService
 from fleetgate.domain.capacity.claims import ClaimRequest, ClaimState, ClaimUpdate, RefusalReason
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
 from fleetgate.domain.events import Level
+from tests.fakes.ledger import InMemoryLedger
 
 
-def service(ledger: SqlLedger, clock: VirtualClock) -> ClaimService:
+def service(ledger: InMemoryLedger, clock: VirtualClock) -> ClaimService:
     return ClaimService(ledger, clock, ledger.event_sink())
 
 
 async def test_create_update_delete_each_leave_an_event_on_the_namespace(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await ledger.add_node(NodeSpec("a", Capacity(10, 1000, 100)))
     await ledger.admit(AdmitRequest("ci", "a", Resources(2, 0, 0)))
@@ -48,7 +48,7 @@ async def test_create_update_delete_each_leave_an_event_on_the_namespace(
 
 
 async def test_a_refusal_is_recorded_with_its_reason_and_dimensions(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await ledger.add_node(NodeSpec("a", Capacity(1, 1000, 100)))
     claims = service(ledger, clock)
@@ -62,7 +62,7 @@ async def test_a_refusal_is_recorded_with_its_reason_and_dimensions(
 
 
 async def test_an_update_refused_for_an_unnamed_namespace_is_recorded_on_the_owner(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await ledger.add_node(NodeSpec("a", Capacity(10, 1000, 100)))
     claims = service(ledger, clock)
@@ -76,7 +76,7 @@ async def test_an_update_refused_for_an_unnamed_namespace_is_recorded_on_the_own
 
 
 async def test_reads_pass_through_with_the_effective_state(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await ledger.add_node(NodeSpec("a", Capacity(10, 1000, 100)))
     claims = service(ledger, clock)
@@ -91,7 +91,7 @@ async def test_reads_pass_through_with_the_effective_state(
 
 
 async def test_a_write_that_finds_a_claim_due_records_its_expiry_once(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     """An update or a create that stores a due claim's expiry commits its event with it; the
     reconciler, finding the claim already expired, does not report it again (issue 34)."""

@@ -1,4 +1,4 @@
-"""The admin's node writes over a real ledger: each commits one event, emitted once to each sink."""
+"""The admin's node writes (in-memory ledger): each commits one event, emitted once to each sink."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from collections.abc import Sequence
 import pytest
 
 from fleetgate.adapters.clock import VirtualClock
-from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.apps.eventsink import FanOutEventSink
 from fleetgate.apps.services import audit
 from fleetgate.apps.services.nodes import NodeAdmin
@@ -16,6 +15,7 @@ from fleetgate.domain.capacity.dimensions import Capacity
 from fleetgate.domain.capacity.errors import NodeNotFound
 from fleetgate.domain.capacity.model import NodeSpec
 from fleetgate.domain.events import Event
+from tests.fakes.ledger import InMemoryLedger
 
 SMALL = Capacity(4, 4096, 40)
 
@@ -31,7 +31,7 @@ class Collected:
 
 
 async def test_each_write_is_in_the_table_once_and_reaches_the_other_sinks_once(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     other = Collected()
     admin = NodeAdmin(ledger, clock, FanOutEventSink(other, ledger.event_sink()))
@@ -60,7 +60,9 @@ async def test_each_write_is_in_the_table_once_and_reaches_the_other_sinks_once(
     assert recorded[1].data["capacity"]["threads"] == 8 and recorded[1].data["labels"] == {}
 
 
-async def test_a_write_that_fails_records_nothing(ledger: SqlLedger, clock: VirtualClock) -> None:
+async def test_a_write_that_fails_records_nothing(
+    ledger: InMemoryLedger, clock: VirtualClock
+) -> None:
     other = Collected()
     admin = NodeAdmin(ledger, clock, FanOutEventSink(other, ledger.event_sink()))
     for write in (admin.cordon, admin.uncordon, admin.remove):
@@ -70,7 +72,7 @@ async def test_a_write_that_fails_records_nothing(ledger: SqlLedger, clock: Virt
 
 
 async def test_a_change_drops_the_placements_node_snapshot(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     snapshot = NodeSnapshot(ledger, clock, target_load=0.8, max_age=3600)
     admin = NodeAdmin(ledger, clock, ledger.event_sink(), snapshot)
@@ -85,7 +87,7 @@ async def test_a_change_drops_the_placements_node_snapshot(
 class AddedMeanwhile:
     """The ledger, but the first look finds no node: as if another writer added it just after."""
 
-    def __init__(self, ledger: SqlLedger) -> None:
+    def __init__(self, ledger: InMemoryLedger) -> None:
         self._ledger = ledger
         self.looks = 0
 
@@ -98,7 +100,7 @@ class AddedMeanwhile:
 
 
 async def test_a_put_racing_an_add_replaces_and_records_only_the_replacement(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await ledger.add_node(NodeSpec("n", SMALL))
     racing = AddedMeanwhile(ledger)

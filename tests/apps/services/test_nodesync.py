@@ -1,4 +1,4 @@
-"""NodeSync over a real ledger and the fake cluster: join, cordon, relocate, leave."""
+"""NodeSync over the in-memory ledger and the fake cluster: join, cordon, relocate, leave."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from random import Random
 from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.fakecluster.cluster import FakeCluster
-from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.apps.services import nodesync as svc
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
@@ -16,6 +15,7 @@ from fleetgate.domain import nodesync as rules
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.model import NodeSpec, PlacementRequest
+from tests.fakes.ledger import InMemoryLedger
 from tests.invariants import check_ledger
 
 VM = Resources(2, 2048, 10)
@@ -29,7 +29,9 @@ def fake(clock: VirtualClock) -> FakeCluster:
     return cluster
 
 
-def parts(ledger: SqlLedger, clock: VirtualClock) -> tuple[FakeCluster, NodeSync, PlacementService]:
+def parts(
+    ledger: InMemoryLedger, clock: VirtualClock
+) -> tuple[FakeCluster, NodeSync, PlacementService]:
     cluster = fake(clock)
     sink = ledger.event_sink()
     sync = NodeSync(ledger, cluster, clock, sink, DemandPolicy(), Random(1))
@@ -46,7 +48,7 @@ async def place(service: PlacementService, node: str, n: int = 1) -> list[str]:
 
 
 async def test_ready_nodes_join_with_their_capacity_and_launching_ones_wait(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     cluster, sync, _ = parts(ledger, clock)
     cluster.add_node("p", "a")
@@ -65,7 +67,7 @@ async def test_ready_nodes_join_with_their_capacity_and_launching_ones_wait(
 
 
 async def test_the_ledger_follows_the_clusters_cordon_but_keeps_an_operators(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     cluster, sync, _ = parts(ledger, clock)
     cluster.add_node("p", "a")
@@ -86,7 +88,7 @@ async def test_the_ledger_follows_the_clusters_cordon_but_keeps_an_operators(
 
 
 async def test_a_draining_nodes_placements_move_through_the_walk_exactly_once(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     cluster, sync, service = parts(ledger, clock)
     for name in ("a", "b"):
@@ -109,7 +111,7 @@ async def test_a_draining_nodes_placements_move_through_the_walk_exactly_once(
 
 
 async def test_a_placement_nowhere_fits_stays_counted_until_a_new_node_takes_it(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     cluster, sync, service = parts(ledger, clock)
     cluster.add_node("p", "a")
@@ -133,7 +135,7 @@ async def test_a_placement_nowhere_fits_stays_counted_until_a_new_node_takes_it(
 
 
 async def test_a_placement_released_during_a_relocation_is_simply_gone(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     cluster, sync, service = parts(ledger, clock)
     cluster.add_node("p", "a")
@@ -147,7 +149,7 @@ async def test_a_placement_released_during_a_relocation_is_simply_gone(
     await check_ledger(ledger, set())
 
 
-async def test_operator_nodes_are_not_touched(ledger: SqlLedger, clock: VirtualClock) -> None:
+async def test_operator_nodes_are_not_touched(ledger: InMemoryLedger, clock: VirtualClock) -> None:
     cluster, sync, service = parts(ledger, clock)
     await ledger.add_node(NodeSpec("manual", Capacity(2, 4096, 50)))
     cluster.add_node("p", "a")

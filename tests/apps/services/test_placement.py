@@ -1,4 +1,4 @@
-"""The place/release/move use cases over a real ledger: ranking, the walk, the waiver, events."""
+"""The place/release/move use cases (in-memory ledger): ranking, the walk, the waiver, events."""
 
 from __future__ import annotations
 
@@ -7,17 +7,15 @@ from pathlib import Path
 from random import Random
 
 import pytest
-import sqlalchemy as sa
 
 from fleetgate.adapters.clock import VirtualClock
-from fleetgate.adapters.sql.ledger import SqlLedger
-from fleetgate.adapters.sql.schema import claims
 from fleetgate.apps.container import build_container
 from fleetgate.apps.eventsink import FanOutEventSink
 from fleetgate.apps.services import placement as svc
 from fleetgate.apps.services.placement import PlacementService
 from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.settings import load_settings
+from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound, PlacementNotFound
@@ -30,27 +28,29 @@ from fleetgate.domain.capacity.model import (
 )
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import Audit
-from tests.ledgers import START
+from tests.fakes.ledger import InMemoryLedger
 
 SMALL = Resources(1, 1024, 10)
 
 
-def service(ledger: SqlLedger, clock: VirtualClock, seed: int = 7) -> PlacementService:
+def service(ledger: InMemoryLedger, clock: VirtualClock, seed: int = 7) -> PlacementService:
     return PlacementService(ledger, clock, ledger.event_sink(), DemandPolicy(), Random(seed))
 
 
-async def kinds(ledger: SqlLedger, subject: str) -> list[str]:
+async def kinds(ledger: InMemoryLedger, subject: str) -> list[str]:
     return [r.event.kind for r in await ledger.events(subject=subject)]
 
 
-async def node(ledger: SqlLedger, name: str, threads: int = 4, load: float | None = None) -> None:
+async def node(
+    ledger: InMemoryLedger, name: str, threads: int = 4, load: float | None = None
+) -> None:
     await ledger.add_node(NodeSpec(name, Capacity(threads, 16384, 200)))
     if load is not None:
         await ledger.publish_metrics(name, NodeMetrics(cpu_load_1=load, cpu_schedulable=threads))
 
 
 async def test_an_idle_cluster_places_and_records_why(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "a", load=0.0)
     out = await service(ledger, clock).place(PlacementRequest("team", SMALL))
@@ -64,7 +64,7 @@ async def test_an_idle_cluster_places_and_records_why(
 
 
 async def test_a_busy_node_is_tried_after_an_idle_one(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "busy", load=3.5)
     await node(ledger, "idle", load=0.0)
@@ -79,7 +79,7 @@ async def test_a_busy_node_is_tried_after_an_idle_one(
 
 
 async def test_a_failed_walk_records_every_candidate_in_the_order_tried(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "busy", threads=1, load=0.9)
     await node(ledger, "idle", threads=1, load=0.0)
@@ -95,7 +95,7 @@ async def test_a_failed_walk_records_every_candidate_in_the_order_tried(
 
 
 async def test_a_node_gone_since_the_snapshot_is_a_refusal_not_an_error(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "gone", load=0.0)
     await node(ledger, "other", load=2.0)  # a higher bucket: "gone" is always drawn first
@@ -113,7 +113,7 @@ async def test_a_node_gone_since_the_snapshot_is_a_refusal_not_an_error(
 
 
 async def test_when_only_demand_refuses_the_waiver_pass_places(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     # Both nodes are over 0.75 x 4 = 3 load: the spreader refuses, the waiver must not.
     await node(ledger, "a", load=3.5)
@@ -128,7 +128,7 @@ async def test_when_only_demand_refuses_the_waiver_pass_places(
 
 
 async def test_the_waiver_pass_retries_only_the_demand_only_refusals(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "full", threads=1, load=0.0)  # 3 vCPUs: a 4-vCPU request cannot fit
     await node(ledger, "hot", threads=4, load=3.9)
@@ -142,7 +142,7 @@ async def test_the_waiver_pass_retries_only_the_demand_only_refusals(
 
 
 async def test_real_refusals_everywhere_fail_without_a_waiver(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "a", threads=1)
     await node(ledger, "b", threads=1)
@@ -157,14 +157,14 @@ async def test_real_refusals_everywhere_fail_without_a_waiver(
 
 
 async def test_no_candidates_is_a_refusal_not_an_error(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     out = await service(ledger, clock).place(PlacementRequest("team", SMALL))
     assert not out.placed and out.candidates == () and out.denials == {}
 
 
 async def test_a_repeated_request_id_returns_the_first_placement(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "a")
     place = service(ledger, clock).place
@@ -177,7 +177,9 @@ async def test_a_repeated_request_id_returns_the_first_placement(
     assert (await ledger.node("a")).used.cpus == 2  # type: ignore[union-attr]
 
 
-async def test_a_forced_node_is_the_only_candidate(ledger: SqlLedger, clock: VirtualClock) -> None:
+async def test_a_forced_node_is_the_only_candidate(
+    ledger: InMemoryLedger, clock: VirtualClock
+) -> None:
     await node(ledger, "a")
     await node(ledger, "b")
     await ledger.cordon("b")
@@ -191,7 +193,7 @@ async def test_a_forced_node_is_the_only_candidate(ledger: SqlLedger, clock: Vir
     assert out.candidates == ("a",)  # a cordoned node is not a candidate
 
 
-async def test_pool_restricts_the_candidates(ledger: SqlLedger, clock: VirtualClock) -> None:
+async def test_pool_restricts_the_candidates(ledger: InMemoryLedger, clock: VirtualClock) -> None:
     await ledger.add_node(NodeSpec("g1", Capacity(4, 4096, 40), pool="gpu"))
     await ledger.add_node(NodeSpec("c1", Capacity(4, 4096, 40), pool="cpu"))
     out = await service(ledger, clock).place(PlacementRequest("team", SMALL, pool="gpu"))
@@ -199,7 +201,7 @@ async def test_pool_restricts_the_candidates(ledger: SqlLedger, clock: VirtualCl
 
 
 async def test_an_unenforced_placement_over_the_guard_is_loud(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "a", threads=1)
     out = await service(ledger, clock).place(
@@ -214,37 +216,21 @@ async def test_an_unenforced_placement_over_the_guard_is_loud(
 
 
 async def test_an_advisory_claim_overrun_is_reported(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "a", threads=8)
-    now = START.timestamp()
-    async with ledger.store.engine.begin() as conn:
-        await conn.execute(
-            sa.insert(claims).values(
-                id="c-1",
-                namespace="team",
-                limit_cpus=2,
-                limit_memory_mb=10_000,
-                limit_disk_gb=100,
-                used_cpus=1,
-                used_memory_mb=0,
-                used_disk_gb=0,
-                state="active",
-                active_namespace="team",
-                expires_at=now + 3600,
-                created_at=now,
-                updated_at=now,
-            )
-        )
+    await ledger.admit(AdmitRequest("team", "a", Resources(1, 0, 0)))  # migrates into the claim
+    made = await ledger.create_claim(ClaimRequest("team", Resources(2, 10_000, 100), 3600))
+    assert made.claim is not None and made.claim.used.cpus == 1
     out = await service(ledger, clock).place(PlacementRequest("team", Resources(2, 1, 1)))
-    assert out.placement is not None and out.placement.claim_id == "c-1"
+    assert out.placement is not None and out.placement.claim_id == made.claim.id
     assert [d.dimension for d in out.claim_over_limit] == ["cpus"]
     over = (await ledger.events(kind=svc.OVER_CLAIM))[0].event
-    assert over.level is Level.WARNING and over.data["claim"] == "c-1"
+    assert over.level is Level.WARNING and over.data["claim"] == made.claim.id
     assert over.data["claim_dimensions"][0]["limit"] == 2.0
 
 
-async def test_release_is_recorded_once(ledger: SqlLedger, clock: VirtualClock) -> None:
+async def test_release_is_recorded_once(ledger: InMemoryLedger, clock: VirtualClock) -> None:
     await node(ledger, "a")
     s = service(ledger, clock)
     out = await s.place(PlacementRequest("team", SMALL))
@@ -255,7 +241,9 @@ async def test_release_is_recorded_once(ledger: SqlLedger, clock: VirtualClock) 
     assert [r.event.kind for r in await ledger.events(kind=svc.RELEASED)] == [svc.RELEASED]
 
 
-async def test_move_goes_through_the_target_guard(ledger: SqlLedger, clock: VirtualClock) -> None:
+async def test_move_goes_through_the_target_guard(
+    ledger: InMemoryLedger, clock: VirtualClock
+) -> None:
     await node(ledger, "a")
     await node(ledger, "b", load=3.9)
     s = service(ledger, clock)
@@ -272,7 +260,7 @@ async def test_move_goes_through_the_target_guard(ledger: SqlLedger, clock: Virt
 class _Unreachable:
     """A ledger whose database is down: every admission raises LedgerUnavailable."""
 
-    def __init__(self, real: SqlLedger) -> None:
+    def __init__(self, real: InMemoryLedger) -> None:
         self._real = real
 
     def __getattr__(self, name: str) -> object:
@@ -291,7 +279,7 @@ class _Recorder:
 
 
 async def test_a_database_failure_is_reported_and_raised(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "a")
     sink = _Recorder()
@@ -314,7 +302,7 @@ def test_the_container_builds_the_service_from_settings(tmp_path: Path) -> None:
 
 
 async def test_the_walk_s_audit_commits_with_the_admission(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "a", threads=1, load=0.0)  # drawn first, too small: refused
     await node(ledger, "b", load=2.0)
@@ -330,7 +318,7 @@ async def test_the_walk_s_audit_commits_with_the_admission(
 
 
 async def test_a_fan_out_through_the_ledger_sink_records_each_event_once(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await node(ledger, "a", load=0.0)
     sink = FanOutEventSink(_Recorder(), ledger.event_sink())

@@ -9,23 +9,23 @@ from pathlib import Path
 import pytest
 
 from fleetgate.adapters.clock import VirtualClock
-from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.settings import ConfigError, load_settings
 from fleetgate.domain.capacity.dimensions import Capacity
 from fleetgate.domain.capacity.model import NodeSpec, NodeState
+from tests.fakes.ledger import InMemoryLedger
 
 
 def names(candidates: object) -> list[str]:
     return sorted(r.node.name for band in candidates.bands for r in band.members)  # type: ignore[attr-defined]
 
 
-async def add(ledger: SqlLedger, name: str, pool: str = "") -> None:
+async def add(ledger: InMemoryLedger, name: str, pool: str = "") -> None:
     await ledger.add_node(NodeSpec(name, Capacity(4, 4096, 40), pool=pool))
 
 
 async def test_nodes_are_read_at_most_once_per_max_age(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     snapshot = NodeSnapshot(ledger, clock, 0.75, max_age=1.0)
     await add(ledger, "a")
@@ -39,7 +39,7 @@ async def test_nodes_are_read_at_most_once_per_max_age(
     assert snapshot.reads == 2
 
 
-async def test_age_zero_reads_every_request(ledger: SqlLedger, clock: VirtualClock) -> None:
+async def test_age_zero_reads_every_request(ledger: InMemoryLedger, clock: VirtualClock) -> None:
     snapshot = NodeSnapshot(ledger, clock, 0.75, max_age=0)
     await add(ledger, "a")
     await snapshot.candidates()
@@ -48,7 +48,7 @@ async def test_age_zero_reads_every_request(ledger: SqlLedger, clock: VirtualClo
 
 
 async def test_pools_and_cordons_are_filtered_from_one_read(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     snapshot = NodeSnapshot(ledger, clock, 0.75, max_age=5)
     await add(ledger, "g1", "gpu")
@@ -62,7 +62,7 @@ async def test_pools_and_cordons_are_filtered_from_one_read(
 
 
 async def test_invalidate_makes_the_next_request_read(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     snapshot = NodeSnapshot(ledger, clock, 0.75, max_age=60)
     await snapshot.candidates()
@@ -74,7 +74,7 @@ async def test_invalidate_makes_the_next_request_read(
 class _SlowLedger:
     """Counts reads of every node and holds each read until released."""
 
-    def __init__(self, ledger: SqlLedger) -> None:
+    def __init__(self, ledger: InMemoryLedger) -> None:
         self.ledger = ledger
         self.reads = 0
         self.release = asyncio.Event()
@@ -86,7 +86,7 @@ class _SlowLedger:
 
 
 async def test_concurrent_requests_share_one_refresh(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     await add(ledger, "a")
     slow = _SlowLedger(ledger)
@@ -99,7 +99,7 @@ async def test_concurrent_requests_share_one_refresh(
 
 
 async def test_an_invalidate_during_a_read_is_not_lost(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     slow = _SlowLedger(ledger)
     snapshot = NodeSnapshot(slow, clock, 0.75, max_age=60)  # type: ignore[arg-type]

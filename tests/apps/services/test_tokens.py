@@ -1,16 +1,16 @@
-"""Namespace tokens over a real ledger: each write commits one event naming the token by id."""
+"""Namespace tokens (in-memory ledger): each write commits one event naming the token by id."""
 
 from __future__ import annotations
 
 from fleetgate.adapters.clock import VirtualClock
-from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.apps.services import tokens as svc
 from fleetgate.apps.services.tokens import TokenService
 from fleetgate.domain.tokens import digest
+from tests.fakes.ledger import InMemoryLedger
 
 
 async def test_create_and_revoke_each_record_one_event_without_the_digest(
-    ledger: SqlLedger, clock: VirtualClock
+    ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     tokens = TokenService(ledger, clock, ledger.event_sink())
     secret_digest = digest("fgt_service")
