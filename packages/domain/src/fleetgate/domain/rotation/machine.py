@@ -117,11 +117,10 @@ def step(
     anchor = obs.annotations.get(ann.ACTIVE_ROTATION) or None
     resolved = gov.resolved
     if not gov.governed or resolved is None:
-        return replace(_ungoverned(obs, gov, anchor, now), census=census)
+        return _ungoverned(obs, gov, anchor, now, census)
     if census is not None:
         census = census.advanced(obs, resolved.selection, resolved.lead_time_base, now)
-    decided = _decide(Pass(obs, resolved, now, config, census), gov, anchor)
-    return decided if census is None else replace(decided, census=census)
+    return _decide(Pass(obs, resolved, now, config, census), gov, anchor)
 
 
 def _decide(p: Pass, gov: Governance, anchor: str | None) -> Step:
@@ -129,7 +128,7 @@ def _decide(p: Pass, gov: Governance, anchor: str | None) -> Step:
     report, actions = observe(p, gov, anchor)
     released = release_reference_markers(p.obs) if p.config.reference_gone else []
     if released:  # the reference is gone: undo what it owned first, then look again
-        return Step(tuple(actions + released), p.now + SHORT_REQUEUE, report)
+        return Step(tuple(actions + released), p.now + SHORT_REQUEUE, report, census=p.cache)
     if anchor is not None:
         return _advance_anchored(p, anchor, report, actions)
     return _try_start(p, report, actions)
@@ -140,7 +139,14 @@ def _advance_anchored(p: Pass, anchor: str, report: PoolReport, actions: list[Ac
     more, requeue = advance(p, anchor)
     quiet = quiet_anchored(p, anchor)
     settled = settled_anchored(p, anchor, more, advance)
-    return Step(tuple(actions + more), requeue, report, quiet_until=quiet, settled_until=settled)
+    return Step(
+        tuple(actions + more),
+        requeue,
+        report,
+        quiet_until=quiet,
+        settled_until=settled,
+        census=p.cache,
+    )
 
 
 def _try_start(p: Pass, report: PoolReport, actions: list[Action]) -> Step:
@@ -192,7 +198,13 @@ def _not_started(
     **why: object,
 ) -> Step:
     """A pass that starts nothing: look again later (or once ``quiet_until`` passes)."""
-    return Step(tuple(actions), p.now + LONG_REQUEUE, _with(report, **why), quiet_until=quiet_until)
+    return Step(
+        tuple(actions),
+        p.now + LONG_REQUEUE,
+        _with(report, **why),
+        quiet_until=quiet_until,
+        census=p.cache,
+    )
 
 
 def _start(p: Pass, report: PoolReport, actions: list[Action], chosen: ClaimView) -> Step:
@@ -225,6 +237,7 @@ def _start(p: Pass, report: PoolReport, actions: list[Action], chosen: ClaimView
         started=claim.name,
         drift_rule=rule,
         quiet_until=p.now,
+        census=p.cache,
     )
 
 
@@ -293,12 +306,19 @@ def _start_forceful(p: Pass, claim: NodeClaimView) -> tuple[list[Action], dateti
     ], p.now + SHORT_REQUEUE
 
 
-def _ungoverned(obs: PoolObservation, gov: Governance, anchor: str | None, now: datetime) -> Step:
-    """Reap an anchored rotation the pool's policy no longer covers (§7.9), then stand by."""
+def _ungoverned(
+    obs: PoolObservation,
+    gov: Governance,
+    anchor: str | None,
+    now: datetime,
+    census: PoolCensus | None,
+) -> Step:
+    """Reap an anchored rotation the pool's policy no longer covers (§7.9), then stand by (the
+    census, not advanced, is handed back as it came)."""
     actions = _reap(obs, gov, anchor, now) if anchor is not None else []
     report = PoolReport(pool=obs.name, governance=gov, reason=gov.status.value)
     if gov.status is not Status.CONFLICT:
-        return Step(tuple(actions), None, report, quiet_until=None)
+        return Step(tuple(actions), None, report, quiet_until=None, census=census)
     actions += [
         Announce(
             "PolicyConflict",
@@ -312,7 +332,7 @@ def _ungoverned(obs: PoolObservation, gov: Governance, anchor: str | None, now: 
             "policy conflict; not rotating", {"detail": gov.detail}, dedup=f"conflict:{gov.detail}"
         ),
     ]
-    return Step(tuple(actions), now + LONG_REQUEUE, report, quiet_until=None)
+    return Step(tuple(actions), now + LONG_REQUEUE, report, quiet_until=None, census=census)
 
 
 def _reap(obs: PoolObservation, gov: Governance, anchor: str, now: datetime) -> list[Action]:
