@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from itertools import compress
 from operator import is_not, not_
-from typing import Any
+from typing import Any, TypeVar
 
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.cluster import (
@@ -56,6 +56,22 @@ def member_diff(
     return added, gone, True
 
 
+_Member = TypeVar("_Member")
+
+
+def added_and_gone(
+    previous: Sequence[_Member] | None,
+    current: Sequence[_Member],
+    handed: tuple[Sequence[_Member], Sequence[_Member]] | None,
+) -> tuple[Sequence[_Member], Sequence[_Member]]:
+    """The members that joined (or were rebuilt) and left since ``previous``: as ``handed``
+    over by the gateway when it knows them, else found by ``member_diff``."""
+    if handed is not None:
+        return handed
+    added, gone, _ = member_diff(previous, current)
+    return added, gone
+
+
 class MemberMarks:
     """The marks of one pool's nodes and Pods that move claims between buckets. Owned by one
     census tally; not thread-safe."""
@@ -90,10 +106,8 @@ class MemberMarks:
     def refresh_nodes(self, nodes: tuple[NodeView, ...], known: MemberChanges | None) -> set[str]:
         """Take in ``nodes``; return the nodes whose operator opt-out changed."""
         previous, self.nodes = self.nodes, nodes
-        if known is not None:
-            added, gone = list(known.nodes_added), list(known.nodes_gone)
-        else:
-            added, gone, _ = member_diff(previous, nodes)
+        handed = None if known is None else (known.nodes_added, known.nodes_gone)
+        added, gone = added_and_gone(previous, nodes, handed)
         marks = self._opted_nodes
         changed: set[str] = set()
         present = {n.name for n in added}
@@ -153,10 +167,8 @@ class MemberMarks:
     def _refresh_taints(
         self, nodes: tuple[NodeView, ...], known: MemberChanges | None, on_node: dict[str, str]
     ) -> frozenset[str]:
-        if known is not None:
-            added, gone = list(known.nodes_added), list(known.nodes_gone)
-        else:
-            added, gone, _ = member_diff(self._taint_nodes, nodes)
+        handed = None if known is None else (known.nodes_added, known.nodes_gone)
+        added, gone = added_and_gone(self._taint_nodes, nodes, handed)
         self._taint_nodes = nodes
         tainted = self._tainted
         tainted.difference_update(n.name for n in gone)
@@ -171,10 +183,8 @@ class MemberMarks:
         on_node: dict[str, str],
     ) -> frozenset[str]:
         if pods is not self._opt_pods:
-            if known is not None:
-                added, gone = list(known.pods_added), list(known.pods_gone)
-            else:
-                added, gone, _ = member_diff(self._opt_pods, pods)
+            handed = None if known is None else (known.pods_added, known.pods_gone)
+            added, gone = added_and_gone(self._opt_pods, pods, handed)
             self._opt_pods = pods
             annotated = self._annotated
             for pod in gone:
