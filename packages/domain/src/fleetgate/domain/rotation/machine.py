@@ -195,13 +195,15 @@ def _not_started(
     report: PoolReport,
     actions: list[Action],
     quiet_until: datetime | None,
-    **why: object,
+    reason: str,
+    blocked: Blocked | None = None,
 ) -> Step:
-    """A pass that starts nothing: look again later (or once ``quiet_until`` passes)."""
+    """A pass that starts nothing, for ``reason``: look again later (or once ``quiet_until``
+    passes)."""
     return Step(
         tuple(actions),
         p.now + LONG_REQUEUE,
-        _with(report, **why),
+        replace(report, reason=reason, blocked=blocked),
         quiet_until=quiet_until,
         census=p.cache,
     )
@@ -229,7 +231,7 @@ def _start(p: Pass, report: PoolReport, actions: list[Action], chosen: ClaimView
         more, requeue = _start_forceful(anchored, claim)
     else:
         more, requeue = pending(anchored, claim, built)
-    report = _with(report, anchor=claim.name)
+    report = replace(report, anchor=claim.name)
     return Step(
         tuple(actions + more),
         requeue,
@@ -355,10 +357,6 @@ def _reap(obs: PoolObservation, gov: Governance, anchor: str, now: datetime) -> 
             action=REAP_ROTATION,
         ),
     ]
-
-
-def _with(report: PoolReport, **changes: object) -> PoolReport:
-    return replace(report, **changes)  # type: ignore[arg-type]
 
 
 def _with_anchor(p: Pass, name: str) -> Pass:

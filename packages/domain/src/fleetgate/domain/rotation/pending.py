@@ -159,11 +159,11 @@ def _hold_old_claim(
     if restamp:
         patch[ann.STARTED_AT] = p.stamp
     node = p.obs.node(claim.node_name)
-    actions = freeze(node, claim.name, cordon=True) if node is not None else []
+    actions: list[Action] = freeze(node, claim.name, cordon=True) if node is not None else []
     found = surge_claim(p, claim, started_at)
     if found and claim.annotations.get(ann.SURGE_CLAIM) != found:
         patch[ann.SURGE_CLAIM] = found
-    return [AnnotateClaim(claim.name, patch), *actions] if patch else list(actions)
+    return [AnnotateClaim(claim.name, patch), *actions] if patch else actions
 
 
 def _ask_for_surge(p: Pass, claim: NodeClaimView, built: Built | None) -> list[Action]:
