@@ -291,22 +291,30 @@ def _reapable(p: Pass, surge: NodeClaimView, started_at: datetime, placeholder: 
 
 def fail(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> Outcome:
     """readyTimeout exceeded: roll the surge back and fail the attempt (§7.6 failPending)."""
-    name = claim.name
     # The placeholder goes first: while it is Pending, Karpenter would launch for it again.
-    actions: list[Action] = p.release(name)
+    actions: list[Action] = p.release(claim.name)
+    actions += _reap_surge(p, claim, started_at)
+    count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT)) + 1
+    return actions + _failed(p, claim.name, count), p.now + LONG_REQUEUE
+
+
+def _reap_surge(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> list[Action]:
+    """Delete the surge's claim when it came for this attempt and nothing but the placeholder
+    and node-bound Pods ran there."""
     surge_name = surge_claim(p, claim, started_at)
     surge = p.obs.claim(surge_name) if surge_name else None
-    placeholder = _placeholder(p, name)
-    if (
-        surge is not None
-        and started_at is not None
-        and not surge.deleting
-        and _reapable(p, surge, started_at, placeholder.name if placeholder else "")
-    ):
-        actions.append(DeleteClaim(surge.name))
-    count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT)) + 1
+    if surge is None or started_at is None or surge.deleting:
+        return []
+    placeholder = _placeholder(p, claim.name)
+    if not _reapable(p, surge, started_at, placeholder.name if placeholder else ""):
+        return []
+    return [DeleteClaim(surge.name)]
+
+
+def _failed(p: Pass, name: str, count: int) -> list[Action]:
+    """Record the ``count``-th failure on the claim, say so, and clear the pool's anchor."""
     backoff_until = p.now + retry_backoff(p.policy.retry_backoff, count)
-    actions += [
+    return [
         CountCompletion("failure"),
         AnnotateClaim(
             name,
@@ -340,7 +348,6 @@ def fail(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> Outcome:
         ),
         AnnotatePool(p.obs.name, {**CLEAR_ANCHOR, ann.LAST_FAILURE_AT: p.stamp}),
     ]
-    return actions, p.now + LONG_REQUEUE
 
 
 def advance_failed(p: Pass, claim: NodeClaimView, gate_open: bool) -> Outcome:
