@@ -1,7 +1,7 @@
 """The census carried across passes decides exactly what a from-scratch pass decides.
 
 Every pass of a random simulation (fleet, policy, windows, faults, controller restarts) is
-stepped twice over the same observation: by the controller with its ``CensusCache`` and by the
+stepped twice over the same observation: by the controller with its ``PoolCensus`` and by the
 pure machine with none. The two Steps (actions, requeue, report with census and reason, quiet
 instant) must be equal at every pass; a restart starts a new controller with an empty cache.
 """
@@ -135,7 +135,7 @@ def test_the_carried_census_decides_what_a_fresh_pass_decides(
 def test_a_cache_reclassifies_only_what_changed_or_fell_due() -> None:
     """Over an unchanged pool the cache classifies nothing again; time alone brings back only
     the claims whose age threshold it reaches."""
-    from fleetgate.domain.rotation.census import CensusCache
+    from fleetgate.domain.rotation.census import PoolCensus
     from fleetgate.domain.rotation.cluster import NodeClaimView
 
     pol = policy()
@@ -152,14 +152,14 @@ def test_a_cache_reclassifies_only_what_changed_or_fell_due() -> None:
         for k in range(-3, 11)
     )
     obs = PoolObservation("pool", "1", timedelta(days=14), claims=claims)
-    cache = CensusCache()
-    cache.refresh(obs, resolved.selection, resolved.lead_time_base, SIM_START)
+    rules, lead = resolved.selection, resolved.lead_time_base
+    cache = PoolCensus().advanced(obs, rules, lead, SIM_START)
     first = cache.census.eligible
     assert cache.reclassified == 14 and first == 3
-    cache.refresh(obs, resolved.selection, resolved.lead_time_base, SIM_START)
+    cache = cache.advanced(obs, rules, lead, SIM_START)
     assert cache.reclassified == 14
     later = SIM_START + timedelta(days=1)
-    cache.refresh(obs, resolved.selection, resolved.lead_time_base, later)
+    cache = cache.advanced(obs, rules, lead, later)
     fresh = step(obs, [pol], later).report.census
     assert cache.census == fresh and fresh.eligible == 7
     # Exactly the claims that crossed their age threshold were classified again.

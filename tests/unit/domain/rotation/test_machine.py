@@ -29,7 +29,7 @@ from fleetgate.domain.rotation.cluster import (
 )
 from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.labelselector import LabelSelector
-from fleetgate.domain.rotation.machine import CensusCache, MachineConfig, step, surgeless_fallback
+from fleetgate.domain.rotation.machine import MachineConfig, PoolCensus, step, surgeless_fallback
 from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
 from fleetgate.domain.rotation.quiet import next_eligibility
 from fleetgate.domain.rotation.selection import DRIFTED_DUE, DriftRule
@@ -344,7 +344,7 @@ def test_a_pool_at_its_node_limit_can_never_surge() -> None:
 def test_the_census_cache_follows_karpenters_taint_and_pod_opt_outs_as_a_fresh_pass_does() -> None:
     # The cache is keyed by each claim's own value; the taint (on the Node) and a Pod's opt-out
     # are not part of it, so a pass where only they change must still reclassify the claim.
-    cache = CensusCache()
+    cache: PoolCensus | None = PoolCensus()
     base = pool(claim("old", DUE + timedelta(minutes=5)), claim("next", DUE))
     tainted = NodeView(
         "old", labels=POOL_LABEL, ready=True, taints=(Taint("karpenter.sh/disrupted"),)
@@ -370,6 +370,7 @@ def test_the_census_cache_follows_karpenters_taint_and_pod_opt_outs_as_a_fresh_p
     for obs, at in passes:
         fast, fresh = step(obs, [policy()], at, census=cache), step(obs, [policy()], at)
         assert fast == fresh
+        cache = fast.census
         seen.add(fresh.started)
     assert seen == {"old", "next", None}  # each mark moved the pick, so each was exercised
 
@@ -380,8 +381,7 @@ def test_a_due_drifted_claim_is_rotated_and_the_log_and_event_say_by_which_rule(
     assert waiting.started is None and waiting.report.census is not None
     assert waiting.report.census.as_dict()["Drifted"] == 1
     due = pool(claim("d", DUE, drifted=True))
-    cache = CensusCache()
-    for census in (None, cache):  # a carried census decides as a fresh pass does
+    for census in (None, PoolCensus()):  # a carried census decides as a fresh pass does
         started = step(due, [policy()], NOW, census=census)
         assert started.started == "d" and started.drift_rule is DriftRule.DUE
         assert started.report.census is not None
@@ -391,9 +391,9 @@ def test_a_due_drifted_claim_is_rotated_and_the_log_and_event_say_by_which_rule(
         (event,) = [a for a in started.actions if isinstance(a, Announce)]
         assert "rule driftedDue" in event.message
     # The cache moves the claim out of Drifted by time alone, when it falls due.
-    cache = CensusCache()
-    assert step(young, [policy()], NOW, census=cache).started is None
-    later = step(young, [policy()], NOW + timedelta(minutes=10), census=cache)
+    waited = step(young, [policy()], NOW, census=PoolCensus())
+    assert waited.started is None
+    later = step(young, [policy()], NOW + timedelta(minutes=10), census=waited.census)
     assert later.started == "d" and later.drift_rule is DriftRule.DUE
 
 

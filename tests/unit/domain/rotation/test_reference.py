@@ -15,7 +15,7 @@ from fleetgate.domain.rotation.actions import (
     AnnotatePool,
     SetUnschedulable,
 )
-from fleetgate.domain.rotation.census import CensusCache
+from fleetgate.domain.rotation.census import PoolCensus
 from fleetgate.domain.rotation.cluster import NodeView, PoolObservation
 from fleetgate.domain.rotation.machine import MachineConfig, step
 from fleetgate.domain.rotation.reference import (
@@ -65,11 +65,12 @@ def test_a_reference_marker_is_a_start_gate_naming_where_it_is(make, named) -> N
     assert not [a for a in result.actions if isinstance(a, AnnotatePool | AnnotateNode)]
     # A census kept across passes knows the markers too: first from the whole pool, then
     # from a pool whose marked member is all that changed.
-    census = CensusCache()
-    assert step(obs, [policy()], NOW, census=census) == result
+    first = step(obs, [policy()], NOW, census=PoolCensus())
+    assert first == result
     clean = pool(claim("a", DUE))
-    assert step(clean, [policy()], NOW, census=census).started == "a"
-    assert step(obs, [policy()], NOW, census=census) == result
+    second = step(clean, [policy()], NOW, census=first.census)
+    assert second.started == "a"
+    assert step(obs, [policy()], NOW, census=second.census) == result
 
 
 def test_a_finished_or_failed_reference_claim_does_not_block() -> None:

@@ -24,7 +24,7 @@ from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import Clock, ClusterGateway, EventSink
 from fleetgate.domain.rotation import actions as act
 from fleetgate.domain.rotation.annotations import ACTIVE_ROTATION
-from fleetgate.domain.rotation.census import CensusCache
+from fleetgate.domain.rotation.census import PoolCensus
 from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound, PoolObservation
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
 from fleetgate.domain.rotation.machine import MachineConfig, Step, step
@@ -95,7 +95,7 @@ class RotationController:
         self._status_inputs: tuple[object, ...] | None = None
         # Per pool, the census carried from pass to pass (a cache: a new controller starts
         # without one and rebuilds it from its first observation).
-        self._census: dict[str, CensusCache] = {}
+        self._census: dict[str, PoolCensus] = {}
 
     # --- the loop ----------------------------------------------------------------------------
 
@@ -209,10 +209,13 @@ class RotationController:
         self, pool: str, obs: PoolObservation, policies: Sequence[RotationPolicy], now: datetime
     ) -> Step:
         """The machine's step over ``obs``, with the pool's census carried across passes."""
-        census = self._census.get(pool)
-        if census is None:
-            census = self._census[pool] = CensusCache()
-        return step(obs, policies, now, self.config, census)
+        # Taken out first: the step spends it, and a step that raised leaves the next pass to
+        # start from an empty census.
+        census = self._census.pop(pool, None) or PoolCensus()
+        result = step(obs, policies, now, self.config, census)
+        if result.census is not None:
+            self._census[pool] = result.census
+        return result
 
     # --- policy status (spec §8.3) ------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from functools import cached_property
 
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import Action, DeletePlaceholder
-from fleetgate.domain.rotation.census import CensusCache
+from fleetgate.domain.rotation.census import PoolCensus
 from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PoolObservation
 from fleetgate.domain.rotation.disruption import node_disrupted, pod_opted_out_claims
 from fleetgate.domain.rotation.markers import unfreeze
@@ -55,9 +55,9 @@ class Pass:
     policy: ResolvedPolicy
     now: datetime
     config: MachineConfig
-    cache: CensusCache | None = field(default=None, compare=False)
-    """The census kept across passes, already refreshed to ``obs`` at ``now`` (None: compute
-    everything from the observation, as a restarted controller's first pass does)."""
+    cache: PoolCensus | None = field(default=None, compare=False)
+    """The census carried across passes, already advanced to ``obs`` at ``now`` (None: compute
+    everything from the observation)."""
 
     # Each is computed once per pass and shared by the report, the pick and the quiet instant:
     # over a 10,000-claim pool, a second walk over the claims is a large part of a pass.

@@ -4,13 +4,20 @@
 rotation state is an annotation on the pool, its claims or its nodes — and returns the actions
 that move it on, in the order the shell must apply them, plus a report of what it saw (for the
 gauges, and for "why is nothing rotating?"). It never remembers anything between calls, which is
-why a controller restarted after any single write finishes the rotation correctly.
+why a controller restarted after any single write finishes the rotation correctly; the census a
+shell may carry between calls (``census.py``) only spares work, and changes no decision.
+
+A pass, in order: govern (is the pool ours?); advance the census; observe (report.py: what the
+pass sees, and the warnings it announces); then either move the anchored rotation on
+(anchored.py), or try a start: schedule feasibility, the start gates (gating.py), the
+candidate, the limits' headroom, and the start itself (a surge, pending.py, or the forceful
+fallback).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from fleetgate.domain.durations import format_duration
@@ -29,32 +36,16 @@ from fleetgate.domain.rotation.actions import (
     CountForcefulFallback,
     DeleteClaim,
     Log,
-    ObserveDuration,
 )
-from fleetgate.domain.rotation.budgets import remaining
-from fleetgate.domain.rotation.census import CensusCache
+from fleetgate.domain.rotation.anchored import advance
+from fleetgate.domain.rotation.census import PoolCensus
 from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
-from fleetgate.domain.rotation.context import (
-    CLEAR_ANCHOR,
-    MachineConfig,
-    Pass,
-)
-from fleetgate.domain.rotation.disruption import budget_counts, not_ready_nodes
-from fleetgate.domain.rotation.estimates import (
-    OBSERVED_DRAIN,
-    append_sample,
-)
-from fleetgate.domain.rotation.gates import (
-    NO_ELIGIBLE_CLAIM,
-    Blocked,
-    PoolMarks,
-    budget_gate,
-    pool_state_gate,
-    start_gate,
-)
+from fleetgate.domain.rotation.context import CLEAR_ANCHOR, MachineConfig, Pass
+from fleetgate.domain.rotation.gates import NO_ELIGIBLE_CLAIM, Blocked
+from fleetgate.domain.rotation.gating import start_gates
 from fleetgate.domain.rotation.governance import Governance, Status, govern
-from fleetgate.domain.rotation.pending import advance_failed, build, headroom_ok, pending
+from fleetgate.domain.rotation.pending import build, headroom_ok, pending
 from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.quiet import (
     earliest,
@@ -63,11 +54,11 @@ from fleetgate.domain.rotation.quiet import (
     quiet_anchored,
     settled_anchored,
 )
-from fleetgate.domain.rotation.reference import reference_gate, release_reference_markers
+from fleetgate.domain.rotation.reference import release_reference_markers
 from fleetgate.domain.rotation.report import PoolReport, observe
-from fleetgate.domain.rotation.selection import Bucket, DriftRule, deadline, drift_rule
+from fleetgate.domain.rotation.selection import Bucket, ClaimView, DriftRule, deadline, drift_rule
 
-__all__ = ["CensusCache", "MachineConfig", "PoolReport", "Step", "step", "surgeless_fallback"]
+__all__ = ["MachineConfig", "PoolCensus", "PoolReport", "Step", "step", "surgeless_fallback"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +80,10 @@ class Step:
     """When the step writes: until this instant a pass over the pool exactly as these writes
     leave it would write nothing (None: no such promise, look again as requeued). A simulator
     may skip the look-again passes in between; a real controller simply requeues."""
+    census: PoolCensus | None = field(default=None, compare=False, repr=False)
+    """The census advanced to this pass's observation, for the shell to carry to the next pass
+    (None when the step was given none). Not part of the decision: a step with a census
+    decides exactly what one without decides."""
 
     @property
     def writes(self) -> bool:
@@ -109,252 +104,184 @@ def step(
     policies: Sequence[RotationPolicy],
     now: datetime,
     config: MachineConfig | None = None,
-    census: CensusCache | None = None,
+    census: PoolCensus | None = None,
 ) -> Step:
     """One pass over one pool (spec §7.2).
 
-    ``census`` is the pool's census from earlier passes (the caller keeps one per pool); the
-    step brings it up to ``obs`` and decides exactly what it would decide without it.
+    ``census`` is the pool's census carried from the last pass (the shell keeps one per pool):
+    the step advances it to ``obs`` and returns the advanced one in ``Step.census`` for the next
+    pass (the one given is spent), and decides exactly what it would decide without one.
     """
     config = config or MachineConfig()
     gov = govern(obs.labels, policies, obs.termination_grace_period)
     anchor = obs.annotations.get(ann.ACTIVE_ROTATION) or None
-    if not gov.governed or gov.resolved is None:
-        return _ungoverned(obs, gov, anchor, now, config)
     resolved = gov.resolved
+    if not gov.governed or resolved is None:
+        return _ungoverned(obs, gov, anchor, now, census)
     if census is not None:
-        census.refresh(obs, resolved.selection, resolved.lead_time_base, now)
-    p = Pass(obs, resolved, now, config, census)
+        census = census.advanced(obs, resolved.selection, resolved.lead_time_base, now)
+    return _decide(Pass(obs, resolved, now, config, census), gov, anchor)
+
+
+def _decide(p: Pass, gov: Governance, anchor: str | None) -> Step:
+    """Report what the pass sees, then release, move the anchored rotation on, or try a start."""
     report, actions = observe(p, gov, anchor)
-    released = release_reference_markers(obs) if config.reference_gone else []
+    released = release_reference_markers(p.obs) if p.config.reference_gone else []
     if released:  # the reference is gone: undo what it owned first, then look again
-        return Step(tuple(actions + released), now + SHORT_REQUEUE, report)
+        return Step(tuple(actions + released), p.now + SHORT_REQUEUE, report, census=p.cache)
     if anchor is not None:
-        more, requeue = advance(p, anchor)
-        quiet = quiet_anchored(p, anchor)
-        settled = settled_anchored(p, anchor, more, advance)
-        return Step(
-            tuple(actions + more), requeue, report, quiet_until=quiet, settled_until=settled
-        )
+        return _advance_anchored(p, anchor, report, actions)
+    return _try_start(p, report, actions)
+
+
+def _advance_anchored(p: Pass, anchor: str, report: PoolReport, actions: list[Action]) -> Step:
+    """A rotation is under way: move it on, and say until when nothing more can happen."""
+    more, requeue = advance(p, anchor)
+    quiet = quiet_anchored(p, anchor)
+    settled = settled_anchored(p, anchor, more, advance)
+    return Step(
+        tuple(actions + more),
+        requeue,
+        report,
+        quiet_until=quiet,
+        settled_until=settled,
+        census=p.cache,
+    )
+
+
+def _try_start(p: Pass, report: PoolReport, actions: list[Action]) -> Step:
+    """No rotation under way: start one when the schedule is feasible, every start gate is open
+    and a claim is eligible; otherwise say why not."""
     derivation = report.derivation
     assert derivation is not None and report.census is not None
     if derivation.fatal:
         codes = ",".join(f.code.value for f in derivation.findings if f.fatal)
-        actions.append(
-            Log(
-                "schedule feasibility is fatal; not starting a rotation",
-                {"findings": codes},
-                dedup=f"fatal:{codes}",
-            )
+        why = Log(
+            "schedule feasibility is fatal; not starting a rotation",
+            {"findings": codes},
+            dedup=f"fatal:{codes}",
         )
-        return Step(
-            tuple(actions), now + LONG_REQUEUE, _with(report, reason="fatal"), quiet_until=None
-        )
-    marked = census is None or census.reference_marked
-    blocked = reference_gate(obs, marked) or start_gate(
-        now, p.policy, PoolMarks.from_annotations(obs.annotations)
-    )
-    blocked = blocked or pool_state_gate(obs.static, obs.ready)
-    if blocked is None and p.candidate is not None:
-        # Last, and only with a candidate: when nothing may go, the census is the better answer
-        # to "why not?", and the walk over the pool that counting the budget takes is skipped.
-        blocked = _budget_gate(p)
+        return _not_started(p, report, [*actions, why], None, reason="fatal")
+    blocked = start_gates(p)
     if blocked is not None:
-        fields = {"reason": blocked.reason.value}
-        if blocked.until is not None:
-            fields["until"] = ann.format_timestamp(blocked.until)
-        actions.append(Log("no rotation candidate", fields, dedup=blocked.reason.value))
-        requeue = now + LONG_REQUEUE
-        blocked_report = _with(report, blocked=blocked, reason=blocked.reason.value)
-        return Step(
-            tuple(actions),
-            requeue,
-            blocked_report,
-            quiet_until=earliest(blocked.until, gate_change(p)),
-        )
-    # ``pick`` over the buckets the census already computed for this pass.
-    chosen = p.candidate
+        return _gated(p, report, actions, blocked)
+    chosen = p.candidate  # ``pick`` over the buckets the census already computed for this pass
     if chosen is None:
         counts = report.census.as_dict()
-        actions.append(
-            Log(
-                "no rotation candidate",
-                {"reason": NO_ELIGIBLE_CLAIM, **counts},
-                dedup=f"{NO_ELIGIBLE_CLAIM}:{sorted(counts.items())}",
-            )
+        why = Log(
+            "no rotation candidate",
+            {"reason": NO_ELIGIBLE_CLAIM, **counts},
+            dedup=f"{NO_ELIGIBLE_CLAIM}:{sorted(counts.items())}",
         )
-        return Step(
-            tuple(actions),
-            now + LONG_REQUEUE,
-            _with(report, reason=NO_ELIGIBLE_CLAIM),
-            quiet_until=earliest(next_eligibility(p), gate_change(p)),
-        )
-    claim = obs.claim(chosen.name)
+        quiet = earliest(next_eligibility(p), gate_change(p))
+        return _not_started(p, report, [*actions, why], quiet, reason=NO_ELIGIBLE_CLAIM)
+    return _start(p, report, actions, chosen)
+
+
+def _gated(p: Pass, report: PoolReport, actions: list[Action], blocked: Blocked) -> Step:
+    """A start gate is closed: say which, and until when it stays so by time alone."""
+    fields = {"reason": blocked.reason.value}
+    if blocked.until is not None:
+        fields["until"] = ann.format_timestamp(blocked.until)
+    why = Log("no rotation candidate", fields, dedup=blocked.reason.value)
+    quiet = earliest(blocked.until, gate_change(p))
+    return _not_started(
+        p, report, [*actions, why], quiet, blocked=blocked, reason=blocked.reason.value
+    )
+
+
+def _not_started(
+    p: Pass,
+    report: PoolReport,
+    actions: list[Action],
+    quiet_until: datetime | None,
+    reason: str,
+    blocked: Blocked | None = None,
+) -> Step:
+    """A pass that starts nothing, for ``reason``: look again later (or once ``quiet_until``
+    passes)."""
+    return Step(
+        tuple(actions),
+        p.now + LONG_REQUEUE,
+        replace(report, reason=reason, blocked=blocked),
+        quiet_until=quiet_until,
+        census=p.cache,
+    )
+
+
+def _start(p: Pass, report: PoolReport, actions: list[Action], chosen: ClaimView) -> Step:
+    """Anchor the pool on ``chosen`` and take the rotation's first step: a surge, or (too close
+    to its forced expiry for one) the forceful fallback's drain."""
+    claim = p.obs.claim(chosen.name)
     assert claim is not None
     surgeless = surgeless_fallback(p, claim)
     built = None if surgeless else build(p, claim)
     if built is not None and not headroom_ok(p, claim, built):
-        actions.append(
-            Log(
-                "insufficient limits headroom; cannot surge",
-                {"nodeclaim": claim.name},
-                dedup=f"headroom:{claim.name}",
-            )
+        why = Log(
+            "insufficient limits headroom; cannot surge",
+            {"nodeclaim": claim.name},
+            dedup=f"headroom:{claim.name}",
         )
-        return Step(
-            tuple(actions), now + LONG_REQUEUE, _with(report, reason="headroom"), quiet_until=None
-        )
-    due = deadline(chosen)
+        return _not_started(p, report, [*actions, why], None, reason="headroom")
     rule = drift_rule(chosen, Bucket.ELIGIBLE, p.policy.selection)
-    actions.append(
-        AnnotatePool(obs.name, {ann.ACTIVE_ROTATION: claim.name}, expect_version=obs.version)
-    )
-    actions.append(
-        Log(
-            "rotation candidate selected",
-            {
-                "nodeclaim": claim.name,
-                "age": format_duration(now - claim.created_at),
-                "eligible": report.census.eligible,
-                "surgeless": surgeless,
-                "deadline": ann.format_timestamp(due) if due else None,
-            }
-            | ({"rule": rule.value} if rule is not None else {}),
-        )
-    )
-    actions.append(
-        Announce(
-            "RotationStarted",
-            f"rotating NodeClaim {claim.name}"
-            + (" surge-less (forceful fallback)" if surgeless else "")
-            + (_DRIFT_NOTE[rule] if rule is not None else ""),
-            obs.name,
-            action=ROTATE_NODE,
-            related=("NodeClaim", claim.name),
-        )
-    )
+    assert report.census is not None
+    actions += _announce_start(p, chosen, claim, report.census.eligible, surgeless, rule)
     anchored = _with_anchor(p, claim.name)
     if surgeless:
         more, requeue = _start_forceful(anchored, claim)
     else:
         more, requeue = pending(anchored, claim, built)
-    report = _with(report, anchor=claim.name)
+    report = replace(report, anchor=claim.name)
     return Step(
         tuple(actions + more),
         requeue,
         report,
         started=claim.name,
         drift_rule=rule,
-        quiet_until=now,
+        quiet_until=p.now,
+        census=p.cache,
     )
+
+
+def _announce_start(
+    p: Pass,
+    chosen: ClaimView,
+    claim: NodeClaimView,
+    eligible: int,
+    surgeless: bool,
+    rule: DriftRule | None,
+) -> list[Action]:
+    """The anchor write (conditional on the pool's version), its log line and its event."""
+    due = deadline(chosen)
+    fields: dict[str, object] = {
+        "nodeclaim": claim.name,
+        "age": format_duration(p.now - claim.created_at),
+        "eligible": eligible,
+        "surgeless": surgeless,
+        "deadline": ann.format_timestamp(due) if due else None,
+    }
+    if rule is not None:
+        fields["rule"] = rule.value
+    message = f"rotating NodeClaim {claim.name}"
+    message += " surge-less (forceful fallback)" if surgeless else ""
+    message += _DRIFT_NOTE[rule] if rule is not None else ""
+    return [
+        AnnotatePool(p.obs.name, {ann.ACTIVE_ROTATION: claim.name}, expect_version=p.obs.version),
+        Log("rotation candidate selected", fields),
+        Announce(
+            "RotationStarted",
+            message,
+            p.obs.name,
+            action=ROTATE_NODE,
+            related=("NodeClaim", claim.name),
+        ),
+    ]
 
 
 _DRIFT_NOTE = {
     DriftRule.DUE: " (Drifted, but Karpenter has not replaced it and it is due: rule driftedDue)",
     DriftRule.ROTATE_DRIFTED: " (Drifted; the policy sets rotateDrifted)",
 }
-
-
-def _budget_gate(p: Pass) -> Blocked | None:
-    """Gate 8, unless the policy ignores the NodePool's budgets (the walk over the claims is
-    made only when every other gate is open and the pool has budgets)."""
-    obs = p.obs
-    if p.policy.policy.ignore_disruption_budgets or not obs.budgets:
-        return None
-    # Most passes are decided without the walk: the census bounds the pool's Ready claims from
-    # below (the buckets after NotReady hold only Ready ones; a budget allows no less for more
-    # nodes) and the disruptions under way from above (deleting, being disrupted, opted out,
-    # plus the Nodes not Ready); when even those leave room, the exact count cannot close it.
-    counts = p.census.counts
-    fewest = sum(counts.get(b, 0) for b in _READY_ONLY)
-    most = sum(counts.get(b, 0) for b in _MAY_DISRUPT) + not_ready_nodes(obs)
-    if remaining(obs.budgets, p.now, fewest, most) > 0:
-        return None
-    return budget_gate(obs.budgets, p.now, *budget_counts(obs))
-
-
-_MAY_DISRUPT = (Bucket.OPTED_OUT, Bucket.DELETING, Bucket.KARPENTER_DISRUPTING)
-_READY_ONLY = (
-    Bucket.IN_FLIGHT,
-    Bucket.TERMINAL,
-    Bucket.IN_BACKOFF,
-    Bucket.NOT_TRIGGERED,
-    Bucket.ELIGIBLE,
-)
-
-
-def advance(p: Pass, name: str) -> tuple[list[Action], datetime | None]:
-    """Move the anchored rotation of ``name`` on (spec §7.3)."""
-    claim = p.obs.claim(name)
-    mirror = p.obs.annotations.get(ann.ACTIVE_ROTATION_STATE)
-    if claim is None:
-        return _claim_gone(p, name, mirror == ann.MIRROR_DRAINING)
-    state = claim.annotations.get(ann.CLAIM_STATE, "")
-    if state in ("", ann.ClaimState.PENDING):
-        return pending(p, claim)
-    if state == ann.ClaimState.DRAINING:
-        actions: list[Action] = []
-        if mirror != ann.MIRROR_DRAINING or ann.DRAINING_AT not in p.obs.annotations:
-            patch: dict[str, str | None] = {ann.ACTIVE_ROTATION_STATE: ann.MIRROR_DRAINING}
-            if ann.DRAINING_AT not in p.obs.annotations:
-                patch[ann.DRAINING_AT] = p.stamp
-            actions.append(AnnotatePool(p.obs.name, patch))
-        if not claim.deleting:
-            actions.append(DeleteClaim(name))
-        return actions, p.now + SHORT_REQUEUE
-    if state == ann.ClaimState.FAILED:
-        blocked = start_gate(p.now, p.policy, PoolMarks.from_annotations(p.obs.annotations))
-        blocked = blocked or pool_state_gate(p.obs.static, p.obs.ready) or _budget_gate(p)
-        return advance_failed(p, claim, blocked is None)
-    if state == ann.ClaimState.EXPIRED:
-        return [*p.release(name), AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR))], None
-    return [
-        Log(
-            "anchored claim has an unknown state; holding",
-            {"nodeclaim": name, "state": state},
-            dedup=f"unknown:{state}",
-        )
-    ], p.now + LONG_REQUEUE
-
-
-def _claim_gone(p: Pass, name: str, draining: bool) -> tuple[list[Action], datetime | None]:
-    host = next((n.name for n in p.surge_hosts(name)), None)
-    actions = p.release(name)
-    if not draining:
-        actions += [
-            CountCompletion("expired"),
-            AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR)),
-            Log("rotation ended: the claim expired before it was drained", {"nodeclaim": name}),
-        ]
-        return actions, None
-    draining_at = ann.read_timestamp(p.obs.annotations, ann.DRAINING_AT)
-    drain = p.now - draining_at if draining_at is not None else None
-    patch: dict[str, str | None] = {**CLEAR_ANCHOR, ann.LAST_ROTATION_AT: p.stamp}
-    if drain is not None:
-        patch[OBSERVED_DRAIN] = append_sample(p.obs.annotations, OBSERVED_DRAIN, drain)
-    mode = p.obs.annotations.get(ann.ROTATION_MODE) or "surge"
-    surge_wait = p.obs.annotations.get(ann.SURGE_WAIT)
-    fields: dict[str, object] = {
-        "nodeclaim": name,
-        "mode": mode,
-        "surgeNode": host,
-        "surgeWait": surge_wait,
-    }
-    if drain is not None:
-        fields["drain"] = format_duration(drain)
-    actions += [CountCompletion("success"), AnnotatePool(p.obs.name, patch)]
-    if drain is not None:
-        actions.append(ObserveDuration("drain", drain.total_seconds()))
-    actions += [
-        Log("rotation complete", fields),
-        Announce(
-            "RotationCompleted",
-            f"NodeClaim {name} rotated ({mode})",
-            p.obs.name,
-            action=ROTATE_NODE,
-        ),
-    ]
-    return actions, None
 
 
 def _start_forceful(p: Pass, claim: NodeClaimView) -> tuple[list[Action], datetime | None]:
@@ -382,55 +309,54 @@ def _start_forceful(p: Pass, claim: NodeClaimView) -> tuple[list[Action], dateti
 
 
 def _ungoverned(
-    obs: PoolObservation, gov: Governance, anchor: str | None, now: datetime, config: MachineConfig
+    obs: PoolObservation,
+    gov: Governance,
+    anchor: str | None,
+    now: datetime,
+    census: PoolCensus | None,
 ) -> Step:
-    """Reap an anchored rotation the pool's policy no longer covers (§7.9), then stand by."""
-    actions: list[Action] = []
-    if anchor is not None:
-        # Governance lost: undo our markers; the claim's own state is left as it is (§12.6).
-        from fleetgate.domain.rotation.sweep import sweep
-
-        released = [
-            a
-            for a in sweep(_without_anchor(obs), now)
-            if not isinstance(a, (AnnotateClaim, CountCompletion, Log))
-        ]
-        actions += released
-        actions.append(AnnotatePool(obs.name, dict(CLEAR_ANCHOR)))
-        actions.append(
-            Announce(
-                "GovernanceLost",
-                f"rotation of {anchor} abandoned: {gov.detail}",
-                obs.name,
-                warning=True,
-                action=REAP_ROTATION,
-            )
-        )
+    """Reap an anchored rotation the pool's policy no longer covers (§7.9), then stand by (the
+    census, not advanced, is handed back as it came)."""
+    actions = _reap(obs, gov, anchor, now) if anchor is not None else []
     report = PoolReport(pool=obs.name, governance=gov, reason=gov.status.value)
-    if gov.status is Status.CONFLICT:
-        actions.append(
-            Announce(
-                "PolicyConflict",
-                gov.detail,
-                obs.name,
-                warning=True,
-                dedup=f"PolicyConflict:{gov.detail}",
-                action=RESOLVE_POLICY,
-            )
-        )
-        actions.append(
-            Log(
-                "policy conflict; not rotating",
-                {"detail": gov.detail},
-                dedup=f"conflict:{gov.detail}",
-            )
-        )
-        return Step(tuple(actions), now + LONG_REQUEUE, report, quiet_until=None)
-    return Step(tuple(actions), None, report, quiet_until=None)
+    if gov.status is not Status.CONFLICT:
+        return Step(tuple(actions), None, report, quiet_until=None, census=census)
+    actions += [
+        Announce(
+            "PolicyConflict",
+            gov.detail,
+            obs.name,
+            warning=True,
+            dedup=f"PolicyConflict:{gov.detail}",
+            action=RESOLVE_POLICY,
+        ),
+        Log(
+            "policy conflict; not rotating", {"detail": gov.detail}, dedup=f"conflict:{gov.detail}"
+        ),
+    ]
+    return Step(tuple(actions), now + LONG_REQUEUE, report, quiet_until=None, census=census)
 
 
-def _with(report: PoolReport, **changes: object) -> PoolReport:
-    return replace(report, **changes)  # type: ignore[arg-type]
+def _reap(obs: PoolObservation, gov: Governance, anchor: str, now: datetime) -> list[Action]:
+    """Governance lost: undo our markers; the claim's own state is left as it is (§12.6)."""
+    from fleetgate.domain.rotation.sweep import sweep
+
+    released = [
+        a
+        for a in sweep(_without_anchor(obs), now)
+        if not isinstance(a, (AnnotateClaim, CountCompletion, Log))
+    ]
+    return [
+        *released,
+        AnnotatePool(obs.name, dict(CLEAR_ANCHOR)),
+        Announce(
+            "GovernanceLost",
+            f"rotation of {anchor} abandoned: {gov.detail}",
+            obs.name,
+            warning=True,
+            action=REAP_ROTATION,
+        ),
+    ]
 
 
 def _with_anchor(p: Pass, name: str) -> Pass:

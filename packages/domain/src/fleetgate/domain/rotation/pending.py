@@ -24,7 +24,7 @@ from fleetgate.domain.rotation.actions import (
     Log,
     ObserveDuration,
 )
-from fleetgate.domain.rotation.cluster import NodeClaimView, PodView
+from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PodView
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
 from fleetgate.domain.rotation.context import CLEAR_ANCHOR, Pass
 from fleetgate.domain.rotation.disruption import node_limit_reached
@@ -102,90 +102,118 @@ def headroom_ok(p: Pass, claim: NodeClaimView, built: Built | None = None) -> bo
 def pending(p: Pass, claim: NodeClaimView, built: Built | None = None) -> Outcome:
     """One pass of a pending surge rotation (§7.4). ``built`` is the claim's placeholder when
     the caller built it already (for the headroom check of this pass: the placeholder reads
-    the claim's node, Pods and place, none of which the start's writes change)."""
-    name = claim.name
+    the claim's node, Pods and place, none of which the start's writes change).
+
+    In order: a claim being deleted ends the rotation; one past readyTimeout fails it;
+    otherwise the old claim is held (pending, cordoned, frozen), and the surge moves on as far
+    as it can: placeholder asked for, scheduled, its node ready, then the old claim drained."""
     if claim.deleting:  # Karpenter (or someone) is deleting it: the rotation is moot
-        aborted = p.release(name)
-        aborted += [
-            CountCompletion("expired"),
-            AnnotateClaim(
-                name,
-                {
-                    ann.CLAIM_STATE: ann.ClaimState.EXPIRED.value,
-                    ann.STARTED_AT: None,
-                    ann.SURGE_CLAIM: None,
-                },
-            ),
-            AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR)),
-            Log("rotation aborted: the claim is being deleted", {"nodeclaim": name}),
-        ]
-        return aborted, None
-    actions: list[Action] = []
-    started_at = ann.read_timestamp(claim.annotations, ann.STARTED_AT)
+        return _aborted(p, claim.name), None
+    recorded = ann.read_timestamp(claim.annotations, ann.STARTED_AT)
+    started_at = recorded if recorded is not None else p.now
+    if p.now - started_at > p.policy.ready_timeout:
+        return fail(p, claim, started_at)
+    actions = _hold_old_claim(p, claim, started_at, restamp=recorded is None)
+    freeze_until = ann.read_timestamp(p.obs.annotations, ann.FREEZE)
+    if freeze_until is not None and p.now < freeze_until:
+        held = Log(
+            "pool frozen; holding the pending rotation", {"nodeclaim": claim.name}, dedup="frozen"
+        )
+        return [*actions, held], p.now + LONG_REQUEUE
+    placeholder = _placeholder(p, claim.name)
+    if placeholder is None:
+        actions += _ask_for_surge(p, claim, built)
+    elif (host := _ready_host(p, claim, placeholder)) is None:
+        actions += _unschedulable(claim.name, placeholder)
+    else:
+        actions += _surge_ready(p, claim.name, host, started_at)
+    return actions, p.now + SHORT_REQUEUE
+
+
+def _aborted(p: Pass, name: str) -> list[Action]:
+    """The pending claim is being deleted: release the surge and end the rotation."""
+    return [
+        *p.release(name),
+        CountCompletion("expired"),
+        AnnotateClaim(
+            name,
+            {
+                ann.CLAIM_STATE: ann.ClaimState.EXPIRED.value,
+                ann.STARTED_AT: None,
+                ann.SURGE_CLAIM: None,
+            },
+        ),
+        AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR)),
+        Log("rotation aborted: the claim is being deleted", {"nodeclaim": name}),
+    ]
+
+
+def _hold_old_claim(
+    p: Pass, claim: NodeClaimView, started_at: datetime, restamp: bool
+) -> list[Action]:
+    """Keep the old claim pending (since ``started_at``), its node cordoned and frozen, and
+    the surge's claim recorded once found."""
     patch: dict[str, str | None] = {}
     if claim.annotations.get(ann.CLAIM_STATE) != ann.ClaimState.PENDING:
         patch[ann.CLAIM_STATE] = ann.ClaimState.PENDING.value
-    if started_at is None:
-        started_at = p.now
+    if restamp:
         patch[ann.STARTED_AT] = p.stamp
-    if p.now - started_at > p.policy.ready_timeout:
-        return fail(p, claim, started_at)
     node = p.obs.node(claim.node_name)
-    if node is not None:
-        actions += freeze(node, name, cordon=True)
+    actions: list[Action] = freeze(node, claim.name, cordon=True) if node is not None else []
     found = surge_claim(p, claim, started_at)
     if found and claim.annotations.get(ann.SURGE_CLAIM) != found:
         patch[ann.SURGE_CLAIM] = found
-    if patch:
-        actions.insert(0, AnnotateClaim(name, patch))
-    freeze_until = ann.read_timestamp(p.obs.annotations, ann.FREEZE)
-    if freeze_until is not None and p.now < freeze_until:
-        actions.append(
-            Log("pool frozen; holding the pending rotation", {"nodeclaim": name}, dedup="frozen")
-        )
-        return actions, p.now + LONG_REQUEUE
-    placeholder = _placeholder(p, name)
-    if placeholder is None:
-        if claim.node_name is not None:
-            create, sized = built or build(p, claim)
-            actions.append(create)
-            actions += _clamp_events(p.obs.name, name, sized)
-        return actions, p.now + SHORT_REQUEUE
+    return [AnnotateClaim(claim.name, patch), *actions] if patch else actions
+
+
+def _ask_for_surge(p: Pass, claim: NodeClaimView, built: Built | None) -> list[Action]:
+    """Create the placeholder Pod that makes Karpenter provision the surge node (once the
+    old claim has a node to keep it away from)."""
+    if claim.node_name is None:
+        return []
+    create, sized = built or build(p, claim)
+    return [create, *_clamp_events(p.obs.name, claim.name, sized)]
+
+
+def _ready_host(p: Pass, claim: NodeClaimView, placeholder: PodView) -> NodeView | None:
+    """The surge node, once the placeholder runs on a Ready node of the pool other than the
+    old claim's (None: not yet)."""
+    if placeholder.phase != "Running" or placeholder.deleting or placeholder.node_name is None:
+        return None
+    if placeholder.node_name == claim.node_name:
+        return None
     host = p.obs.node(placeholder.node_name)
-    ready = (
-        placeholder.phase == "Running"
-        and not placeholder.deleting
-        and placeholder.node_name is not None
-        and placeholder.node_name != claim.node_name
-        and host is not None
-        and host.ready
-        and host.labels.get(ann.KARPENTER_NODEPOOL) == p.obs.name
-    )
-    if not ready or host is None:
-        if placeholder.unschedulable_reason:
-            text = f"{placeholder.unschedulable_reason}: {placeholder.unschedulable_message or ''}"
-            actions.append(
-                Log(
-                    "surge placeholder is not schedulable",
-                    {"nodeclaim": name, "reason": text},
-                    dedup=f"unschedulable:{text}",
-                )
-            )
-            actions.append(
-                Announce(
-                    "SurgeUnschedulable",
-                    text,
-                    name,
-                    "NodeClaim",
-                    warning=True,
-                    dedup=f"SurgeUnschedulable:{name}:{text}",
-                    action=PROVISION_SURGE,
-                )
-            )
-        return actions, p.now + SHORT_REQUEUE
-    # surge_ready: the old claim may go.
+    if host is None or not host.ready or host.labels.get(ann.KARPENTER_NODEPOOL) != p.obs.name:
+        return None
+    return host
+
+
+def _unschedulable(name: str, placeholder: PodView) -> list[Action]:
+    """Say why the placeholder waits, when the scheduler said why."""
+    if not placeholder.unschedulable_reason:
+        return []
+    text = f"{placeholder.unschedulable_reason}: {placeholder.unschedulable_message or ''}"
+    return [
+        Log(
+            "surge placeholder is not schedulable",
+            {"nodeclaim": name, "reason": text},
+            dedup=f"unschedulable:{text}",
+        ),
+        Announce(
+            "SurgeUnschedulable",
+            text,
+            name,
+            "NodeClaim",
+            warning=True,
+            dedup=f"SurgeUnschedulable:{name}:{text}",
+            action=PROVISION_SURGE,
+        ),
+    ]
+
+
+def _surge_ready(p: Pass, name: str, host: NodeView, started_at: datetime) -> list[Action]:
+    """The surge node is ready: the old claim may go (the pool's mirror says draining)."""
     wait = p.now - started_at
-    actions += freeze(host, name, cordon=False)
     pool_patch: dict[str, str | None] = {ann.ACTIVE_ROTATION_STATE: ann.MIRROR_DRAINING}
     if ann.DRAINING_AT not in p.obs.annotations:
         pool_patch[ann.DRAINING_AT] = p.stamp
@@ -194,7 +222,8 @@ def pending(p: Pass, claim: NodeClaimView, built: Built | None = None) -> Outcom
         pool_patch[OBSERVED_PROVISIONING] = append_sample(
             p.obs.annotations, OBSERVED_PROVISIONING, wait
         )
-    actions += [
+    return [
+        *freeze(host, name, cordon=False),
         AnnotatePool(p.obs.name, pool_patch),
         AnnotateClaim(name, {ann.CLAIM_STATE: ann.ClaimState.DRAINING.value}),
         ObserveDuration("surge_wait", wait.total_seconds()),
@@ -205,7 +234,6 @@ def pending(p: Pass, claim: NodeClaimView, built: Built | None = None) -> Outcom
         Log("drain started", {"nodeclaim": name, "mode": "surge"}),
         DeleteClaim(name),
     ]
-    return actions, p.now + SHORT_REQUEUE
 
 
 def _clamp_events(pool: str, name: str, sized: Clamp) -> list[Action]:
@@ -263,22 +291,30 @@ def _reapable(p: Pass, surge: NodeClaimView, started_at: datetime, placeholder: 
 
 def fail(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> Outcome:
     """readyTimeout exceeded: roll the surge back and fail the attempt (§7.6 failPending)."""
-    name = claim.name
     # The placeholder goes first: while it is Pending, Karpenter would launch for it again.
-    actions: list[Action] = p.release(name)
+    actions: list[Action] = p.release(claim.name)
+    actions += _reap_surge(p, claim, started_at)
+    count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT)) + 1
+    return actions + _failed(p, claim.name, count), p.now + LONG_REQUEUE
+
+
+def _reap_surge(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> list[Action]:
+    """Delete the surge's claim when it came for this attempt and nothing but the placeholder
+    and node-bound Pods ran there."""
     surge_name = surge_claim(p, claim, started_at)
     surge = p.obs.claim(surge_name) if surge_name else None
-    placeholder = _placeholder(p, name)
-    if (
-        surge is not None
-        and started_at is not None
-        and not surge.deleting
-        and _reapable(p, surge, started_at, placeholder.name if placeholder else "")
-    ):
-        actions.append(DeleteClaim(surge.name))
-    count = ann.parse_retry_count(claim.annotations.get(ann.RETRY_COUNT)) + 1
+    if surge is None or started_at is None or surge.deleting:
+        return []
+    placeholder = _placeholder(p, claim.name)
+    if not _reapable(p, surge, started_at, placeholder.name if placeholder else ""):
+        return []
+    return [DeleteClaim(surge.name)]
+
+
+def _failed(p: Pass, name: str, count: int) -> list[Action]:
+    """Record the ``count``-th failure on the claim, say so, and clear the pool's anchor."""
     backoff_until = p.now + retry_backoff(p.policy.retry_backoff, count)
-    actions += [
+    return [
         CountCompletion("failure"),
         AnnotateClaim(
             name,
@@ -312,7 +348,6 @@ def fail(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> Outcome:
         ),
         AnnotatePool(p.obs.name, {**CLEAR_ANCHOR, ann.LAST_FAILURE_AT: p.stamp}),
     ]
-    return actions, p.now + LONG_REQUEUE
 
 
 def advance_failed(p: Pass, claim: NodeClaimView, gate_open: bool) -> Outcome:

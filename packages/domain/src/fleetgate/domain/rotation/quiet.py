@@ -28,10 +28,10 @@ from fleetgate.domain.rotation.actions import (
     DeleteClaim,
     SetUnschedulable,
 )
-from fleetgate.domain.rotation.census import eligibility_instant, may_become_eligible
 from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PoolObservation
 from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.disruption import opt_out_expiry
+from fleetgate.domain.rotation.selection import eligibility_instant, may_become_eligible
 
 _TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
 

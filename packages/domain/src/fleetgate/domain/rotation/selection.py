@@ -38,16 +38,19 @@ __all__ = [
     "classify",
     "deadline",
     "drift_rule",
+    "eligibility_instant",
     "is_opted_out",
     "is_short_lead",
     "is_triggered",
     "lead_time_for",
+    "may_become_eligible",
     "opted_out_claims",
     "order",
     "order_key",
     "pick",
     "retry_backoff",
     "take_census",
+    "trigger_instant",
 ]
 
 
@@ -222,6 +225,40 @@ def is_triggered(claim: ClaimView, now: datetime, rules: SelectionRules) -> bool
     if claim.expire_after is None:
         return False
     return age > claim.expire_after - lead_time_for(rules.lead_time_base, claim.tgp)
+
+
+_TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
+
+
+def trigger_instant(claim: ClaimView, rules: SelectionRules) -> datetime | None:
+    """The first instant at which ``is_triggered`` holds for ``claim`` (None: never)."""
+    if rules.override is not None:
+        return claim.created_at + rules.override + _TICK
+    if claim.expire_after is None:
+        return None
+    lead = lead_time_for(rules.lead_time_base, claim.tgp)
+    return claim.created_at + claim.expire_after - lead + _TICK
+
+
+def eligibility_instant(claim: ClaimView, rules: SelectionRules) -> datetime | None:
+    """The instant from which ``claim`` is eligible by time alone (age threshold passed and any
+    retry backoff over), ignoring readiness, state and opt-out; None when age never triggers."""
+    trigger = trigger_instant(claim, rules)
+    if trigger is None:
+        return None
+    if claim.state == ClaimState.FAILED:
+        failed_at = read_timestamp(claim.annotations, FAILED_AT)
+        count = parse_retry_count(claim.annotations.get(RETRY_COUNT))
+        if failed_at is not None:
+            trigger = max(trigger, failed_at + retry_backoff(rules.retry_backoff, count))
+    return trigger
+
+
+def may_become_eligible(claim: ClaimView, opted: bool) -> bool:
+    """Whether only time stands between ``claim`` and eligibility (its state lets it rotate)."""
+    if claim.deleting or not claim.ready or opted:
+        return False
+    return claim.state in ("", ClaimState.FAILED)
 
 
 def classify(

@@ -1,0 +1,62 @@
+"""The carried census is a value: advancing one returns its successor and spends it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from fleetgate.domain.rotation.census import PoolCensus
+from fleetgate.domain.rotation.machine import step
+from fleetgate.domain.rotation.selection import Bucket, Census
+from tests.unit.domain.rotation.test_machine import DUE, LEAD, NOW, E, claim, policy, pool
+
+RULES = policy().resolve(None)
+
+
+def _advance(census: PoolCensus, obs: object, at: object = NOW) -> PoolCensus:
+    return census.advanced(obs, RULES.selection, RULES.lead_time_base, at)  # type: ignore[arg-type]
+
+
+def test_advancing_returns_the_successor_and_spends_the_census_it_was_advanced_from() -> None:
+    obs = pool(claim("a", DUE), claim("b", timedelta(days=1)))
+    first = _advance(PoolCensus(), obs)
+    assert first.census.counts == {Bucket.ELIGIBLE: 1, Bucket.NOT_TRIGGERED: 1}
+    second = _advance(first, obs, NOW + timedelta(minutes=1))
+    assert second.census == first_census_of(obs, NOW + timedelta(minutes=1))
+    with pytest.raises(ValueError, match="census: this one is empty or was advanced already"):
+        first.candidate()
+    with pytest.raises(ValueError, match="census"):
+        PoolCensus().retry_count()
+
+
+def test_the_step_hands_back_the_census_it_advanced_and_keeps_it_out_of_the_decision() -> None:
+    obs = pool(claim("a", DUE))
+    given = PoolCensus()
+    carried = step(obs, [policy()], NOW, census=given)
+    assert carried.census is not None and carried.census is not given
+    assert carried.census.reclassified == 1
+    assert carried == step(obs, [policy()], NOW)  # the census takes no part in equality
+    again = step(obs, [policy()], NOW, census=carried.census)
+    assert again.census is not None and again.census.reclassified == 1  # nothing changed
+    assert step(obs, [policy()], NOW).census is None  # none given, none returned
+
+
+def test_other_rules_or_an_earlier_now_start_the_tables_afresh() -> None:
+    just = E - LEAD + timedelta(seconds=30)  # old enough at NOW, not a minute before
+    obs = pool(claim("a", just), claim("b", timedelta(days=1)))
+    census = _advance(PoolCensus(), obs)
+    assert census.census.counts == {Bucket.ELIGIBLE: 1, Bucket.NOT_TRIGGERED: 1}
+    earlier = NOW - timedelta(minutes=1)
+    census = _advance(census, obs, earlier)  # time went backwards: "a" is not due then
+    assert census.census.counts == {Bucket.NOT_TRIGGERED: 2} == first_census_of(obs, earlier).counts
+    override = replace(RULES.selection, override=timedelta(hours=1))
+    census = census.advanced(obs, override, RULES.lead_time_base, NOW)
+    assert census.reclassified == 2  # every claim classified again, under the new rules
+    assert census.census.counts == {Bucket.ELIGIBLE: 2}
+
+
+def first_census_of(obs: object, at: object) -> Census:
+    """The counts a fresh census gives for ``obs`` at ``at``."""
+    return _advance(PoolCensus(), obs, at).census
