@@ -1,15 +1,18 @@
-"""The simulator: the real controller on the fake cluster, in virtual time."""
+"""The simulation use case: the real controller on the fake cluster, in virtual time, and its
+typed result."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from fleetgate.apps.container import Container
+from fleetgate.apps.services.simulation import SimulationError, SimulationInputs
 from fleetgate.apps.simulate.fleet import load_fleet
-from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
 from fleetgate.domain.rotation.findings import FindingCode
 from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.windows import MaintenanceWindow
@@ -25,9 +28,15 @@ THROUGHPUT = {
 }
 
 
+def simulate(inputs: SimulationInputs) -> dict[str, Any]:
+    """The document of a run with the composition root's simulator."""
+    return Container().simulator().run(inputs).document()
+
+
 def run(pol: RotationPolicy, document: dict[str, object], days: int = 60, **kw: object) -> dict:
     fleet = load_fleet(document, SIM_START)
-    return simulate(Inputs(pol, fleet, SIM_START, SIM_START + timedelta(days=days), **kw))
+    inputs = SimulationInputs(pol, fleet, SIM_START, SIM_START + timedelta(days=days), **kw)
+    return simulate(inputs)
 
 
 def generated(count: int, spread: str, expire: str = "14d") -> dict[str, object]:
@@ -153,7 +162,7 @@ def test_a_fleet_derive_calls_feasible_never_breaches(pol: RotationPolicy, docum
     if not feasible or oldest > derivation.age_threshold:
         return
     days = 2 * fleet.expire_after.days + 1
-    doc = simulate(Inputs(pol, fleet, SIM_START, SIM_START + timedelta(days=days)))
+    doc = simulate(SimulationInputs(pol, fleet, SIM_START, SIM_START + timedelta(days=days)))
     assert doc["summary"]["breaches"] == 0, doc["events"]
 
 
