@@ -143,5 +143,5 @@ async def test_a_policy_selecting_by_expressions_only_governs_the_generated_flee
 
 async def test_simulations_past_the_apps_bound_are_stopped_and_named_as_the_span() -> None:
     # No time at all: refused whatever the machine's speed, by the bound every caller shares.
-    with pytest.raises(WhatIfError, match="^span: the simulations did not finish within 0 s"):
+    with pytest.raises(WhatIfError, match=r"^span: the simulations did not finish within 0 s"):
         await compare_within(BODY, Container().simulator(), 0.0)
