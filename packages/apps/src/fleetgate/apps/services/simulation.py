@@ -24,7 +24,7 @@ from fleetgate.apps.services.bounded import run_bounded
 from fleetgate.apps.simulate import run
 from fleetgate.apps.simulate.engine import DEFAULT_BUDGET, VirtualDriver
 from fleetgate.apps.simulate.fleet import Fleet
-from fleetgate.apps.simulate.lineage import build_lineage
+from fleetgate.apps.simulate.lineage import Lineage, build_lineage
 from fleetgate.apps.simulate.recorder import Recorder
 from fleetgate.apps.simulate.report import headline
 from fleetgate.apps.simulate.run import Diagnostic
@@ -295,8 +295,25 @@ def _result(
     lineage = build_lineage(world.cluster, fleet, world.recorder, plan.resolved, through)
     windows = run.windows(plan.resolved, plan.inputs.start, through)
     drains = run.drain_events(world.cluster)
+    summary = _summary(fleet, lineage, drains, passes)
+    diagnostics += _outcome_diagnostics(summary)
+    events = run.events(windows, world.recorder.events, lineage.breach_events, drains)
+    return SimulationResult(
+        plan=plan,
+        summary=summary,
+        diagnostics=tuple(diagnostics),
+        events=tuple(events),
+        generations=tuple(lineage.generations),
+        rotations=tuple(lineage.rotations),
+        windows=tuple(run.jsonable(w) for w in windows),
+        partial=not complete,
+        simulated_through=through,
+    )
+
+
+def _summary(fleet: Fleet, lineage: Lineage, drains: list[dict[str, Any]], passes: int) -> Summary:
     rotations = lineage.rotations
-    summary = Summary(
+    return Summary(
         nodes=len(fleet.nodes),
         rotations=len(rotations),
         succeeded=sum(r["outcome"] == "success" for r in rotations),
@@ -307,10 +324,15 @@ def _result(
         forced_drains=sum(e["type"] == "drain-forced" for e in drains),
         controller_passes=passes,
     )
-    if lineage.breaches:
-        diagnostics.append(Diagnostic("fatal", "ExpireAfterBreach", headline(summary.as_dict())))
+
+
+def _outcome_diagnostics(summary: Summary) -> list[Diagnostic]:
+    """What the outcome says: breaches (fatal), drains forced past a PodDisruptionBudget."""
+    out = []
+    if summary.breaches:
+        out.append(Diagnostic("fatal", "ExpireAfterBreach", headline(summary.as_dict())))
     if summary.forced_drains:
-        diagnostics.append(
+        out.append(
             Diagnostic(
                 "warning",
                 "DrainForcedAtTerminationGracePeriod",
@@ -319,15 +341,4 @@ def _result(
                 "the budget. Allow a disruption (maxUnavailable >= 1) or keep a spare replica.",
             )
         )
-    events = run.events(windows, world.recorder.events, lineage.breach_events, drains)
-    return SimulationResult(
-        plan=plan,
-        summary=summary,
-        diagnostics=tuple(diagnostics),
-        events=tuple(events),
-        generations=tuple(lineage.generations),
-        rotations=tuple(rotations),
-        windows=tuple(run.jsonable(w) for w in windows),
-        partial=not complete,
-        simulated_through=through,
-    )
+    return out
