@@ -21,10 +21,11 @@ from benchmarks.sizes import Sizes
 from benchmarks.stats import percentile
 from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import VirtualClock
+from fleetgate.apps.container import Container
 from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import RotationController
+from fleetgate.apps.services.simulation import SimulationInputs, SimulationResult
 from fleetgate.apps.simulate.fleet import load_fleet
-from fleetgate.apps.simulate.run import Inputs, simulate_async
 from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.policy import RotationPolicy, Surge
 from fleetgate.domain.rotation.windows import MaintenanceWindow
@@ -99,7 +100,8 @@ class _Run:
 async def _simulate(nodes: int, days: int, cap: float) -> _Run:
     gc.collect()  # each run starts from the heap the last one left, not with its garbage
     end = START + timedelta(days=days)
-    inputs = Inputs(policy(), load_fleet(fleet_document(nodes), START), START, end)
+    inputs = SimulationInputs(policy(), load_fleet(fleet_document(nodes), START), START, end)
+    simulator = Container().simulator()
     reached = [START]
     began, cpu = time.perf_counter(), time.process_time()
 
@@ -109,12 +111,12 @@ async def _simulate(nodes: int, days: int, cap: float) -> _Run:
             raise _OutOfTime
 
     try:
-        doc: dict[str, Any] | None = await simulate_async(inputs, progress)
+        result: SimulationResult | None = await simulator.run_async(inputs, progress)
     except _OutOfTime:
-        doc = None
+        result = None
     seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
-    reached_days = days if doc is not None else (reached[0] - START) / timedelta(days=1)
-    summary = None if doc is None else dict(doc["summary"])
+    reached_days = days if result is not None else (reached[0] - START) / timedelta(days=1)
+    summary = None if result is None else dict(result.summary.as_dict())
     return _Run(nodes, reached_days, days, seconds, cpu, summary)
 
 

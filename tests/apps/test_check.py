@@ -13,9 +13,10 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from fleetgate.apps.check import check_report
 from fleetgate.apps.cli import app
 from fleetgate.apps.policyfile import load_policy
+from fleetgate.apps.services.check import CheckInputs
+from fleetgate.apps.services.check import check as check_policy
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -311,11 +312,11 @@ def test_missing_file_and_bad_yaml_exit_2(tmp_path: Path) -> None:
     assert code == 2 and "invalid YAML at line" in err
 
 
-def test_check_report_is_what_the_cli_prints() -> None:
+def test_the_check_result_report_is_what_the_cli_prints() -> None:
     path = EXAMPLES / "overnight-policy.yaml"
     _, printed = check_json(path, *DOCUMENTED["overnight-policy.yaml"])
-    built = check_report(load_policy(path), timedelta(days=14), timedelta(hours=1), 20)
-    assert built == printed
+    inputs = CheckInputs(timedelta(days=14), timedelta(hours=1), 20)
+    assert check_policy(load_policy(path), inputs).report() == printed
 
 
 def test_the_installed_console_script() -> None:

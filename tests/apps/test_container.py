@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from fleetgate.apps.container import build_container
+from fleetgate.apps.container import build_container, simulation_world, up_container
+from fleetgate.apps.services.simulation import Simulator
 from fleetgate.apps.settings import Settings
+from fleetgate.apps.up.runtime import cadence_for
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Overcommit
 from fleetgate.domain.ports import Clock, SimulatedCluster
+from tests.apps.controller.world import policy
 from tests.ports import assert_implements
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
 
 def test_the_container_builds_the_configured_adapters(tmp_sqlite_url: str) -> None:
@@ -73,3 +80,31 @@ def test_the_controller_namespace_reaches_a_cluster_backend_through_the_hook(
     assert build_container(settings).cluster().options.namespace == "ops"  # type: ignore[attr-defined]
     pinned = Settings(cluster="karpenter", cluster_options={"namespace": "elsewhere"})
     assert build_container(pinned).cluster().options.namespace == "elsewhere"  # type: ignore[attr-defined]
+
+
+def test_each_simulation_runs_in_a_fresh_world_governed_by_its_one_policy() -> None:
+    pol = policy("only")
+    first, second = simulation_world(T0, pol), simulation_world(T0, pol)
+    assert first.cluster is not second.cluster and first.clock is not second.clock
+    assert first.clock.now() == T0
+    controller = first.controller
+    assert controller.cluster is first.cluster and controller.clock is first.clock
+    # The recorder hears the controller's events and each pass.
+    assert controller.events is first.recorder and controller.on_pass == first.recorder.on_pass
+    assert asyncio.run(controller.policies()) == [pol]
+    assert isinstance(build_container(Settings()).simulator(), Simulator)
+
+
+def test_up_drives_this_processs_controller_sync_and_reconciler_at_its_speed(
+    tmp_sqlite_url: str,
+) -> None:
+    c = up_container(Settings(database_url=tmp_sqlite_url, cluster="fake"), T0, 600.0)
+    runtime = c.up_runtime()
+    assert runtime.controller is c.rotation_controller() and runtime.sync is c.node_sync()
+    assert runtime.workload is c.up_workload() and runtime.status is c.up_status()
+    assert runtime.cluster is c.simulated_cluster() and runtime.clock.now() == T0
+    assert runtime.speed == c.up_status().speed == 600.0
+    assert runtime.cadence == cadence_for(c.settings(), 600.0)
+    assert c.up_workload().placements is c.placement_service()
+    # Rotation events go to the audit trail, beside the capacity events.
+    assert c.rotation_controller().events is c.capacity_events()

@@ -24,9 +24,10 @@ from typing import Any
 
 import yaml
 
+from fleetgate.apps.container import Container
 from fleetgate.apps.policyfile import load_policy
+from fleetgate.apps.services.simulation import SimulationInputs
 from fleetgate.apps.simulate.fleet import load_fleet
-from fleetgate.apps.simulate.run import Inputs, simulate
 from tests.strategies import SIM_START
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -71,7 +72,8 @@ def run_full(policy_file: str, fleet_file: str, env: str) -> dict[str, Any]:
     fleet = load_fleet(document, SIM_START)
     policy = load_policy(EXAMPLES / policy_file)
     end = SIM_START + timedelta(days=DAYS)
-    doc = simulate(Inputs(policy, fleet, SIM_START, end, **ENVS[env]))  # type: ignore[arg-type]
+    inputs = SimulationInputs(policy, fleet, SIM_START, end, **ENVS[env])  # type: ignore[arg-type]
+    doc = Container().simulator().run(inputs).document()
     summary = {k: v for k, v in doc["summary"].items() if k != "controllerPasses"}
     return {
         "summary": summary,

@@ -6,7 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fleetgate.apps.simulate.fleet import FleetError, load_fleet
+from fleetgate.apps.simulate.fleet import FleetError, labels_for, load_fleet
+from fleetgate.domain.rotation.labelselector import LabelSelector, SelectorRequirement
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -185,3 +186,19 @@ def test_a_workload_budget_takes_one_bound_a_count_or_a_percentage() -> None:
 def test_a_bad_workload_budget_is_refused_naming_the_field(budget: object, field: str) -> None:
     with pytest.raises(FleetError, match=field):
         load_fleet(_budget(budget), START)
+
+
+def test_labels_satisfy_match_labels_and_in_and_exists_but_nothing_negative() -> None:
+    selector = LabelSelector(
+        match_labels={"team": "a"},
+        match_expressions=(
+            SelectorRequirement("tier", "In", ("gold", "silver")),
+            SelectorRequirement("rotate", "Exists"),
+            SelectorRequirement("legacy", "NotIn", ("yes",)),
+            SelectorRequirement("frozen", "DoesNotExist"),
+        ),
+    )
+    labels = labels_for(selector)
+    assert labels == {"team": "a", "tier": "gold", "rotate": "true"}
+    assert selector.matches(labels)
+    assert labels_for(None) == {}

@@ -1,5 +1,6 @@
-"""The pieces ``fleetgate up`` runs, built by the composition root as ``up`` builds them, over the
-database under test (emptied), the fake cluster and a virtual clock."""
+"""The pieces ``fleetgate up`` runs, built by the composition root's ``up_container`` as ``up``
+builds them (with a seeded workload and fixed cadences), over the database under test (emptied),
+the fake cluster and a virtual clock."""
 
 from __future__ import annotations
 
@@ -10,14 +11,13 @@ from random import Random
 from typing import Any
 
 import pytest
-from dependency_injector import providers
 
 from fleetgate.adapters.clock import VirtualClock
-from fleetgate.apps.container import Container, build_container
+from fleetgate.apps.container import Container, up_container
 from fleetgate.apps.policyfile import load_policies
 from fleetgate.apps.settings import CapacitySettings, ControllerSettings, Settings
 from fleetgate.apps.up import fleet
-from fleetgate.apps.up.runtime import Cadence, UpRuntime
+from fleetgate.apps.up.runtime import Cadence, UpRuntime, seed
 from fleetgate.apps.up.status import UpStatus
 from fleetgate.apps.up.workload import Workload
 from tests.conftest import Backend
@@ -60,42 +60,28 @@ def up_test_settings(backend: Backend) -> Settings:
 @pytest.fixture
 async def up(backend: Backend) -> AsyncIterator[Up]:
     """The sample fleet (4 nodes) seeded and ready to tick, as ``fleetgate up`` wires it."""
-    clock = VirtualClock(T0)
-    container = build_container(up_test_settings(backend), clock=clock)
+    container = up_container(
+        up_test_settings(backend),
+        T0,
+        600,
+        up_rng=Random(5),
+        up_cadence=Cadence(sync=2, workload=1, metrics=2, reconcile=5),
+    )
     ledger = container.ledger()
     await ledger.start()
     try:
         await empty(ledger)
-        container.event_sink.override(providers.Object(ledger.event_sink()))
-        cluster = container.cluster()
-        fleet.seed_cluster(
-            cluster, fleet.plan_pools(load_policies(fleet.DEFAULT_POLICIES), 4), clock.now()
-        )
+        plans = fleet.plan_pools(load_policies(fleet.DEFAULT_POLICIES), 4)
+        cluster, clock = container.simulated_cluster(), container.clock()
+        await seed(cluster, clock, container.node_sync(), container.up_workload(), plans, 0.4)
         originals = set(cluster.claims)
-        sync = container.node_sync()
-        await sync.sync()
-        workload = Workload(
-            ledger,
-            container.placement_service(),
+        yield Up(
+            container,
             clock,
-            Random(5),
-            claims=container.claim_service(),
+            container.up_runtime(),
+            container.up_status(),
+            container.up_workload(),
+            originals,
         )
-        await workload.seed(share=0.4)
-        status = UpStatus(
-            ledger, cluster, clock, speed=600, target_load=0.75, counters=workload.counters
-        )
-        runtime = UpRuntime(
-            clock=clock,
-            cluster=cluster,
-            controller=container.rotation_controller(),
-            sync=sync,
-            workload=workload,
-            reconcile=container.reconciler().run_pass,
-            status=status,
-            speed=600,
-            cadence=Cadence(sync=2, workload=1, metrics=2, reconcile=5),
-        )
-        yield Up(container, clock, runtime, status, workload, originals)
     finally:
         await ledger.close()

@@ -9,7 +9,7 @@ import pytest
 import structlog
 
 from fleetgate.apps.settings import Settings
-from fleetgate.apps.up import command
+from fleetgate.apps.up import command, runtime
 
 
 def test_up_runs_on_its_own_sqlite_file_and_the_fake_cluster_with_an_admin_token(
@@ -53,8 +53,8 @@ def test_a_bad_policy_file_is_invalid_input(
 
 def test_the_reconcile_pass_follows_virtual_time_but_runs_at_most_once_a_real_second() -> None:
     settings = Settings()  # reconciler.interval_seconds = 300
-    assert command.cadence_for(settings, 600.0).reconcile == 1.0
-    assert command.cadence_for(settings, 30.0).reconcile == 10.0
+    assert runtime.cadence_for(settings, 600.0).reconcile == 1.0
+    assert runtime.cadence_for(settings, 30.0).reconcile == 10.0
 
 
 def test_a_start_up_failure_is_reported_with_exit_1(

@@ -14,7 +14,6 @@ from fleetgate.apps.policyfile import load_policies, load_policy
 from fleetgate.apps.up import fleet
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.rotation.governance import govern
-from fleetgate.domain.rotation.labelselector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 
@@ -50,22 +49,6 @@ def test_any_example_policy_governs_both_pools_feasibly(example: str) -> None:
         assert gov.resolved is not None
         derivation = gov.resolved.derive(plan.expire_after, plan.nodes)
         assert not derivation.fatal and derivation.age_threshold > timedelta(0)
-
-
-def test_labels_satisfy_match_labels_and_in_and_exists_but_nothing_negative() -> None:
-    selector = LabelSelector(
-        match_labels={"team": "a"},
-        match_expressions=(
-            SelectorRequirement("tier", "In", ("gold", "silver")),
-            SelectorRequirement("rotate", "Exists"),
-            SelectorRequirement("legacy", "NotIn", ("yes",)),
-            SelectorRequirement("frozen", "DoesNotExist"),
-        ),
-    )
-    labels = fleet.labels_for(selector)
-    assert labels == {"team": "a", "tier": "gold", "rotate": "true"}
-    assert selector.matches(labels)
-    assert fleet.labels_for(None) == {}
 
 
 def test_nodes_are_shared_between_the_pools_the_first_taking_the_odd_one() -> None:

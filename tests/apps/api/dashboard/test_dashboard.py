@@ -11,6 +11,7 @@ import pytest
 from fastapi import FastAPI
 
 from fleetgate.apps.api.dashboard import COOKIE, install_dashboard, render
+from fleetgate.apps.container import Container
 from tests.apps.api.dashboard.sample import snapshot
 
 TOKEN = "dashboard-admin-token-0123"
@@ -23,6 +24,7 @@ async def client() -> AsyncIterator[httpx.AsyncClient]:
 
     app = FastAPI()
     install_dashboard(app, source, TOKEN)
+    app.state.container = Container()  # the What-if page's simulator
     app.state.simulate_seconds = math.inf  # what-if runs: no wall-clock bound in tests
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:

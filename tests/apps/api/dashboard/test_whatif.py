@@ -7,7 +7,15 @@ from typing import Any
 import httpx
 import pytest
 
-from fleetgate.apps.api.dashboard.whatif import DEFAULT_FLEET, POLICY_A, POLICY_B, page
+from fleetgate.apps.api.dashboard.whatif import (
+    DEFAULT_FLEET,
+    POLICY_A,
+    POLICY_B,
+    WhatIfError,
+    compare_within,
+    page,
+)
+from fleetgate.apps.container import Container
 from tests.apps.api.dashboard.test_dashboard import TOKEN, client
 
 __all__ = ["client"]  # the dashboard's fixture, imported so that pytest finds it here
@@ -113,3 +121,27 @@ async def test_the_timelines_have_the_dashboards_axis_dates_and_legend(
     assert html.count("<figcaption>") == 2 and "maintenance window (top row)" in html
     assert "forced expiry" in html  # B's breach lines are in its legend
     assert 'class="tl-now"' not in html  # a simulation has no "now"
+
+
+async def test_a_policy_selecting_by_expressions_only_governs_the_generated_fleet(
+    client: httpx.AsyncClient,
+) -> None:
+    # The fleet is given the labels the selector needs (an In takes its first value), as
+    # `fleetgate up`'s sample pools are: it used to get matchLabels only, and was refused.
+    selector = 'matchLabels: {fleetgate.io/rotate: "true"}'
+    assert selector in POLICY_A
+    by_expression = POLICY_A.replace(
+        selector, "matchExpressions: [{key: tier, operator: In, values: [gold, silver]}]"
+    )
+    r = await client.post(
+        "/dashboard/whatif", json={**BODY, "policies": [by_expression]}, headers=AUTH
+    )
+    assert r.status_code == 200, r.text
+    (side,) = r.json()["sides"]
+    assert side["simulation"]["summary"]["rotations"] > 0
+
+
+async def test_simulations_past_the_apps_bound_are_stopped_and_named_as_the_span() -> None:
+    # No time at all: refused whatever the machine's speed, by the bound every caller shares.
+    with pytest.raises(WhatIfError, match=r"^span: the simulations did not finish within 0 s"):
+        await compare_within(BODY, Container().simulator(), 0.0)

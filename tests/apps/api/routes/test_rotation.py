@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from fleetgate.apps.api.schemas.fleet import MAX_SIMULATE_NODES
-from fleetgate.apps.check import check_report
+from fleetgate.apps.container import Container
 from fleetgate.apps.policyfile import load_policy
+from fleetgate.apps.services.check import CheckInputs, check
 from fleetgate.domain.rotation.windows import DAY_NAMES
 from tests.apps.api.conftest import ADMIN, Api
 
@@ -30,7 +31,8 @@ def tokyo_manifest() -> dict[str, Any]:
 
 
 async def test_the_answer_is_the_check_report_for_object_and_yaml_forms(api: Api) -> None:
-    expected = check_report(load_policy(TOKYO), timedelta(hours=336), timedelta(hours=1), 10)
+    facts_in = CheckInputs(timedelta(hours=336), timedelta(hours=1), 10)
+    expected = check(load_policy(TOKYO), facts_in).report()
     facts = {"expire_after": "336h", "termination_grace_period": "1h", "nodes": 10}
     as_object = await api.client.post(
         URL, json={"policy": tokyo_manifest(), **facts}, headers=ADMIN
@@ -120,10 +122,10 @@ START = "2024-01-01T00:00:00Z"
 
 async def test_a_simulation_answers_what_the_cli_prints(api: Api) -> None:
     from fleetgate.apps.simulate.command import build_inputs
-    from fleetgate.apps.simulate.run import simulate_async
 
     start, end = "2024-01-01T00:00:00Z", "2024-01-15T00:00:00Z"
-    expected = await simulate_async(build_inputs(POLICY, FLEET, start, end, None, None))
+    inputs = build_inputs(POLICY, FLEET, start, end, None, None)
+    expected = (await Container().simulator().run_async(inputs)).document()
     body = {"policy": POLICY.read_text(), "fleet": FLEET.read_text(), "start": start, "span": "14d"}
     r = await api.client.post(SIMULATE, json=body, headers=await api.token("team-a"))
     assert r.status_code == 200, r.text

@@ -1,7 +1,7 @@
 """``fleetgate check``: can these windows rotate the pool before Karpenter's forced expiry?
 
-The numbers come from the domain (:func:`ResolvedPolicy.derive`); this module only turns them
-into a report: a table for people, or one JSON object (:func:`check_report`, also served by the
+The check is a use case (:mod:`fleetgate.apps.services.check`); this module only presents its
+results: a table for people, or one JSON object (:meth:`CheckResult.report`, also served by the
 HTTP API's ``POST /v1/rotation/check``). Exit status: 0 without a fatal finding, 1 with one
 (and, with ``strict``, with a warning too: CI fails on what a person would be warned of), 2 for
 invalid input (the message names the file and field, or the option). The verdict line under the
@@ -11,9 +11,8 @@ findings says the same as the exit status: OK only when there is no finding at a
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import yaml
 from rich.console import Console
@@ -22,10 +21,17 @@ from rich.table import Table
 from fleetgate.apps.clientoutput import dump_yaml
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.redaction import error_markup
-from fleetgate.domain.durations import DurationError, parse_duration
+from fleetgate.apps.services.check import (
+    NEVER,
+    CheckInputs,
+    CheckResult,
+    check_all,
+    parse_expire_after,
+    parse_grace_period,
+)
+from fleetgate.domain.durations import DurationError
 from fleetgate.domain.durations import format_duration as fmt
-from fleetgate.domain.rotation.annotations import format_timestamp
-from fleetgate.domain.rotation.budget_forecast import BudgetForecast, forecast_budgets
+from fleetgate.domain.rotation.budget_forecast import BudgetForecast
 from fleetgate.domain.rotation.budgets import Budget, BudgetError, budgets_from_spec
 from fleetgate.domain.rotation.constants import BUFFER, DRAIN_FALLBACK
 from fleetgate.domain.rotation.derive import Derivation
@@ -33,7 +39,6 @@ from fleetgate.domain.rotation.formulas import (
     T_ROT_RULE,
     drain_estimate_rule,
     failure_pause_rule,
-    input_record,
     provisioning_estimate_rule,
 )
 from fleetgate.domain.rotation.policy import PolicyError, ResolvedPolicy, RotationPolicy
@@ -43,69 +48,11 @@ __all__ = [
     "EXIT_FATAL",
     "EXIT_INVALID",
     "EXIT_OK",
-    "check_report",
-    "parse_expire_after",
-    "parse_grace_period",
+    "read_nodepool_budgets",
     "run_check",
 ]
 
 EXIT_OK, EXIT_FATAL, EXIT_INVALID = 0, 1, 2
-NEVER = "Never"
-
-
-def parse_expire_after(text: str) -> timedelta | None:
-    """``--expire-after``: a positive duration, or ``Never`` (None)."""
-    if text.strip() == NEVER:
-        return None
-    value = parse_duration(text)
-    if value <= timedelta(0):
-        raise DurationError(f"must be greater than 0 (or {NEVER}), got {text!r}")
-    return value
-
-
-def parse_grace_period(text: str | None) -> timedelta | None:
-    """``--termination-grace-period``: a duration >= 0, or None when omitted (unset)."""
-    if text is None:
-        return None
-    value = parse_duration(text)
-    if value < timedelta(0):
-        raise DurationError(f"must not be negative, got {text!r}")
-    return value
-
-
-def check_report(
-    policy: RotationPolicy,
-    expire_after: timedelta | None,
-    termination_grace_period: timedelta | None,
-    nodes: int,
-) -> dict[str, Any]:
-    """The JSON object of ``fleetgate check --format json``; raises PolicyError if invalid."""
-    resolved = policy.resolve(termination_grace_period)
-    return _report(resolved, resolved.derive(expire_after, nodes))
-
-
-def _report(resolved: ResolvedPolicy, d: Derivation) -> dict[str, Any]:
-    """Build the JSON object from a resolved policy and its derivation."""
-    return {
-        "inputs": input_record(d.inputs, resolved.failure_pause, _seconds),
-        "tRot": _seconds(d.t_rot),
-        "tRotEst": _seconds(d.t_rot_est),
-        "drainEstimate": _seconds(d.drain_estimate),
-        "provisioningEstimate": _seconds(d.provisioning_estimate),
-        "leadTime": _seconds(d.lead_time),
-        "A": _seconds(d.age_threshold),
-        "G": d.guaranteed_chances,
-        "C": d.capacity,
-        "findings": [f.as_dict() for f in d.findings],
-    }
-
-
-def _seconds(value: timedelta | None) -> int | float | None:
-    """A duration in seconds: an integer when whole, None when undefined."""
-    if value is None:
-        return None
-    whole, rest = divmod(value, timedelta(seconds=1))
-    return int(whole) if not rest else value.total_seconds()
 
 
 def run_check(
@@ -141,47 +88,36 @@ def run_check(
     if nodes < 0:
         err.print("[red]error:[/red] --nodes: must not be negative", soft_wrap=True)
         return EXIT_INVALID
+    inputs = CheckInputs(expiry, grace, nodes, budgets, now or datetime.now(UTC))
     try:
-        results = [(p, p.resolve(grace)) for p in load_policies(policy)]
+        results = check_all(load_policies(policy), inputs)
     except (PolicyFileError, PolicyError) as exc:
         for line in getattr(exc, "errors", (str(exc),)):
             err.print(error_markup(line), soft_wrap=True)
         return EXIT_INVALID
-    derived = [(p, r, r.derive(expiry, nodes)) for p, r in results]
-    start = (now or datetime.now(UTC)).replace(second=0, microsecond=0)
-    forecasts = [
-        None
-        if budgets is None
-        else forecast_budgets(r, budgets, expiry, nodes, start, start + BUDGET_SPAN)
-        for _, r, _ in derived
-    ]
+    _present(results, policy, fmt)
+    warned = any(r.findings for r in results)
+    failed = any(r.fatal for r in results) or (strict and warned)
+    return EXIT_FATAL if failed else EXIT_OK
+
+
+def _present(results: list[CheckResult], policy: Path, fmt: str) -> None:
+    """Print the results as ``--format`` asks."""
     if fmt in ("json", "yaml"):
-        reports = [
-            _report(r, d) | ({} if f is None else {"budgets": budget_report(f)})
-            for (_, r, d), f in zip(derived, forecasts, strict=True)
-        ]
+        reports = [r.report() for r in results]
         doc = reports[0] if len(reports) == 1 else reports
         print(json.dumps(doc, indent=2) if fmt == "json" else dump_yaml(doc))
     elif fmt == "name":  # the finding codes, one a line: what a script greps for
-        codes = [f.code.value for _, _, d in derived for f in d.findings]
-        codes += [x.code.value for f in forecasts if f is not None for x in f.findings]
+        codes = [f.code.value for r in results for f in r.derivation.findings]
+        codes += [x.code.value for r in results if r.budgets for x in r.budgets.findings]
         for code in dict.fromkeys(codes):
             print(code)
     else:  # table and wide: the table already shows every symbol and rule
         out = Console(highlight=False)
-        for (p, r, d), f in zip(derived, forecasts, strict=True):
-            _print_table(out, policy, p, r, d)
-            if f is not None:
-                _print_budgets(out, f)
-    warned = any(d.findings for _, _, d in derived) or any(
-        f is not None and f.findings for f in forecasts
-    )
-    failed = any(d.fatal for _, _, d in derived) or (strict and warned)
-    return EXIT_FATAL if failed else EXIT_OK
-
-
-BUDGET_SPAN = timedelta(days=28)
-"""How far ahead ``--nodepool`` lays the budgets over the windows."""
+        for r in results:
+            _print_table(out, policy, r.policy, r.resolved, r.derivation)
+            if r.budgets is not None:
+                _print_budgets(out, r.budgets)
 
 
 def read_nodepool_budgets(path: Path) -> tuple[Budget, ...]:
@@ -192,26 +128,6 @@ def read_nodepool_budgets(path: Path) -> tuple[Budget, ...]:
     spec = document.get("spec") or {}
     disruption = spec.get("disruption") or {} if isinstance(spec, dict) else {}
     return budgets_from_spec(disruption.get("budgets") if isinstance(disruption, dict) else None)
-
-
-def budget_report(f: BudgetForecast) -> dict[str, Any]:
-    """The ``budgets`` member of the JSON report: the windows as the budgets leave them."""
-
-    def spans(intervals: tuple[Interval, ...]) -> list[dict[str, str]]:
-        return [
-            {"start": format_timestamp(i.start), "end": format_timestamp(i.end)} for i in intervals
-        ]
-
-    out: dict[str, Any] = {
-        "windows": spans(f.windows),
-        "effectiveWindows": spans(f.effective),
-        "unusableWindows": spans(f.unusable),
-        "findings": [x.as_dict() for x in f.findings],
-    }
-    if f.derivation is not None:
-        d = f.derivation
-        out |= {"A": _seconds(d.age_threshold), "G": d.guaranteed_chances, "C": d.capacity}
-    return out
 
 
 def _print_budgets(out: Console, f: BudgetForecast) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from random import Random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pluggy
 from dependency_injector import containers, providers
@@ -43,6 +43,14 @@ from fleetgate.domain.ports import (
     TokenStore,
 )
 from fleetgate.domain.rotation.context import MachineConfig
+from fleetgate.domain.rotation.policy import RotationPolicy
+
+if TYPE_CHECKING:  # imported where built: the API, `up` and the CLI need them, not every process
+    from fleetgate.apps.services.simulation import SimulationWorld, Simulator
+    from fleetgate.apps.simulate.recorder import Recorder
+    from fleetgate.apps.up.runtime import Cadence, UpRuntime
+    from fleetgate.apps.up.status import UpStatus
+    from fleetgate.apps.up.workload import Workload
 
 
 def _ledger(
@@ -180,6 +188,122 @@ def _rotation_controller(
     )
 
 
+def _simulation_recorder(clock: Clock, cluster: SimulatedCluster) -> Recorder:
+    from fleetgate.apps.simulate.recorder import Recorder
+
+    return Recorder(clock, cluster)
+
+
+def _simulation_controller(
+    cluster: SimulatedCluster,
+    policies: tuple[RotationPolicy, ...],
+    clock: Clock,
+    recorder: Recorder,
+) -> RotationController:
+    from fleetgate.apps.simulate.run import QUIET
+
+    async def governing() -> list[RotationPolicy]:
+        return list(policies)
+
+    # The production controller, governed by the simulated policies only; it reports to the
+    # recorder (its events, each pass) and to metrics of its own, and logs nothing (its log
+    # lines become the simulation's events).
+    return RotationController(
+        cluster,
+        governing,
+        clock,
+        recorder,
+        RotationMetrics(CollectorRegistry()),
+        on_pass=recorder.on_pass,
+        logger=QUIET,
+    )
+
+
+def simulation_world(start: datetime, policy: RotationPolicy) -> SimulationWorld:
+    """A fresh world for one simulation: the fake cluster (through the plugin manager, like any
+    backend), virtual time from ``start``, the production controller governed by ``policy``."""
+    from fleetgate.apps.services.simulation import SimulationWorld
+
+    settings = Settings(cluster="fake", cluster_options={})
+    container = virtual_container(settings, start, simulated_policies=(policy,))
+    return SimulationWorld(
+        clock=container.clock(),
+        cluster=container.simulated_cluster(),
+        controller=container.simulation_controller(),
+        recorder=container.simulation_recorder(),
+    )
+
+
+def _simulator() -> Simulator:
+    from fleetgate.apps.services.simulation import Simulator
+
+    return Simulator(simulation_world)
+
+
+def _up_workload(
+    ledger: CapacityLedger,
+    placements: PlacementService,
+    clock: Clock,
+    rng: Random,
+    claims: ClaimService,
+) -> Workload:
+    from fleetgate.apps.up.workload import Workload
+
+    return Workload(ledger, placements, clock, rng, claims=claims)
+
+
+def _up_status(
+    ledger: CapacityLedger,
+    cluster: SimulatedCluster,
+    clock: Clock,
+    settings: Settings,
+    workload: Workload,
+    speed: float,
+) -> UpStatus:
+    from fleetgate.apps.up.status import UpStatus
+
+    return UpStatus(
+        ledger,
+        cluster,
+        clock,
+        speed=speed,
+        target_load=settings.capacity.target_load,
+        counters=workload.counters,
+    )
+
+
+def _up_cadence(settings: Settings, speed: float) -> Cadence:
+    from fleetgate.apps.up.runtime import cadence_for
+
+    return cadence_for(settings, speed)
+
+
+def _up_runtime(
+    clock: Clock,
+    cluster: SimulatedCluster,
+    controller: RotationController,
+    sync: NodeSync,
+    workload: Workload,
+    reconciler: Reconciler,
+    status: UpStatus,
+    speed: float,
+    cadence: Cadence,
+) -> UpRuntime:
+    from fleetgate.apps.up.runtime import UpRuntime
+
+    return UpRuntime(
+        clock=clock,
+        cluster=cluster,
+        controller=controller,
+        sync=sync,
+        workload=workload,
+        reconcile=reconciler.run_pass,
+        status=status,
+        speed=speed,
+        cadence=cadence,
+    )
+
+
 class Container(containers.DeclarativeContainer):
     """Providers for everything fleetgate runs with. Override any of them in tests."""
 
@@ -253,6 +377,53 @@ class Container(containers.DeclarativeContainer):
         registry=metrics_registry,
         config=machine_config,
     )
+    # A simulation (virtual_container): the policies its controller is governed by, the
+    # recorder that hears it, and the controller; the simulator builds one such world a run.
+    simulated_policies = providers.Object(())
+    simulation_recorder = providers.Singleton(
+        _simulation_recorder, clock=clock, cluster=simulated_cluster
+    )
+    simulation_controller = providers.Singleton(
+        _simulation_controller,
+        cluster=simulated_cluster,
+        policies=simulated_policies,
+        clock=clock,
+        recorder=simulation_recorder,
+    )
+    simulator = providers.Singleton(_simulator)
+    # `fleetgate up` (up_container): the workload, the status, and the runtime driving them all.
+    up_speed = providers.Object(1.0)
+    up_rng = providers.Singleton(Random)
+    up_workload = providers.Singleton(
+        _up_workload,
+        ledger=ledger,
+        placements=placement_service,
+        clock=clock,
+        rng=up_rng,
+        claims=claim_service,
+    )
+    up_status = providers.Singleton(
+        _up_status,
+        ledger=ledger,
+        cluster=simulated_cluster,
+        clock=clock,
+        settings=settings,
+        workload=up_workload,
+        speed=up_speed,
+    )
+    up_cadence = providers.Singleton(_up_cadence, settings=settings, speed=up_speed)
+    up_runtime = providers.Singleton(
+        _up_runtime,
+        clock=clock,
+        cluster=simulated_cluster,
+        controller=rotation_controller,
+        sync=node_sync,
+        workload=up_workload,
+        reconciler=reconciler,
+        status=up_status,
+        speed=up_speed,
+        cadence=up_cadence,
+    )
 
 
 def build_container(settings: Settings | None = None, **overrides: Any) -> Container:
@@ -268,3 +439,11 @@ def build_container(settings: Settings | None = None, **overrides: Any) -> Conta
 def virtual_container(settings: Settings, start: datetime, **overrides: Any) -> Container:
     """A container whose clock is virtual time from ``start`` (the simulator, ``fleetgate up``)."""
     return build_container(settings, clock=VirtualClock(start), **overrides)
+
+
+def up_container(settings: Settings, start: datetime, speed: float, **overrides: Any) -> Container:
+    """The container of ``fleetgate up``: virtual time from ``start`` run at ``speed``, and the
+    rotation events in the audit trail too, beside the capacity events."""
+    container = virtual_container(settings, start, up_speed=speed, **overrides)
+    container.event_sink.override(container.capacity_events)
+    return container

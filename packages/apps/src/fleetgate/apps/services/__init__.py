@@ -1,1 +1,2 @@
-"""Use cases that orchestrate the domain and the ports: place, move, claims, node sync."""
+"""Use cases that orchestrate the domain and the ports: place, move, claims, node sync, check,
+simulate."""

@@ -8,9 +8,10 @@ byte-identical for identical inputs (sorted keys, fixed separators).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,12 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from fleetgate.apps.clientoutput import dump_yaml
+from fleetgate.apps.container import Container
 from fleetgate.apps.policyfile import PolicyFileError, load_policy
 from fleetgate.apps.redaction import error_markup
+from fleetgate.apps.services.simulation import SimulationError, SimulationInputs, SimulationResult
 from fleetgate.apps.simulate.fleet import FleetError, load_fleet, parse_instant
-from fleetgate.apps.simulate.report import exit_status, headline, render_html
-from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
+from fleetgate.apps.simulate.report import headline, render_html
 from fleetgate.domain.durations import parse_duration
 
 _err = Console(stderr=True)
@@ -42,7 +44,7 @@ def build_inputs(
     end: str,
     env_provisioning: str | None,
     env_drain: str | None,
-) -> Inputs:
+) -> SimulationInputs:
     """Read and check every input; raises ValueError naming the bad one."""
     begin = parse_instant(start, "--from")
     finish = parse_instant(end, "--to")
@@ -64,7 +66,7 @@ def build_inputs(
         if parsed < timedelta(0):
             raise FleetError(f"{flag}: must not be negative")
         durations[flag] = parsed
-    return Inputs(
+    return SimulationInputs(
         policy=load_policy(policy),
         fleet=load_fleet(document, begin),
         start=begin,
@@ -79,8 +81,9 @@ def to_json(doc: dict[str, Any]) -> str:
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def print_table(doc: dict[str, Any], console: Console) -> None:
+def print_table(result: SimulationResult, console: Console) -> None:
     """The human summary: derivation, outcome, diagnostics and the notable events."""
+    doc = result.document()
     r, s = doc["result"], doc["summary"]
     head = Table(title="Derivation", show_header=False)
     for label, value in [
@@ -161,27 +164,28 @@ def run_simulate(
     except (FleetError, PolicyFileError) as exc:
         return _fail(str(exc))
     try:
-        doc = _run_with_progress(inputs)
+        result = _run_with_progress(inputs)
     except SimulationError as exc:
         return _fail(str(exc))
     if fmt == "json":
-        sys.stdout.write(to_json(doc))
+        sys.stdout.write(to_json(result.document()))
     elif fmt == "yaml":
-        sys.stdout.write(dump_yaml(doc) + "\n")
+        sys.stdout.write(dump_yaml(result.document()) + "\n")
     elif fmt == "name":  # the finding and diagnostic codes, one a line
-        codes = [n["code"] for n in (*doc["result"]["findings"], *doc["diagnostics"])]
-        sys.stdout.writelines(f"{code}\n" for code in dict.fromkeys(codes))
+        sys.stdout.writelines(f"{code}\n" for code in result.codes)
     else:  # table and wide: one report either way
-        print_table(doc, Console())
+        print_table(result, Console())
     if report is not None:
-        report.write_text(render_html(doc), encoding="utf-8")
+        report.write_text(render_html(result.document()), encoding="utf-8")
         _err.print(f"report written to {report}", highlight=False)
-    return exit_status(doc)
+    return 1 if result.fatal else 0
 
 
-def _run_with_progress(inputs: Inputs) -> dict[str, Any]:
+def _run_with_progress(inputs: SimulationInputs) -> SimulationResult:
+    """The simulation, with a progress bar on a terminal; no wall-clock bound (Ctrl-C stops it)."""
+    simulator = Container().simulator()
     if not _err.is_terminal:
-        return simulate(inputs)
+        return asyncio.run(simulator.run_bounded(inputs))
     total = (inputs.end - inputs.start).total_seconds()
     columns = (
         TextColumn("simulating"),
@@ -192,11 +196,11 @@ def _run_with_progress(inputs: Inputs) -> dict[str, Any]:
     with Progress(*columns, console=_err, transient=True) as bar:
         task = bar.add_task("", total=total)
 
-        def advance(instant: Any) -> None:
+        def advance(instant: datetime) -> None:
             bar.update(
                 task,
                 completed=(instant - inputs.start).total_seconds(),
                 description=instant.strftime("%Y-%m-%d"),
             )
 
-        return simulate(inputs, progress=advance)
+        return asyncio.run(simulator.run_bounded(inputs, progress=advance))

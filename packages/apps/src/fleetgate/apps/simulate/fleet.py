@@ -42,6 +42,7 @@ from fleetgate.domain.rotation.budgets import (
     BudgetError,
     budgets_from_spec,
 )
+from fleetgate.domain.rotation.labelselector import LabelSelector
 
 
 class FleetError(ValueError):
@@ -93,6 +94,20 @@ class Fleet:
     """``spec.disruption.budgets`` (absent: the CRD's default, 10% for every reason)."""
     pod_budget: FleetBudget | None = None
     """A PodDisruptionBudget over the workload Pods (None: none guards them)."""
+
+
+def labels_for(selector: LabelSelector | None) -> dict[str, str]:
+    """Labels a generated NodePool needs for ``selector`` to select it (``NotIn`` and
+    ``DoesNotExist`` need none): ``fleetgate up``'s sample pools and the What-if page's fleet."""
+    if selector is None:
+        return {}
+    labels = dict(selector.match_labels)
+    for requirement in selector.match_expressions:
+        if requirement.operator == "In" and requirement.values:
+            labels.setdefault(requirement.key, requirement.values[0])
+        elif requirement.operator == "Exists":
+            labels.setdefault(requirement.key, "true")
+    return labels
 
 
 def _duration(value: Any, path: str, *, positive: bool = False) -> timedelta:

@@ -39,12 +39,6 @@ def headline(summary: dict[str, Any]) -> str:
     )
 
 
-def exit_status(doc: dict[str, Any]) -> int:
-    """1 when any finding or diagnostic is fatal (breaches and a cut-short run are), else 0."""
-    notes = [*doc["result"]["findings"], *doc["diagnostics"]]
-    return 1 if any(note["severity"] == "fatal" for note in notes) else 0
-
-
 def _t(value: str | None) -> datetime | None:
     return parse_timestamp(value) if value else None
 

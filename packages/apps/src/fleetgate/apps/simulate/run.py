@@ -1,59 +1,48 @@
-"""One simulation: a fleet on the fake cluster, the real controller, virtual time, a result.
+"""The pieces of one simulation run: the fleet put on the fake cluster, and the diagnostics,
+windows and events read back from it.
 
-The fake cluster is asked for through the plugin manager (``cluster: fake``) like any backend;
-the controller is the production ``RotationController`` with the production machine. The result
-is a plain JSON-ready document (spec §9): header, events, generations, rotations, windows,
-diagnostics. Identical inputs give an identical document.
+The use case that runs them (the real controller against the fake cluster in virtual time, the
+typed result) is :mod:`fleetgate.apps.services.simulation`; the world it runs in (the fake
+cluster through the plugin manager, the production ``RotationController``) is built by the
+composition root.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from prometheus_client import CollectorRegistry
 
-from fleetgate.apps.container import virtual_container
-from fleetgate.apps.controller.metrics import RotationMetrics
-from fleetgate.apps.controller.shell import RotationController
-from fleetgate.apps.settings import Settings
-from fleetgate.apps.simulate.engine import DEFAULT_BUDGET, VirtualDriver
 from fleetgate.apps.simulate.fleet import Fleet, FleetNode
-from fleetgate.apps.simulate.lineage import build_lineage
-from fleetgate.apps.simulate.recorder import Recorder
-from fleetgate.apps.simulate.report import headline
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.ports import SimulatedCluster
 from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT, format_timestamp
-from fleetgate.domain.rotation.budget_forecast import forecast_budgets
 from fleetgate.domain.rotation.derive import Derivation
 from fleetgate.domain.rotation.disruption import NODES
 from fleetgate.domain.rotation.formulas import input_record
-from fleetgate.domain.rotation.policy import ResolvedPolicy, RotationPolicy
+from fleetgate.domain.rotation.policy import ResolvedPolicy
 
 WORKLOAD = {"cpu": 3_000}  # on a 4-CPU node: a surge can never squeeze onto a neighbour
-Progress = Callable[[datetime], None]
-
-
-class SimulationError(ValueError):
-    """The inputs cannot be simulated; the message names the input and the reason."""
 
 
 @dataclass(frozen=True)
-class Inputs:
-    """Everything a simulation depends on (and nothing else)."""
+class Diagnostic:
+    """Something the simulation found about the inputs or the run (spec §9 ``diagnostics``)."""
 
-    policy: RotationPolicy
-    fleet: Fleet
-    start: datetime
-    end: datetime
-    env_provisioning: timedelta | None = None
-    env_drain: timedelta | None = None
-    budget: int = DEFAULT_BUDGET
+    severity: str
+    code: str
+    message: str
+
+    @property
+    def fatal(self) -> bool:
+        """Whether it makes the simulation's verdict a failure."""
+        return self.severity == "fatal"
+
+    def as_dict(self) -> dict[str, str]:
+        """The JSON object of the document's ``diagnostics``."""
+        return {"severity": self.severity, "code": self.code, "message": self.message}
 
 
 def instant(value: datetime) -> str:
@@ -77,39 +66,14 @@ def header(resolved: ResolvedPolicy, d: Derivation) -> dict[str, Any]:
     }
 
 
-def simulate(inputs: Inputs, progress: Progress | None = None) -> dict[str, Any]:
-    """Run the simulation to completion and return its document."""
-    return asyncio.run(simulate_async(inputs, progress))
-
-
-async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[str, Any]:
-    """:func:`simulate` inside a running event loop."""
-    if inp.end <= inp.start:
-        raise SimulationError("--to: must be after --from")
-    fleet, policy = inp.fleet, inp.policy
-    selector = policy.node_pool_selector
-    if selector is None or not selector.matches(fleet.labels):
-        raise SimulationError(
-            f"policy {policy.name!r}: its nodePoolSelector does not select the fleet's pool "
-            f"(labels {dict(fleet.labels)}); set fleet.labels to match it"
-        )
-    try:
-        resolved = policy.resolve(fleet.tgp)
-    except ValueError as exc:
-        raise SimulationError(f"policy {policy.name!r}: {exc}") from exc
-    derivation = resolved.derive(fleet.expire_after, len(fleet.nodes))
-    provisioning = inp.env_provisioning or inp.fleet.env_provisioning
-    drain = inp.env_drain or inp.fleet.env_drain
-    provisioning = provisioning if provisioning is not None else derivation.provisioning_estimate
-    drain = drain if drain is not None else derivation.drain_estimate
-    diagnostics = _diagnostics(resolved, derivation, fleet, provisioning, drain)
-    budgets = forecast_budgets(
-        resolved, fleet.budgets, fleet.expire_after, len(fleet.nodes), inp.start, inp.end
-    )
-    diagnostics += [_diag(f.severity.value, f.code.value, f.message) for f in budgets.findings]
-
-    container = virtual_container(Settings(cluster="fake", cluster_options={}), inp.start)
-    clock, cluster = container.clock(), container.simulated_cluster()
+def put_fleet(
+    cluster: SimulatedCluster,
+    fleet: Fleet,
+    start: datetime,
+    provisioning: timedelta,
+    drain: timedelta,
+) -> None:
+    """Put the fleet's pool, its PodDisruptionBudget and its nodes on the fake cluster."""
     cluster.add_pool(
         fleet.pool,
         expire_after=fleet.expire_after,
@@ -142,82 +106,7 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         cluster.add_node(
             fleet.pool, node.name, created_at=node.created_at, workload=WORKLOAD, **extra
         )
-        _karpenter_state(cluster, fleet.pool, node, inp.start)
-
-    recorder = Recorder(clock, cluster)
-
-    async def policies() -> list[RotationPolicy]:
-        return [policy]
-
-    controller = RotationController(
-        cluster,
-        policies,
-        clock,
-        recorder,
-        RotationMetrics(CollectorRegistry()),
-        on_pass=recorder.on_pass,
-        logger=_QUIET,
-    )
-    driver = VirtualDriver(controller, cluster, clock, budget=inp.budget, on_advance=progress)
-    complete = await driver.run_until(inp.end)
-    through = clock.now()
-    if not complete:
-        diagnostics.append(
-            _diag(
-                # fatal: the verdict of a run cut short cannot be trusted (exit status 1)
-                "fatal",
-                "StepBudgetExhausted",
-                f"stopped after {driver.passes} controller passes at "
-                f"{instant(through)}; the result is partial",
-            )
-        )
-    lineage = build_lineage(cluster, fleet, recorder, resolved, through)
-    windows = _windows(resolved, inp.start, through)
-    drains = _drain_events(cluster)
-    events = _window_events(windows) + recorder.events + lineage.breach_events + drains
-    events.sort(key=lambda e: (e["at"], _ORDER.get(e["type"], 50)))
-    summary = {
-        "nodes": len(fleet.nodes),
-        "rotations": len(lineage.rotations),
-        "succeeded": sum(r["outcome"] == "success" for r in lineage.rotations),
-        "failed": sum(r["outcome"] == "failure" for r in lineage.rotations),
-        "surgeless": sum(r["mode"] == "surgeless" for r in lineage.rotations),
-        "breaches": lineage.breaches,
-        "breachedNodes": len(lineage.breached_slots),
-        "forcedDrains": sum(e["type"] == "drain-forced" for e in drains),
-        "controllerPasses": driver.passes,
-    }
-    if lineage.breaches:
-        diagnostics.append(_diag("fatal", "ExpireAfterBreach", headline(summary)))
-    if summary["forcedDrains"]:
-        diagnostics.append(
-            _diag(
-                "warning",
-                "DrainForcedAtTerminationGracePeriod",
-                f"{summary['forcedDrains']} drain(s) were held by the PodDisruptionBudget until "
-                "terminationGracePeriod and then forced: their Pods were deleted regardless of "
-                "the budget. Allow a disruption (maxUnavailable >= 1) or keep a spare replica.",
-            )
-        )
-    doc = {
-        "result": header(resolved, derivation),
-        "env": {"provisioning": fmt(provisioning), "drain": fmt(drain)},
-        "summary": summary,
-        "events": [_jsonable(e) for e in events],
-        "generations": lineage.generations,
-        "rotations": lineage.rotations,
-        "windows": [_jsonable(w) for w in windows],
-        "diagnostics": diagnostics,
-        "partial": not complete,
-        "simulatedFrom": instant(inp.start),
-        "simulatedThrough": instant(through),
-    }
-    if budgets.effective != budgets.windows:  # only when the budgets take something away
-        doc["budgetWindows"] = {
-            "effective": [_jsonable({"start": i.start, "end": i.end}) for i in budgets.effective],
-            "unusable": [_jsonable({"start": i.start, "end": i.end}) for i in budgets.unusable],
-        }
-    return doc
+        _karpenter_state(cluster, fleet.pool, node, start)
 
 
 def _karpenter_state(
@@ -243,21 +132,19 @@ def _karpenter_state(
 
 
 # The controller's log lines become the document's events; the run itself prints nothing.
-_QUIET = structlog.wrap_logger(structlog.ReturnLogger(), processors=[])
+QUIET = structlog.wrap_logger(structlog.ReturnLogger(), processors=[])
 _ORDER = {"window-close": 0, "window-open": 1, "expire-after-breach": 2}
 
 
-def _diag(severity: str, code: str, message: str) -> dict[str, str]:
-    return {"severity": severity, "code": code, "message": message}
-
-
-def _diagnostics(
+def environment_diagnostics(
     resolved: ResolvedPolicy, d: Derivation, fleet: Fleet, provisioning: timedelta, drain: timedelta
-) -> list[dict[str, str]]:
+) -> list[Diagnostic]:
+    """What the inputs say before the run: an environment the policy cannot meet, a fatal
+    finding that stops every rotation."""
     out = []
     if provisioning > resolved.ready_timeout:
         out.append(
-            _diag(
+            Diagnostic(
                 "fatal",
                 "EnvProvisioningAboveReadyTimeout",
                 f"provisioning takes {fmt(provisioning)}, longer than readyTimeout "
@@ -268,7 +155,7 @@ def _diagnostics(
     tight = sorted((c for c in caps if c is not None and drain > c), reverse=True)
     if tight:
         out.append(
-            _diag(
+            Diagnostic(
                 "warn",
                 "EnvDrainAboveTGP",
                 f"drains take {fmt(drain)}, longer than terminationGracePeriod "
@@ -278,7 +165,7 @@ def _diagnostics(
     if d.fatal:
         codes = ", ".join(f.code.value for f in d.findings if f.fatal)
         out.append(
-            _diag(
+            Diagnostic(
                 "fatal",
                 "FatalFinding",
                 f"{codes}: no rotation will start; the "
@@ -288,7 +175,8 @@ def _diagnostics(
     return out
 
 
-def _windows(resolved: ResolvedPolicy, start: datetime, end: datetime) -> list[dict[str, Any]]:
+def windows(resolved: ResolvedPolicy, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """The windows between ``start`` and ``end``, each with whether the span clips it."""
     schedule = resolved.schedule
     tick = timedelta(microseconds=1)
     out = []
@@ -304,7 +192,7 @@ def _windows(resolved: ResolvedPolicy, start: datetime, end: datetime) -> list[d
     return out
 
 
-def _drain_events(cluster: Any) -> list[dict[str, Any]]:
+def drain_events(cluster: Any) -> list[dict[str, Any]]:
     """Karpenter's side of the drains: evictions a PodDisruptionBudget refused, forced ends."""
     kinds = {"eviction-blocked", "drain-forced"}
     return [
@@ -314,15 +202,20 @@ def _drain_events(cluster: Any) -> list[dict[str, Any]]:
     ]
 
 
-def _window_events(windows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    events = []
-    for w in windows:
+def events(spans: list[dict[str, Any]], *others: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The windows' openings and closings with the other events, in the document's order."""
+    out = []
+    for w in spans:
         if not w["startClipped"]:
-            events.append({"at": w["start"], "type": "window-open"})
+            out.append({"at": w["start"], "type": "window-open"})
         if not w["endClipped"]:
-            events.append({"at": w["end"], "type": "window-close"})
-    return events
+            out.append({"at": w["end"], "type": "window-close"})
+    for other in others:
+        out += other
+    out.sort(key=lambda e: (e["at"], _ORDER.get(e["type"], 50)))
+    return [jsonable(e) for e in out]
 
 
-def _jsonable(item: dict[str, Any]) -> dict[str, Any]:
+def jsonable(item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` with its instants as RFC3339 text."""
     return {k: instant(v) if isinstance(v, datetime) else v for k, v in item.items()}

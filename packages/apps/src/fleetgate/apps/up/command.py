@@ -22,7 +22,6 @@ import socket
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from random import Random
 from typing import Any
 
 import uvicorn
@@ -31,22 +30,14 @@ from rich.console import Console
 from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.dashboard import install_dashboard
 from fleetgate.apps.api.server import with_admin_token
-from fleetgate.apps.container import Container, virtual_container
+from fleetgate.apps.container import Container, up_container
 from fleetgate.apps.logging import configure_logging
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.redaction import error_markup
 from fleetgate.apps.settings import ConfigError, Settings, load_settings
 from fleetgate.apps.signals import stop_on_signals
-from fleetgate.apps.up.fleet import (
-    DEFAULT_POLICIES,
-    NAMESPACES,
-    plan_pools,
-    seed_cluster,
-    virtual_start,
-)
-from fleetgate.apps.up.runtime import Cadence, UpRuntime
-from fleetgate.apps.up.status import UpStatus
-from fleetgate.apps.up.workload import Workload
+from fleetgate.apps.up.fleet import DEFAULT_POLICIES, NAMESPACES, plan_pools, virtual_start
+from fleetgate.apps.up.runtime import seed
 from fleetgate.domain.durations import format_duration
 
 DATA_DIR = Path(".fleetgate")
@@ -78,13 +69,6 @@ def up_settings(settings: Settings, policy_file: Path, port: int) -> Settings:
             ),
         }
     )
-
-
-def cadence_for(settings: Settings, speed: float) -> Cadence:
-    """The reconcile pass every ``reconciler.interval_seconds`` of virtual time, but at most
-    once a real second: at 600x the demand charges decay in a real second, and a pass is what
-    snaps the counters to their decayed sum."""
-    return Cadence(reconcile=max(1.0, settings.reconciler.interval_seconds / speed))
 
 
 def fresh_database() -> None:
@@ -146,7 +130,7 @@ async def _main(settings: Settings, policies: list[Any], nodes: int, speed: floa
         _err.print(error_markup(f"cannot listen on {where}: {exc.strerror or exc}"))
         return EXIT_FAILED
     now = datetime.now(UTC).replace(second=0, microsecond=0)
-    container = virtual_container(settings, virtual_start(policies, now))
+    container = up_container(settings, virtual_start(policies, now), speed)
     ledger = container.ledger()
     try:
         await ledger.start()
@@ -164,36 +148,10 @@ async def _run(
     speed: float,
     sock: socket.socket,
 ) -> int:
-    clock, ledger, cluster = container.clock(), container.ledger(), container.simulated_cluster()
-    # Rotation events go to the audit trail too, beside the capacity events.
-    container.event_sink.override(container.capacity_events)
     plans = plan_pools(policies, nodes)
-    seed_cluster(cluster, plans, clock.now())
-    sync = container.node_sync()
-    await sync.sync()
-    workload = Workload(
-        ledger, container.placement_service(), clock, Random(), claims=container.claim_service()
-    )
-    await workload.seed()
-    status = UpStatus(
-        ledger,
-        cluster,
-        clock,
-        speed=speed,
-        target_load=settings.capacity.target_load,
-        counters=workload.counters,
-    )
-    runtime = UpRuntime(
-        clock=clock,
-        cluster=cluster,
-        controller=container.rotation_controller(),
-        sync=sync,
-        workload=workload,
-        reconcile=container.reconciler().run_pass,
-        status=status,
-        speed=speed,
-        cadence=cadence_for(settings, speed),
-    )
+    cluster, clock = container.simulated_cluster(), container.clock()
+    await seed(cluster, clock, container.node_sync(), container.up_workload(), plans)
+    runtime, status = container.up_runtime(), container.up_status()
     app = create_app(container)
     install_dashboard(app, status.snapshot, settings.api.admin_token)
     config = uvicorn.Config(

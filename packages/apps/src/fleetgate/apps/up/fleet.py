@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from random import Random
 
+from fleetgate.apps.simulate.fleet import labels_for
 from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import PlacementRequest
@@ -31,7 +32,6 @@ from fleetgate.domain.rotation.constants import (
     DRAIN_ESTIMATE_DEFAULT,
     PROVISIONING_ESTIMATE_DEFAULT,
 )
-from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.policy import RotationPolicy
 
 DEFAULT_POLICIES = Path(__file__).with_name("default-policies.yaml")
@@ -81,19 +81,6 @@ class PoolPlan:
 
 
 _SHAPES = (("general", 8, 32, 400), ("batch", 16, 64, 800))
-
-
-def labels_for(selector: LabelSelector | None) -> dict[str, str]:
-    """Labels a NodePool needs for ``selector`` to select it (``NotIn``/``DoesNotExist``: none)."""
-    if selector is None:
-        return {}
-    labels = dict(selector.match_labels)
-    for requirement in selector.match_expressions:
-        if requirement.operator == "In" and requirement.values:
-            labels.setdefault(requirement.key, requirement.values[0])
-        elif requirement.operator == "Exists":
-            labels.setdefault(requirement.key, "true")
-    return labels
 
 
 def expire_after_for(policy: RotationPolicy) -> timedelta:

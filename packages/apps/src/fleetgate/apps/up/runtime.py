@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,7 +23,9 @@ import structlog
 
 from fleetgate.apps.controller.shell import PassResult, RotationController
 from fleetgate.apps.services.nodesync import NodeSync
+from fleetgate.apps.settings import Settings
 from fleetgate.apps.simulate.engine import VirtualDriver
+from fleetgate.apps.up.fleet import PoolPlan, seed_cluster
 from fleetgate.apps.up.status import UpStatus
 from fleetgate.apps.up.workload import Workload
 from fleetgate.domain.ports import SimulatedCluster
@@ -45,6 +47,28 @@ class Cadence:
     workload: float = 0.4
     metrics: float = 2.0
     reconcile: float = 5.0
+
+
+def cadence_for(settings: Settings, speed: float) -> Cadence:
+    """The reconcile pass every ``reconciler.interval_seconds`` of virtual time, but at most
+    once a real second: at 600x the demand charges decay in a real second, and a pass is what
+    snaps the counters to their decayed sum."""
+    return Cadence(reconcile=max(1.0, settings.reconciler.interval_seconds / speed))
+
+
+async def seed(
+    cluster: SimulatedCluster,
+    clock: Any,
+    sync: NodeSync,
+    workload: Workload,
+    plans: Sequence[PoolPlan],
+    share: float | None = None,
+) -> None:
+    """Put the sample fleet on the cluster, mirror it in the ledger, and place the starting
+    workload (``share`` of the capacity; the workload's default when None)."""
+    seed_cluster(cluster, plans, clock.now())
+    await sync.sync()
+    await (workload.seed() if share is None else workload.seed(share=share))
 
 
 @dataclass

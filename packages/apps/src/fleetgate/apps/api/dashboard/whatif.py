@@ -10,8 +10,8 @@ same bounds as the API: a What-if is interactive, so it must finish within secon
 
 from __future__ import annotations
 
-import asyncio
-import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from string import Template
 from typing import TYPE_CHECKING, Any
@@ -21,12 +21,19 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 
 from fleetgate.apps.api.dashboard import render
 from fleetgate.apps.api.dashboard.render import e
+from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.schemas.fleet import MAX_SIMULATE_NODES
 from fleetgate.apps.api.schemas.rotation import SIMULATE_SECONDS
-from fleetgate.apps.check import check_report
 from fleetgate.apps.policyfile import PolicyFileError, policies_from_text
-from fleetgate.apps.simulate.fleet import Fleet, FleetError, load_fleet
-from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
+from fleetgate.apps.services.bounded import RanTooLong, run_bounded
+from fleetgate.apps.services.check import CheckInputs, CheckResult, check
+from fleetgate.apps.services.simulation import (
+    SimulationError,
+    SimulationInputs,
+    SimulationResult,
+    Simulator,
+)
+from fleetgate.apps.simulate.fleet import Fleet, FleetError, labels_for, load_fleet
 from fleetgate.domain.durations import format_duration, parse_duration
 from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
 
@@ -124,6 +131,13 @@ class WhatIfError(ValueError):
     """A bad input; the message names the field."""
 
 
+Check = Callable[[datetime], None]
+
+
+def _unbounded(_: datetime) -> None:
+    """No bound on the run's wall-clock time."""
+
+
 def page() -> str:
     """The form, filled with two example policies and the default fleet."""
     fleet = {key: e(value) for key, value in DEFAULT_FLEET.items()}
@@ -170,9 +184,27 @@ def _policy(text: Any, field: str) -> RotationPolicy:
     return policies[0]
 
 
-def compare(body: Any, seconds: float = SIMULATE_SECONDS) -> list[dict[str, Any]]:
-    """Check and simulate each policy of ``body`` over its fleet, within ``seconds`` of wall
-    time; raises WhatIfError."""
+@dataclass(frozen=True)
+class Side:
+    """One policy of the comparison: its check and its simulation."""
+
+    policy: RotationPolicy
+    check: CheckResult
+    simulation: SimulationResult
+
+    def body(self) -> dict[str, Any]:
+        """The side in the JSON answer."""
+        return {
+            "name": self.policy.name,
+            "zone": _zone(self.policy),
+            "check": self.check.report(),
+            "simulation": self.simulation.document(),
+        }
+
+
+def compare(body: Any, simulator: Simulator, check_time: Check = _unbounded) -> list[Side]:
+    """Check and simulate each policy of ``body`` over its fleet, calling ``check_time`` as the
+    simulations go (a bounded run's check); raises WhatIfError."""
     if not isinstance(body, dict):
         raise WhatIfError("body: must be a JSON object")
     texts = body.get("policies")
@@ -187,30 +219,32 @@ def compare(body: Any, seconds: float = SIMULATE_SECONDS) -> list[dict[str, Any]
         raise WhatIfError(f"count: a whole number of nodes from 1 to {MAX_SIMULATE_NODES}")
     span = span_of(body)
     _fleet(body, count, {})  # every fleet input checked before any policy is simulated
-    began = time.monotonic()
-
-    def progress(_: datetime) -> None:
-        if time.monotonic() - began > seconds:
-            raise WhatIfError(
-                f"span: the simulations did not finish within {seconds:.0f} s; "
-                "simulate a shorter span or fewer nodes"
-            )
-
     out = []
     for index, text in enumerate(texts):
         field = f"policy {'AB'[index]}"
         policy = _policy(text, field)
-        selector = policy.node_pool_selector
-        fleet = _fleet(body, count, dict(selector.match_labels) if selector is not None else {})
+        # The labels the policy's selector needs, so that any policy can govern the fleet.
+        fleet = _fleet(body, count, labels_for(policy.node_pool_selector))
         try:
-            forecast = check_report(policy, fleet.expire_after, fleet.tgp, count)
-            doc = simulate(Inputs(policy, fleet, START, START + span), progress)
+            forecast = check(policy, CheckInputs(fleet.expire_after, fleet.tgp, count))
+            inputs = SimulationInputs(policy, fleet, START, START + span)
+            result = simulator.run(inputs, check_time)
         except (SimulationError, PolicyError, ValueError) as exc:
             raise WhatIfError(f"{field}: {exc}") from exc
-        out.append(
-            {"name": policy.name, "zone": _zone(policy), "check": forecast, "simulation": doc}
-        )
+        out.append(Side(policy, forecast, result))
     return out
+
+
+async def compare_within(body: Any, simulator: Simulator, seconds: float) -> list[Side]:
+    """:func:`compare` in a thread of its own, within ``seconds`` of wall time (the bound
+    ``POST /v1/rotation/simulate`` has); raises WhatIfError."""
+    try:
+        return await run_bounded(lambda check_time: compare(body, simulator, check_time), seconds)
+    except RanTooLong:
+        raise WhatIfError(
+            f"span: the simulations did not finish within {seconds:.0f} s; "
+            "simulate a shorter span or fewer nodes"
+        ) from None
 
 
 def _zone(policy: RotationPolicy) -> str:
@@ -219,34 +253,36 @@ def _zone(policy: RotationPolicy) -> str:
     return str(windows[0].timezone) if windows else "UTC"
 
 
-def _seconds_text(value: float | None) -> str:
-    return "-" if value is None else format_duration(timedelta(seconds=round(value)))
+def _seconds_text(value: timedelta | None) -> str:
+    return (
+        "-" if value is None else format_duration(timedelta(seconds=round(value.total_seconds())))
+    )
 
 
-def _side(side: dict[str, Any], letter: str, span: timedelta) -> str:
-    check, doc = side["check"], side["simulation"]
-    s = doc["summary"]
+def _side(side: Side, letter: str, span: timedelta) -> str:
+    d, s = side.check.derivation, side.simulation.summary
     findings = "".join(
-        f"<li class='finding' data-code='{e(f['code'])}'>{e(f['severity'])}: {e(f['message'])}</li>"
-        for f in check["findings"]
+        f"<li class='finding' data-code='{e(f.code)}'>{e(f.severity)}: {e(f.message)}</li>"
+        for f in d.findings
     )
     facts = (
-        ("A", _seconds_text(check.get("A"))),
-        ("G", check.get("G")),
-        ("C", check.get("C")),
-        ("rotations", s["rotations"]),
-        ("failed", s["failed"]),
-        ("breaches", s["breaches"]),
+        ("A", _seconds_text(d.age_threshold)),
+        ("G", d.guaranteed_chances),
+        ("C", d.capacity),
+        ("rotations", s.rotations),
+        ("failed", s.failed),
+        ("breaches", s.breaches),
     )
     terms = "".join(f"<dt>{e(k)}</dt><dd data-term='{e(k)}'>{e(v)}</dd>" for k, v in facts)
+    timeline = _timeline(side.simulation, span, _zone(side.policy))
     return (
-        f"<article class='whatif panel' data-side='{letter}' data-breaches='{s['breaches']}'>"
-        f"<h2>{letter}: {e(side['name'])}</h2><dl class='agc'>{terms}</dl>"
-        f"<ul class='findings'>{findings}</ul>{_timeline(doc, span, side['zone'])}</article>"
+        f"<article class='whatif panel' data-side='{letter}' data-breaches='{s.breaches}'>"
+        f"<h2>{letter}: {e(side.policy.name)}</h2><dl class='agc'>{terms}</dl>"
+        f"<ul class='findings'>{findings}</ul>{timeline}</article>"
     )
 
 
-def _timeline(doc: dict[str, Any], span: timedelta, zone: str) -> str:
+def _timeline(result: SimulationResult, span: timedelta, zone: str) -> str:
     """The dashboard's timeline over the simulated span: windows, rotations, forced expiries,
     with its hour axis, dates in the policy's time zone and its legend."""
     rotations = [
@@ -256,7 +292,7 @@ def _timeline(doc: dict[str, Any], span: timedelta, zone: str) -> str:
             "end": _instant(r.get("done") or r["start"]),
             "outcome": r.get("outcome"),
         }
-        for r in doc["rotations"]
+        for r in result.rotations
     ]
     t = {
         "start": START.isoformat(),
@@ -264,11 +300,11 @@ def _timeline(doc: dict[str, Any], span: timedelta, zone: str) -> str:
         "zone": zone,
         "clock": "simulated",
         "windows": [
-            {"start": _instant(w["start"]), "end": _instant(w["end"])} for w in doc["windows"]
+            {"start": _instant(w["start"]), "end": _instant(w["end"])} for w in result.windows
         ],
         "rotations": rotations,
         "breaches": [
-            _instant(ev["at"]) for ev in doc["events"] if ev["type"] == "expire-after-breach"
+            _instant(ev["at"]) for ev in result.events if ev["type"] == "expire-after-breach"
         ],
     }
     return render.timeline(t, None)
@@ -279,7 +315,7 @@ def _instant(at: str) -> str:
     return at.replace("Z", "+00:00")
 
 
-def results_html(sides: list[dict[str, Any]], span: timedelta) -> str:
+def results_html(sides: list[Side], span: timedelta) -> str:
     """Both sides, side by side."""
     return "".join(_side(side, "AB"[i], span) for i, side in enumerate(sides))
 
@@ -311,7 +347,8 @@ def install(app: FastAPI, dashboard: Dashboard, headers: dict[str, str]) -> None
             # CPU-bound: in a worker thread, so the dashboard keeps refreshing meanwhile.
             # The app's bound, as for POST /v1/rotation/simulate (a test may lift it).
             seconds = getattr(request.app.state, "simulate_seconds", SIMULATE_SECONDS)
-            sides = await asyncio.to_thread(compare, body, seconds)
+            simulator = container_of(request).simulator()
+            sides = await compare_within(body, simulator, seconds)
         except WhatIfError as exc:
             field = str(exc).partition(":")[0]
             return JSONResponse(
@@ -320,7 +357,8 @@ def install(app: FastAPI, dashboard: Dashboard, headers: dict[str, str]) -> None
                 headers=headers,
             )
         html = results_html(sides, span_of(body))
-        return JSONResponse({"sides": sides, "html": html}, headers=headers)
+        answer = {"sides": [side.body() for side in sides], "html": html}
+        return JSONResponse(answer, headers=headers)
 
     app.add_api_route("/whatif", whatif_page, methods=["GET"], include_in_schema=False)
     app.add_api_route("/dashboard/whatif", whatif_run, methods=["POST"], include_in_schema=False)

@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
-from fleetgate.apps.api.bounded import RanTooLong, run_bounded
+from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.errors import ApiError, validation_error
 from fleetgate.apps.api.schemas import (
     ErrorBody,
@@ -27,10 +27,20 @@ from fleetgate.apps.api.schemas.rotation import (
     MAX_SIMULATE_POLICY_DAYS,
     SIMULATE_SECONDS,
 )
-from fleetgate.apps.check import check_report, parse_expire_after, parse_grace_period
 from fleetgate.apps.policyfile import PolicyFileError, policies_from_text
-from fleetgate.apps.simulate.fleet import Fleet, FleetError, load_fleet, parse_instant
-from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
+from fleetgate.apps.services.bounded import RanTooLong
+from fleetgate.apps.services.check import (
+    CheckInputs,
+    check,
+    parse_expire_after,
+    parse_grace_period,
+)
+from fleetgate.apps.services.simulation import (
+    PoolNotSelected,
+    SimulationError,
+    SimulationInputs,
+)
+from fleetgate.apps.simulate.fleet import FleetError, load_fleet, parse_instant
 from fleetgate.domain.durations import DurationError, parse_duration
 from fleetgate.domain.rotation.manifest import policy_from_manifest
 from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
@@ -88,10 +98,10 @@ async def rotation_check(body: RotationCheckRequest) -> JSONResponse:
         raise _invalid("termination_grace_period", [str(exc)]) from exc
     policy = _policy(body.policy)
     try:
-        report = check_report(policy, expire_after, grace, body.nodes)
+        result = check(policy, CheckInputs(expire_after, grace, body.nodes))
     except PolicyError as exc:
         raise _invalid("policy", exc.errors) from exc
-    return JSONResponse(report)
+    return JSONResponse(result.report())
 
 
 def _duration(value: str | None) -> timedelta | None:
@@ -156,17 +166,16 @@ def _in_simulated_years(instant: datetime) -> bool:
         return False
 
 
-def _selected(policy: RotationPolicy, fleet: Fleet) -> None:
-    """422 unless the policy's nodePoolSelector selects the fleet's pool."""
-    selector = policy.node_pool_selector
-    if selector is None or not selector.matches(fleet.labels):
-        raise _invalid(
-            "policy",
-            [
-                "spec.nodePoolSelector: does not select the fleet's labels "
-                f"{dict(fleet.labels)}; set fleet.fleet.labels to match it"
-            ],
-        )
+def _not_selected(exc: PoolNotSelected) -> ApiError:
+    """422: the policy's nodePoolSelector does not select the fleet's pool (named as the API's
+    fields: the fleet file is the request's ``fleet``)."""
+    return _invalid(
+        "policy",
+        [
+            "spec.nodePoolSelector: does not select the fleet's labels "
+            f"{exc.labels}; set fleet.fleet.labels to match it"
+        ],
+    )
 
 
 def _too_long(seconds: float) -> ApiError:
@@ -207,15 +216,16 @@ async def rotation_simulate(request: Request, body: RotationSimulateRequest) -> 
         fleet = load_fleet(_fleet_document(body.fleet), start)
     except FleetError as exc:
         raise _invalid("fleet", [str(exc)]) from exc
-    _selected(policy, fleet)
-    inputs = Inputs(policy, fleet, start, start + span, provisioning, drain)
+    inputs = SimulationInputs(policy, fleet, start, start + span, provisioning, drain)
     seconds: float = getattr(request.app.state, "simulate_seconds", SIMULATE_SECONDS)
     try:
         # CPU-bound: in a thread of its own, so the server keeps answering meanwhile, and
         # stopped when the bound passes, even in the middle of a long step (see bounded.py).
-        doc = await run_bounded(lambda check: simulate(inputs, check), seconds)
+        result = await container_of(request).simulator().run_bounded(inputs, seconds)
+    except PoolNotSelected as exc:
+        raise _not_selected(exc) from exc
     except SimulationError as exc:
         raise _invalid("policy", [str(exc)]) from exc
     except RanTooLong:
         raise _too_long(seconds) from None
-    return JSONResponse(doc)
+    return JSONResponse(result.document())

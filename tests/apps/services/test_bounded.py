@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from fleetgate.apps.api.bounded import RanTooLong, run_bounded
+from fleetgate.apps.services.bounded import RanTooLong, run_bounded
 from tests.waiting import HANG_SECONDS
 
 BOUND = 0.3

@@ -1,5 +1,9 @@
 """CPU-bound work in a thread of its own, answered within a wall-clock bound and then stopped.
 
+The one way fleetgate bounds a simulation's run time: ``POST /v1/rotation/simulate``, the What-if
+page and ``fleetgate simulate`` (whose bound is infinite: Ctrl-C stops it the same way) all run
+through :func:`run_bounded`, by way of :class:`~fleetgate.apps.services.simulation.Simulator`.
+
 The work is handed a ``check`` to call as it goes; once the bound has passed (or the caller was
 cancelled), ``check`` raises :class:`RanTooLong` and the work unwinds cleanly from a point of
 its own choosing. The simulator calls it each time virtual time moves and before each thing the

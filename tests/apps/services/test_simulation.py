@@ -1,20 +1,32 @@
-"""The simulator: the real controller on the fake cluster, in virtual time."""
+"""The simulation use case: the real controller on the fake cluster, in virtual time, and its
+typed result."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from fleetgate.apps.container import Container
+from fleetgate.apps.services.bounded import RanTooLong
+from fleetgate.apps.services.simulation import (
+    PoolNotSelected,
+    SimulationError,
+    SimulationInputs,
+    prepare,
+    selects,
+)
 from fleetgate.apps.simulate.fleet import load_fleet
-from fleetgate.apps.simulate.run import Inputs, SimulationError, simulate
 from fleetgate.domain.rotation.findings import FindingCode
 from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.windows import MaintenanceWindow
 from tests.apps.controller.world import policy
 from tests.strategies import SIM_START, sim_fleets, sim_policies
+from tests.waiting import HANG_SECONDS
 
 TOKYO = (MaintenanceWindow("Asia/Tokyo", ("Wed", "Sat"), "02:00", "06:00"),)
 WEEKLY = (MaintenanceWindow("UTC", ("Sun",), "01:00", "02:30"),)
@@ -25,9 +37,15 @@ THROUGHPUT = {
 }
 
 
+def simulate(inputs: SimulationInputs) -> dict[str, Any]:
+    """The document of a run with the composition root's simulator."""
+    return Container().simulator().run(inputs).document()
+
+
 def run(pol: RotationPolicy, document: dict[str, object], days: int = 60, **kw: object) -> dict:
     fleet = load_fleet(document, SIM_START)
-    return simulate(Inputs(pol, fleet, SIM_START, SIM_START + timedelta(days=days), **kw))
+    inputs = SimulationInputs(pol, fleet, SIM_START, SIM_START + timedelta(days=days), **kw)
+    return simulate(inputs)
 
 
 def generated(count: int, spread: str, expire: str = "14d") -> dict[str, object]:
@@ -153,7 +171,7 @@ def test_a_fleet_derive_calls_feasible_never_breaches(pol: RotationPolicy, docum
     if not feasible or oldest > derivation.age_threshold:
         return
     days = 2 * fleet.expire_after.days + 1
-    doc = simulate(Inputs(pol, fleet, SIM_START, SIM_START + timedelta(days=days)))
+    doc = simulate(SimulationInputs(pol, fleet, SIM_START, SIM_START + timedelta(days=days)))
     assert doc["summary"]["breaches"] == 0, doc["events"]
 
 
@@ -343,3 +361,86 @@ def test_the_report_shows_the_windows_the_budgets_leave_and_says_what_they_cost(
     assert {"BudgetBlocksWindow", "BudgetShrinksWindows"} <= codes
     assert not any(r["start"] in {w["start"] for w in unusable} for r in doc["rotations"])
     assert "budgetWindows" not in run(policy(windows=TOKYO), _with(), days=20)
+
+
+# --- the use case: one selector check, checked inputs, a typed result, one bounded run --------
+
+
+def test_the_selector_check_names_the_labels_and_refuses_a_policy_without_a_selector() -> None:
+    selects(policy(match_labels={"team": "web"}), {"team": "web", "zone": "a"})
+    with pytest.raises(PoolNotSelected, match="nodePoolSelector") as refused:
+        selects(policy(match_labels={"team": "web"}), {"team": "db"})
+    assert refused.value.labels == {"team": "db"} and "'default'" in str(refused.value)
+    unselecting = replace(policy(), node_pool_selector=None)
+    with pytest.raises(PoolNotSelected):
+        selects(unselecting, {})
+
+
+def _inputs(days: int = 10, **kw: Any) -> SimulationInputs:
+    fleet = load_fleet(generated(3, "5d"), SIM_START)
+    return SimulationInputs(
+        policy(windows=TOKYO), fleet, SIM_START, SIM_START + timedelta(days=days), **kw
+    )
+
+
+def test_inputs_are_checked_before_anything_runs() -> None:
+    with pytest.raises(SimulationError, match="--to: must be after --from"):
+        prepare(replace(_inputs(), end=SIM_START))
+    invalid = replace(_inputs(), policy=policy(windows=TOKYO, failure_pause=timedelta(0)))
+    with pytest.raises(SimulationError, match=r"policy 'default': .*failurePause"):
+        prepare(invalid)
+
+
+def test_the_environment_is_the_inputs_then_the_fleets_then_the_estimates() -> None:
+    estimated = prepare(_inputs())
+    d = estimated.derivation
+    assert (estimated.provisioning, estimated.drain) == (
+        d.provisioning_estimate,
+        d.drain_estimate,
+    )
+    given_env = prepare(_inputs(env_drain=timedelta(minutes=7)))
+    assert given_env.drain == timedelta(minutes=7)
+    assert given_env.provisioning == d.provisioning_estimate
+
+
+def test_the_result_is_typed_and_its_document_keeps_the_documented_order() -> None:
+    result = Container().simulator().run(_inputs(days=20))
+    doc = result.document()
+    assert list(doc) == [
+        "result",
+        "env",
+        "summary",
+        "events",
+        "generations",
+        "rotations",
+        "windows",
+        "diagnostics",
+        "partial",
+        "simulatedFrom",
+        "simulatedThrough",
+    ]
+    assert doc["summary"] == result.summary.as_dict()
+    assert result.summary.rotations == len(result.rotations) > 0
+    assert result.simulated_through == SIM_START + timedelta(days=20) and not result.partial
+    assert not result.fatal and result.codes == []
+
+
+def test_a_fatal_diagnostic_makes_the_result_fatal_and_names_its_code_once() -> None:
+    result = Container().simulator().run(_inputs(budget=5))
+    assert result.partial and result.fatal
+    assert result.codes.count("StepBudgetExhausted") == 1
+    assert [d.as_dict() for d in result.diagnostics] == result.document()["diagnostics"]
+
+
+async def test_the_bounded_run_gives_the_same_result_and_reports_progress_in_order() -> None:
+    seen: list[datetime] = []
+    simulator = Container().simulator()
+    bounded = await simulator.run_bounded(_inputs(), HANG_SECONDS, progress=seen.append)
+    assert bounded.document() == (await simulator.run_async(_inputs())).document()
+    assert seen == sorted(seen) and seen[-1] == SIM_START + timedelta(days=10)
+
+
+async def test_a_bounded_run_past_its_bound_is_stopped() -> None:
+    # No time at all: refused whatever the machine's speed (the world alone takes longer).
+    with pytest.raises(RanTooLong):
+        await Container().simulator().run_bounded(_inputs(), 0.0)
