@@ -39,12 +39,11 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     db = tmp_path_factory.mktemp("clientcli") / "api.db"
     with running_api(db, token=ADMIN_TOKEN, seconds=90) as url:
         with FleetgateClient(url, ADMIN_TOKEN) as api:
-            http = api._http  # seeding through the API itself, as an operator would
+            # Seeding through the API itself, as an operator would (plain mappings as requests).
             for name, threads in (("hv-1", 8), ("hv-2", 16)):
-                body = {"threads": threads, "memory_mb": 32768, "disk_gb": 500}
-                assert http.put(f"/v1/nodes/{name}", json=body).status_code == 201
+                api.put_node(name, {"threads": threads, "memory_mb": 32768, "disk_gb": 500})
             claim = {"cpus": 8, "memory_mb": 8192, "disk_gb": 100, "expires_in_seconds": 3600}
-            assert http.post(f"/v1/namespaces/{NS}/claims", json=claim).status_code == 201
+            api.create_claim(NS, claim)
             api.place(NS, size(2, 1024, 10, node="hv-1", request_id="job-1"))
             api.place(NS, size(1, 512, 5, node="hv-2"))
         yield url

@@ -64,7 +64,7 @@ def _number(kind: type, value: Any, low: float | None, high: float | None, clamp
         if not (_INT if kind is int else _DECIMAL).fullmatch(value):
             return UNSURE
         value = kind(value)
-    elif type(value) is not kind or (kind is float and isnan(value)):
+    elif type(value) is not kind or (isinstance(value, float) and isnan(value)):
         return UNSURE
     if (low is not None and value < low) or (high is not None and value > high):
         return UNSURE  # typer words the refusal
