@@ -243,3 +243,21 @@ def test_a_test_transport_stands_in_for_http() -> None:
         assert repr(api) == "FleetgateClient('http://fleetgate.invalid')"
     assert canned.sent == [("GET", "/v1/nodes"), ("GET", "/v1/nodes?after=hv-1")]
     assert canned.closed
+
+
+def test_a_proxy_from_the_environment_is_used_unless_no_proxy_names_the_host(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens: only the proxy can answer
+    with serving({f"{dead}/v1/nodes": as_json([NODE])}) as proxy:
+        for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+            monkeypatch.delenv(name, raising=False)
+            monkeypatch.delenv(name.lower(), raising=False)
+        monkeypatch.setenv("HTTP_PROXY", proxy.url)
+        with FleetgateClient(dead, "tok") as api:
+            assert [n.name for n in api.nodes()] == ["hv-1"]
+        assert proxy.requests[0][1] == f"{dead}/v1/nodes"  # the whole URL, as a proxy takes it
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        with pytest.raises(ClientError) as direct:
+            FleetgateClient(dead, "tok").nodes()
+        assert direct.value.code == "unreachable" and len(proxy.requests) == 1
