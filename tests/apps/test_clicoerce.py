@@ -18,7 +18,7 @@ from typer.core import TyperGroup, _TyperParameter
 from typer.main import get_command
 
 from fleetgate.apps.cli import app
-from fleetgate.apps.clicoerce import UNSURE, LeanParam, fast_value
+from fleetgate.apps.clicoerce import UNSURE, LeanGroup, LeanParam, fast_value
 
 
 def commands(command: Command, path: str = "fleetgate") -> Iterator[tuple[str, Command]]:
@@ -101,3 +101,10 @@ def test_the_common_values_need_no_adapter() -> None:
                          ("fleetgate check policy", "p.yaml"),
                          ("fleetgate release placement_ids", ["a", "b"])]:  # fmt: skip
         assert fast_value(by_where[where].type_descriptor, value) is not UNSURE, where
+
+
+def test_every_group_of_the_command_is_lean() -> None:
+    # A group made without cls=LeanGroup would read its subcommands' values through pydantic.
+    groups = [path for path, c in commands(get_command(app)) if isinstance(c, TyperGroup)]
+    assert groups == [path for path, c in commands(get_command(app)) if isinstance(c, LeanGroup)]
+    assert {"fleetgate", "fleetgate db", "fleetgate claims", "fleetgate node"} <= set(groups)
