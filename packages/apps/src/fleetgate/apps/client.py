@@ -2,8 +2,9 @@
 
 It answers with typed bodies of the API's wire format (``fleetgate.apps.clientbodies``, checked
 against the API's OpenAPI document) and follows the ``Link: rel="next"`` header of the paged
-lists. A request is the API's own pydantic body (``fleetgate.apps.api.schemas``: checked before
-it is sent) or a plain mapping of its fields. An error answer raises :class:`ClientError` with
+lists. A request is one of the API's own pydantic request bodies (``fleetgate.apps.api.schemas``,
+which check it when it is made) or a plain mapping of its fields, which the API checks. An error
+answer raises :class:`ClientError` with
 the API's ``error`` code and message; the token is never part of an error or a repr. It runs on
 the standard library's HTTP (``clienthttp``), so a client command starts at once::
 
