@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fleetgate.apps.clicoerce import LeanGroup
+from fleetgate.apps.cligroups import Group
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -31,10 +31,10 @@ app = typer.Typer(
     # Plain click help: no `<bool>` type column, option names never cut at 80 columns.
     rich_markup_mode=None,
     # Option values without pydantic where typer's adapter is not needed (clicoerce.py).
-    cls=LeanGroup,
+    cls=Group,
 )
 db_app = typer.Typer(
-    help="Database schema management.", no_args_is_help=True, rich_markup_mode=None, cls=LeanGroup
+    help="Database schema management.", no_args_is_help=True, rich_markup_mode=None, cls=Group
 )
 app.add_typer(db_app, name="db")
 
