@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from fleetgate.apps.cligroups import Group
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -28,9 +30,11 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     # Plain click help: no `<bool>` type column, option names never cut at 80 columns.
     rich_markup_mode=None,
+    # Option values without pydantic where typer's adapter is not needed (clicoerce.py).
+    cls=Group,
 )
 db_app = typer.Typer(
-    help="Database schema management.", no_args_is_help=True, rich_markup_mode=None
+    help="Database schema management.", no_args_is_help=True, rich_markup_mode=None, cls=Group
 )
 app.add_typer(db_app, name="db")
 

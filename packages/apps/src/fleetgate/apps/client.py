@@ -1,9 +1,12 @@
 """A small typed client of the fleetgate HTTP API, for scripts and for ``fleetgate nodes`` & co.
 
-It answers with the API's own pydantic bodies (``fleetgate.apps.api.schemas``), so a field the
-API adds is there for callers at once, and it follows the ``Link: rel="next"`` header of the
-paged lists. An error answer raises :class:`ClientError` with the API's ``error`` code and
-message; the token is never part of an error or a repr::
+It answers with typed bodies of the API's wire format (``fleetgate.apps.clientbodies``, checked
+against the API's OpenAPI document) and follows the ``Link: rel="next"`` header of the paged
+lists. A request is one of the API's own pydantic request bodies (``fleetgate.apps.api.schemas``,
+which check it when it is made) or a plain mapping of its fields, which the API checks. An error
+answer raises :class:`ClientError` with
+the API's ``error`` code and message; the token is never part of an error or a repr. It runs on
+the standard library's HTTP (``clienthttp``), so a client command starts at once::
 
     from fleetgate.client import FleetgateClient
 
@@ -14,32 +17,46 @@ message; the token is never part of an error or a repr::
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-import httpx
-from pydantic import BaseModel, TypeAdapter
-
-from fleetgate.apps.api.schemas import (
+from fleetgate.apps.clientbodies import (
     ClaimBody,
-    ClaimCreate,
-    ClaimPatch,
     DryRunBody,
     EventBody,
     NewTokenBody,
     NodeBody,
-    NodePut,
     PlacementBody,
-    PlacementCreate,
     PlacementSummary,
     PoolRotationBody,
     ResourcesBody,
     TokenBody,
+    Wire,
+    WireError,
 )
 from fleetgate.apps.clientdefaults import DEFAULT_SERVER, SERVER_ENV, TOKEN_ENV
+from fleetgate.apps.clienthttp import (
+    HttpTransport,
+    Response,
+    Transport,
+    Unreachable,
+    encode_query,
+)
 from fleetgate.apps.redaction import redact
 
-Body = TypeVar("Body", bound=BaseModel)
+Body = TypeVar("Body", bound=Wire)
+
+
+class RequestModel(Protocol):
+    """A request body of the API's schemas (pydantic): what ``model_dump`` writes is sent."""
+
+    def model_dump(self, *, mode: str, exclude_none: bool) -> dict[str, Any]: ...
+
+
+#: What a write takes: the API's request body, or a mapping of its fields (None: left out).
+Request = RequestModel | Mapping[str, Any]
 
 
 class ClientError(Exception):
@@ -61,13 +78,13 @@ class FleetgateClient:
         token: str | None = None,
         *,
         timeout: float = 30.0,
-        transport: httpx.BaseTransport | None = None,
+        transport: Transport | None = None,
     ) -> None:
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self._headers = {"Accept": "application/json", "User-Agent": "fleetgate-client"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
         self.server = server.rstrip("/")
-        self._http = httpx.Client(
-            base_url=self.server, headers=headers, timeout=timeout, transport=transport
-        )
+        self._http: Transport = transport or HttpTransport(self.server, timeout)
 
     def __repr__(self) -> str:
         return f"FleetgateClient({redact(self.server)!r})"
@@ -84,7 +101,7 @@ class FleetgateClient:
         self.close()
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the kept-alive connections."""
         self._http.close()
 
     # --- reads --------------------------------------------------------------------------------
@@ -99,9 +116,7 @@ class FleetgateClient:
 
     def claims(self, namespace: str) -> list[ClaimBody]:
         """The claims of ``namespace``."""
-        return TypeAdapter(list[ClaimBody]).validate_python(
-            self._json("GET", f"/v1/namespaces/{namespace}/claims")
-        )
+        return _list(ClaimBody, self._json("GET", f"/v1/namespaces/{namespace}/claims"))
 
     def events(
         self,
@@ -118,64 +133,58 @@ class FleetgateClient:
         if after_id:
             params["after_id"] = after_id
         params.update({k: v for k, v in (("namespace", namespace), ("kind", kind)) if v})
-        return TypeAdapter(list[EventBody]).validate_python(
-            self._json("GET", "/v1/events", params=params)
-        )
+        return _list(EventBody, self._json("GET", "/v1/events", params=params))
 
     def node(self, name: str) -> NodeBody:
         """One node (admin token)."""
-        return NodeBody.model_validate(self._json("GET", f"/v1/nodes/{name}"))
+        return NodeBody.from_wire(self._json("GET", f"/v1/nodes/{name}"))
 
     def tokens(self, namespace: str) -> list[TokenBody]:
         """The tokens of ``namespace``, revoked ones included, never their secrets (admin)."""
-        return TypeAdapter(list[TokenBody]).validate_python(
-            self._json("GET", self._tokens(namespace))
-        )
+        return _list(TokenBody, self._json("GET", self._tokens(namespace)))
 
     def rotation_status(self) -> list[PoolRotationBody]:
         """Every NodePool's rotation standing: governance, window, A/G/C, gate, rotation."""
-        return TypeAdapter(list[PoolRotationBody]).validate_python(
-            self._json("GET", "/v1/rotation/status")
-        )
+        return _list(PoolRotationBody, self._json("GET", "/v1/rotation/status"))
 
     def resources(self) -> ResourcesBody:
         """The cluster's totals, claims and unclaimed usage (admin token)."""
-        return ResourcesBody.model_validate(self._json("GET", "/v1/admin/resources"))
+        return ResourcesBody.from_wire(self._json("GET", "/v1/admin/resources"))
 
     # --- writes -------------------------------------------------------------------------------
 
-    def place(self, namespace: str, request: PlacementCreate) -> PlacementBody:
+    def place(self, namespace: str, request: Request) -> PlacementBody:
         """Admit a placement; a refusal raises ClientError (507 or 403, with the reason)."""
         answer = self._json("POST", self._placements(namespace), json=_body(request))
-        return PlacementBody.model_validate(answer)
+        return PlacementBody.from_wire(answer)
 
-    def dry_run(self, namespace: str, request: PlacementCreate) -> DryRunBody:
+    def dry_run(self, namespace: str, request: Request) -> DryRunBody:
         """Where a placement would land now, changing nothing; a refusal raises ClientError."""
         path, params = self._placements(namespace), {"dry_run": "true"}
         answer = self._json("POST", path, json=_body(request), params=params)
-        return DryRunBody.model_validate(answer)
+        return DryRunBody.from_wire(answer)
 
     def release(self, namespace: str, placement_id: str) -> None:
         """Release a placement (ClientError 404 when it is already gone)."""
         self._send("DELETE", f"{self._placements(namespace)}/{placement_id}")
 
-    def create_claim(self, namespace: str, request: ClaimCreate) -> ClaimBody:
+    def create_claim(self, namespace: str, request: Request) -> ClaimBody:
         """Reserve capacity for ``namespace`` (admin token)."""
         path = f"/v1/namespaces/{namespace}/claims"
-        return ClaimBody.model_validate(self._json("POST", path, json=_body(request)))
+        return ClaimBody.from_wire(self._json("POST", path, json=_body(request)))
 
-    def update_claim(self, namespace: str, claim_id: str, patch: ClaimPatch) -> ClaimBody:
+    def update_claim(self, namespace: str, claim_id: str, patch: Request) -> ClaimBody:
         """Change only the fields ``patch`` sets (admin token)."""
         path = f"/v1/namespaces/{namespace}/claims/{claim_id}"
-        return ClaimBody.model_validate(self._json("PATCH", path, json=_body(patch)))
+        return ClaimBody.from_wire(self._json("PATCH", path, json=_body(patch)))
 
     def delete_claim(self, namespace: str, claim_id: str) -> None:
         """Delete a claim (ClientError 404 when it is already gone)."""
         self._send("DELETE", f"/v1/namespaces/{namespace}/claims/{claim_id}")
 
-    def put_node(self, name: str, spec: NodePut) -> NodeBody:
+    def put_node(self, name: str, spec: Request) -> NodeBody:
         """Add the node, or replace its capacity, pool and labels (admin token)."""
-        return NodeBody.model_validate(self._json("PUT", f"/v1/nodes/{name}", json=_body(spec)))
+        return NodeBody.from_wire(self._json("PUT", f"/v1/nodes/{name}", json=_body(spec)))
 
     def delete_node(self, name: str) -> None:
         """Remove the node (ClientError 409 ``node_busy`` while it holds placements)."""
@@ -183,15 +192,15 @@ class FleetgateClient:
 
     def cordon(self, name: str) -> NodeBody:
         """Stop admitting onto the node; its placements stay."""
-        return NodeBody.model_validate(self._json("POST", f"/v1/nodes/{name}/cordon"))
+        return NodeBody.from_wire(self._json("POST", f"/v1/nodes/{name}/cordon"))
 
     def uncordon(self, name: str) -> NodeBody:
         """Admit onto the node again."""
-        return NodeBody.model_validate(self._json("POST", f"/v1/nodes/{name}/uncordon"))
+        return NodeBody.from_wire(self._json("POST", f"/v1/nodes/{name}/uncordon"))
 
     def create_token(self, namespace: str) -> NewTokenBody:
         """A new token for ``namespace``; its secret is in this answer only (admin token)."""
-        return NewTokenBody.model_validate(self._json("POST", self._tokens(namespace)))
+        return NewTokenBody.from_wire(self._json("POST", self._tokens(namespace)))
 
     def revoke_token(self, namespace: str, token_id: str) -> None:
         """Revoke a token: it stops authenticating at once (ClientError 404 the second time)."""
@@ -207,19 +216,33 @@ class FleetgateClient:
     def _tokens(namespace: str) -> str:
         return f"/v1/admin/namespaces/{namespace}/tokens"
 
-    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json: Mapping[str, Any] | None = None,
+    ) -> Response:
+        target = path
+        if params:
+            target += ("&" if "?" in path else "?") + encode_query(dict(params))
+        headers, body = self._headers, None
+        if json is not None:
+            headers = {**headers, "Content-Type": "application/json"}
+            body = _dumps(json)
         try:
-            response = self._http.request(method, path, **kwargs)
-        except httpx.TransportError as exc:
+            response = self._http.request(method, target, headers, body)
+        except Unreachable as exc:
             # ``--server http://user:pass@...``: the password is the caller's, never shown.
             raise ClientError(None, "unreachable", redact(f"{self.server}: {exc}")) from exc
         if response.is_error:
             try:
-                body = response.json()
-                code, message = str(body["error"]), str(body["message"])
+                answer = response.json()
+                code, message = str(answer["error"]), str(answer["message"])
             except (ValueError, KeyError, TypeError):
-                code, message = "http_error", response.text[:200] or response.reason_phrase
-            raise ClientError(response.status_code, code, message)
+                code, message = "http_error", response.text[:200] or response.reason
+            raise ClientError(response.status, code, message)
         return response
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -231,15 +254,35 @@ class FleetgateClient:
         url: str | None = path if page_size is None else f"{path}?limit={page_size}"
         while url is not None:
             response = self._send("GET", url)
-            out += [body.model_validate(item) for item in response.json()]
-            following = response.links.get("next", {}).get("url")
-            url = following if following else None
+            out += _list(body, response.json())
+            url = response.next_link()
         return out
 
 
-def _body(request: BaseModel) -> dict[str, Any]:
+def _list(body: type[Body], data: Any) -> list[Body]:
+    if not isinstance(data, list):
+        raise WireError(f"list[{body.__name__}]: expected an array, got {type(data).__name__}")
+    return [body.from_wire(item) for item in data]
+
+
+def _body(request: Request) -> dict[str, Any]:
     """The request as JSON, leaving out what it does not set."""
+    if isinstance(request, Mapping):
+        return {k: v for k, v in request.items() if v is not None}
     return request.model_dump(mode="json", exclude_none=True)
 
 
-__all__ = ["DEFAULT_SERVER", "SERVER_ENV", "TOKEN_ENV", "ClientError", "FleetgateClient"]
+def _dumps(data: Mapping[str, Any]) -> bytes:
+    """JSON as httpx wrote a ``json=`` body: compact, UTF-8, no NaN."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+
+
+__all__ = [
+    "DEFAULT_SERVER",
+    "SERVER_ENV",
+    "TOKEN_ENV",
+    "ClientError",
+    "FleetgateClient",
+    "Request",
+    "Transport",
+]

@@ -9,8 +9,9 @@ and prints ``-o table|wide|json|yaml|name`` (``clientoutput``). The writes are i
 * 2 invalid input: an option the CLI refuses, or the API's 422;
 * 3 the API could not be reached or is unavailable (502, 503, 504): worth retrying.
 
-Imports of the client (httpx, pydantic) wait until a command runs, so ``fleetgate --help`` and
-``fleetgate check`` never pay for them, and nothing here imports the server (FastAPI).
+The client (``client``: the standard library's HTTP and dataclasses of the wire format) loads
+when a command runs; no read imports pydantic, httpx or the server (FastAPI), and a write loads
+pydantic only to check its request with the API's own schema before sending it.
 """
 
 from __future__ import annotations
@@ -26,8 +27,8 @@ from fleetgate.apps.clientdefaults import DEFAULT_SERVER, SERVER_ENV, TOKEN_ENV
 from fleetgate.apps.clientoutput import OUTPUT_HELP, Body, Output, View, render
 
 if TYPE_CHECKING:
-    from fleetgate.apps.api.schemas import EventBody, NodeBody
     from fleetgate.apps.client import FleetgateClient
+    from fleetgate.apps.clientbodies import EventBody, NodeBody
 
 EXIT_OK, EXIT_REFUSED, EXIT_INVALID, EXIT_UNAVAILABLE = 0, 1, 2, 3
 #: Answers that say "try again later" rather than "no".

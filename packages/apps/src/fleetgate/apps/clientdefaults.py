@@ -1,5 +1,5 @@
-"""Where the client finds the API by default: light constants the CLI reads before any import of
-httpx or pydantic (``fleetgate --help`` and ``fleetgate check`` need nothing more)."""
+"""Where the client finds the API by default: light constants the CLI reads before the client
+itself loads (``fleetgate --help`` and ``fleetgate check`` need nothing more)."""
 
 from __future__ import annotations
 

@@ -31,7 +31,7 @@ GAP = "   "
 
 
 class Body(Protocol):
-    """A pydantic body of the API (what every answer is)."""
+    """A body of the API (``clientbodies``): ``model_dump`` is its JSON object."""
 
     def model_dump(self, *, mode: str) -> dict[str, Any]: ...
 

@@ -29,6 +29,7 @@ from fleetgate.apps.clientcli import (
 )
 from fleetgate.apps.clientdefaults import DEFAULT_SERVER
 from fleetgate.apps.clientoutput import Body, Output, View, render_one
+from fleetgate.apps.cligroups import Group
 
 if TYPE_CHECKING:
     from fleetgate.apps.client import FleetgateClient
@@ -50,16 +51,19 @@ claims_app = typer.Typer(
     help="A namespace's capacity claims: list (no subcommand), create, update, delete.",
     invoke_without_command=True,
     rich_markup_mode=None,
+    cls=Group,
 )
 node_app = typer.Typer(
     help="One node of the ledger: get, put, delete, cordon, uncordon (admin token).",
     no_args_is_help=True,
     rich_markup_mode=None,
+    cls=Group,
 )
 tokens_app = typer.Typer(
     help="A namespace's API tokens: create (the secret is shown once), list, revoke (admin).",
     no_args_is_help=True,
     rich_markup_mode=None,
+    cls=Group,
 )
 
 

@@ -1,8 +1,8 @@
 """The columns of each kind of row the client commands print (``table`` and, with more, ``wide``)
 and the identifier ``-o name`` prints: the id a later command takes (release, claims update...).
 
-Rows are the API's pydantic bodies; they are read by attribute only, so this module needs none
-of them imported.
+Rows are the client's bodies (``clientbodies``); they are read by attribute only, so this module
+needs none of them imported.
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ def watch_events(
     watch_count: int,
 ) -> int:
     """Print the newest ``limit`` events oldest first, then each new one as it is recorded."""
-    from fleetgate.apps.api.schemas import EventBody
     from fleetgate.apps.client import FleetgateClient
+    from fleetgate.apps.clientbodies import EventBody
 
     def fetch(after: int) -> list[EventBody]:
         def ask(api: FleetgateClient) -> list[EventBody]:
