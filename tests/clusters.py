@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -439,9 +439,7 @@ class PostgresPair(_Cluster):
     def url(self, database: str = "test") -> str:
         """One URL naming both hosts: libpq-style failover to whichever accepts writes."""
         hosts = "&".join(f"host=127.0.0.1:{s.port}" for s in self.servers)
-        return (
-            f"postgresql+asyncpg://postgres@/{database}?{hosts}&target_session_attrs=read-write"
-        )
+        return f"postgresql+asyncpg://postgres@/{database}?{hosts}&target_session_attrs=read-write"
 
     def _pg(self, program: str, *args: str, check: bool = True) -> str:
         result = subprocess.run(
@@ -654,10 +652,8 @@ def main(argv: list[str]) -> int:
         elif isinstance(cluster, PostgresPair):
             print(cluster.url(), flush=True)
         print(f"started in {time.monotonic() - started:.1f} s; Ctrl-C stops", file=sys.stderr)
-        try:
+        with suppress(KeyboardInterrupt):
             signal.pause()
-        except KeyboardInterrupt:
-            pass
     return 0
 
 
