@@ -219,10 +219,10 @@ class Galera(_Cluster):
                 raise ClusterError(f"{path} is missing: install mariadb-server and galera-4")
         self._make_base()
         ports = free_ports(4 * self.size)
-        self.nodes = [
-            GaleraNode(i, self.base / f"node{i}", *ports[4 * i : 4 * i + 4])
-            for i in range(self.size)
-        ]
+        self.nodes = []
+        for i in range(self.size):
+            port, gcomm, ist, sst = ports[4 * i : 4 * i + 4]
+            self.nodes.append(GaleraNode(i, self.base / f"node{i}", port, gcomm, ist, sst))
         for node in self.nodes:
             node.home.mkdir(exist_ok=True)
             node.datadir.mkdir(exist_ok=True)
