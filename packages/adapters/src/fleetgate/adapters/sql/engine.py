@@ -20,7 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from fleetgate.adapters.clock import SystemClock
 from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport, Timeouts
-from fleetgate.adapters.sql.retry import ATTEMPTS, with_retries
+from fleetgate.adapters.sql.retry import (
+    ATTEMPTS,
+    BASE_DELAY,
+    DEADLINE,
+    MAX_DELAY,
+    RetryBudget,
+    with_retries,
+)
 from fleetgate.adapters.sql.sqltypes import epoch
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.ports import Clock
@@ -57,6 +64,17 @@ class Store:
         self.clock: Clock = clock or SystemClock()
         self.rng = rng or random.Random()
         self.attempts = int(options.get("retry_attempts", ATTEMPTS))
+        retry = dict(options.get("retry") or {})
+        self.attempts = int(retry.get("attempts", self.attempts))
+        base = float(retry.get("base_delay_ms", BASE_DELAY * 1000)) / 1000
+        self.single_budget = RetryBudget(attempts=self.attempts, base=base)
+        self.multi_budget = RetryBudget.multi_primary(
+            deadline=float(retry.get("multi_primary_deadline_seconds", DEADLINE)),
+            base=base,
+            cap=float(retry.get("multi_primary_max_delay_ms", MAX_DELAY * 1000)) / 1000,
+        )
+        #: "auto": the deadline budget once the server reports itself a multi-primary node.
+        self.multi_primary_mode = str(retry.get("multi_primary", "auto"))
         self._engine: AsyncEngine | None = None
         self._writers = asyncio.Lock()
 
@@ -199,8 +217,15 @@ class Store:
         if not retry:
             return await once()
         return await with_retries(
-            once, retryable=self._retryable, what=what, attempts=self.attempts, rng=self.rng
+            once, retryable=self._retryable, what=what, budget=self.budget(), rng=self.rng
         )
+
+    def budget(self) -> RetryBudget:
+        """The retry budget now: by deadline on a multi-primary cluster, else fixed attempts."""
+        mode = self.multi_primary_mode
+        if mode == "on" or (mode == "auto" and self.dialect.multi_primary):
+            return self.multi_budget
+        return self.single_budget
 
     def _retryable(self, error: DBAPIError) -> bool:
         return self.dialect.retryable(error)
