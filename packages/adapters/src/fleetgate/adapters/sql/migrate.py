@@ -76,7 +76,7 @@ def take_lease(
         except DBAPIError:
             # Duplicate key (the row is another's), or the certification conflict of two
             # inserts through two nodes at once: either way, another worker holds it.
-            connection.rollback()
+            _rollback(connection)
         if time.monotonic() > deadline:
             raise MigrationLeaseBusy(
                 f"migrations: another worker held the migration lease for {wait_seconds:g} s"
@@ -85,13 +85,33 @@ def take_lease(
         delay = min(delay * 2, 1.0)
 
 
+def _rollback(connection: Connection) -> None:
+    """Roll back; a transaction Galera already aborted may report the abort again here."""
+    try:
+        connection.rollback()
+    except DBAPIError:
+        connection.rollback()
+
+
 def drop_lease(connection: Connection, holder: str) -> None:
-    """Delete this worker's lease row, committing with it what the migration left open."""
-    connection.execute(
-        text(f"DELETE FROM {LEASE_TABLE} WHERE name = :name AND holder = :holder"),
-        {"name": LEASE_NAME, "holder": holder},
-    )
-    connection.commit()
+    """Delete this worker's lease row, committing with it what the migration left open.
+
+    A brute-force abort (another node's write certified first) is retried: the row must go, or
+    the next worker waits for its expiry.
+    """
+    for attempt in range(10):
+        try:
+            connection.execute(
+                text(f"DELETE FROM {LEASE_TABLE} WHERE name = :name AND holder = :holder"),
+                {"name": LEASE_NAME, "holder": holder},
+            )
+            connection.commit()
+            return
+        except DBAPIError:
+            _rollback(connection)
+            if attempt == 9:
+                raise
+            time.sleep(0.05 * (attempt + 1))
 
 
 def alembic_config(url: str = "") -> Config:
@@ -142,7 +162,10 @@ async def upgrade(store: Store, revision: str = "head") -> str:
             cfg = alembic_config()
             cfg.attributes["connection"] = connection
             command.upgrade(cfg, revision)
-            return current_revision(connection) or ""
+            revision_now = current_revision(connection) or ""
+            if cluster_wide:
+                connection.commit()  # the migration's last writes, before the lease goes
+            return revision_now
         except BaseException:
             connection.rollback()
             raise
