@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import threading
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 
+import httpx
 import pytest
 
 from fleetgate.adapters import plugins
@@ -26,6 +29,7 @@ from tests.adapters.sql.galera_support import Outcomes, assert_exact
 from tests.clusters import Galera, PostgresPair
 from tests.conftest import Backend
 from tests.ledgers import START, open_ledger
+from tests.servers import running_api
 from tests.waiting import HANG_SECONDS, until
 
 pytestmark = pytest.mark.failover
@@ -137,3 +141,53 @@ async def test_a_galera_node_killed_under_load_and_rejoined(galera: Galera) -> N
         async with ledger_as_it_is(direct) as node0:
             await outcomes.assert_exactly_once(node0, "team")
             await assert_exact(node0)
+
+
+def test_the_api_process_follows_a_promoted_standby_without_a_restart(
+    pg_pair: PostgresPair,
+) -> None:
+    """The same ``fleetgate api`` process, over HTTP: 201s before the kill, 503s (or 201s)
+    while the primary is gone, and once the standby is promoted every request answered again
+    — the unknown ones replayed by request id — with each 201 placed exactly once."""
+    token = "failover-admin-token"
+    admin = {"Authorization": f"Bearer {token}"}
+    url = "/v1/namespaces/team/placements"
+    with (
+        running_api(pg_pair.url("test"), token=token) as base,
+        httpx.Client(base_url=base, headers=admin, timeout=HANG_SECONDS) as client,
+    ):
+        node = {"threads": 256, "memory_mb": 1_000_000, "disk_gb": 100_000}
+        assert client.put("/v1/nodes/a", json=node).status_code == 201
+        placed: dict[str, str] = {}
+        unknown: set[str] = set()
+
+        def post(request_id: str) -> None:
+            body = {"cpus": 1, "memory_mb": 1, "disk_gb": 1, "node": "a", "request_id": request_id}
+            r = client.post(url, json=body)
+            if r.status_code == 503:
+                unknown.add(request_id)
+                return
+            assert r.status_code in (200, 201), r.text
+            unknown.discard(request_id)
+            assert placed.setdefault(request_id, r.json()["id"]) == r.json()["id"]
+
+        for n in range(10):
+            post(f"before-{n}")
+        assert len(placed) == 10
+        failover = threading.Thread(target=lambda: (pg_pair.kill_primary(), pg_pair.promote()))
+        failover.start()
+        n = 0
+        while failover.is_alive():
+            n += 1
+            post(f"during-{n}")
+            time.sleep(0.05)
+        failover.join()
+        for request_id in sorted(unknown):
+            post(request_id)  # the outcome was unknown: replaying settles it
+        assert not unknown
+        for n in range(5):
+            post(f"after-{n}")
+        listed = client.get(url, params={"limit": 500})
+        assert listed.status_code == 200
+        by_request = {p["request_id"]: p["id"] for p in listed.json()}
+        assert by_request == placed  # every 201 exactly once, nothing else
