@@ -637,12 +637,19 @@ def postgres_pair() -> Iterator[PostgresPair]:
         yield pair
 
 
+def _interrupt(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str]) -> int:
-    """Start a cluster, print its URLs, and keep it up until interrupted."""
+    """Start a cluster, print its URLs, and keep it up until SIGINT or SIGTERM."""
     kind = argv[0] if argv else ""
     if kind not in {"galera", "postgres"}:
         print("usage: python -m tests.clusters galera|postgres", file=sys.stderr)
         return 2
+    # A background job ignores SIGINT unless told otherwise; either signal stops the servers.
+    signal.signal(signal.SIGINT, _interrupt)
+    signal.signal(signal.SIGTERM, _interrupt)
     started = time.monotonic()
     cluster: _Cluster = Galera() if kind == "galera" else PostgresPair()
     with cluster:
@@ -653,7 +660,8 @@ def main(argv: list[str]) -> int:
             print(cluster.url(), flush=True)
         print(f"started in {time.monotonic() - started:.1f} s; Ctrl-C stops", file=sys.stderr)
         with suppress(KeyboardInterrupt):
-            signal.pause()
+            while True:
+                signal.pause()
     return 0
 
 
