@@ -41,6 +41,9 @@ DESCRIPTIONS: dict[str, str] = {
     "database_retry.multi_primary_deadline_seconds": "On a multi-primary cluster, how long an "
     "aborted transaction is run again before 503.",
     "database_retry.multi_primary_max_delay_ms": "Cap of the backoff between those tries.",
+    "database_retry.multi_primary_serialize_writers": "On a multi-primary cluster, one writing "
+    "transaction per process at a time (others join the next group-commit batch): fewer "
+    "certification aborts.",
     "cluster": "The cluster plugin: `fake` (in-memory) or `karpenter`.",
     "cluster_options": "Options handed to the cluster plugin as they are.",
     "log_format": "Log lines as coloured `console` text or one `json` object per line.",

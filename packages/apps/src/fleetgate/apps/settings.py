@@ -97,6 +97,8 @@ class DatabaseRetrySettings(_Section):
     multi_primary: Literal["auto", "on", "off"] = "auto"
     multi_primary_deadline_seconds: float = Field(5.0, gt=0, le=300, allow_inf_nan=False)
     multi_primary_max_delay_ms: float = Field(250.0, gt=0, le=60_000, allow_inf_nan=False)
+    # There, one writing transaction per process at a time: fewer certification aborts.
+    multi_primary_serialize_writers: bool = True
 
 
 class ClaimSettings(_Section):

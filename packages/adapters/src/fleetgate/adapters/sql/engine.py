@@ -75,6 +75,7 @@ class Store:
         )
         #: "auto": the deadline budget once the server reports itself a multi-primary node.
         self.multi_primary_mode = str(retry.get("multi_primary", "auto"))
+        self.serialize_multi_primary = bool(retry.get("multi_primary_serialize_writers", True))
         self._engine: AsyncEngine | None = None
         self._writers = asyncio.Lock()
 
@@ -120,7 +121,7 @@ class Store:
         refusal (serialization failure, deadlock) is always :class:`CommitUnknown`. Group commit
         runs its batches so, and splits a failed one.
         """
-        if self.dialect.serialize_writers:
+        if self.dialect.serialize_writers or self._serialize_for_certification():
             async with self._writers:
                 return await self._run(work, what=what, read_only=False, retry=retry)
         return await self._run(work, what=what, read_only=False, isolation=isolation, retry=retry)
@@ -219,6 +220,16 @@ class Store:
         return await with_retries(
             once, retryable=self._retryable, what=what, budget=self.budget(), rng=self.rng
         )
+
+    def _serialize_for_certification(self) -> bool:
+        """On a multi-primary cluster, one writing transaction of this process at a time.
+
+        They all write the cluster row, so on one node they would queue on its lock anyway;
+        in flight together they only widen the window in which another node's commit aborts
+        them (certification, brute-force abort), and every abort costs a retry. Admissions
+        that arrive meanwhile join the next group-commit batch.
+        """
+        return self.serialize_multi_primary and self.budget() is self.multi_budget
 
     def budget(self) -> RetryBudget:
         """The retry budget now: by deadline on a multi-primary cluster, else fixed attempts."""
