@@ -176,11 +176,13 @@ async def connect_first(hosts: list[str], connect_seconds: float, *args: Any, **
     bounded by the connect timeout; the last failure is raised when none serves.
     """
     failure: BaseException | None = None
+    default_port = int(kw.pop("port", None) or 3306)
     for entry in hosts:
         host, _, port = entry.rpartition(":") if ":" in entry else (entry, "", "")
         try:
             conn = await asyncio.wait_for(
-                aiomysql.connect(*args, host=host, port=int(port or 3306), **kw), connect_seconds
+                aiomysql.connect(*args, host=host, port=int(port or default_port), **kw),
+                connect_seconds,
             )
         except (OSError, TimeoutError, pymysql.err.Error) as exc:
             failure = exc
