@@ -121,9 +121,14 @@ class Store:
         refusal (serialization failure, deadlock) is always :class:`CommitUnknown`. Group commit
         runs its batches so, and splits a failed one.
         """
-        if self.dialect.serialize_writers or self._serialize_for_certification():
+        if self.dialect.serialize_writers:
             async with self._writers:
                 return await self._run(work, what=what, read_only=False, retry=retry)
+        if self._serialize_for_certification():
+            async with self._writers:
+                return await self._run(
+                    work, what=what, read_only=False, isolation=isolation, retry=retry
+                )
         return await self._run(work, what=what, read_only=False, isolation=isolation, retry=retry)
 
     async def read(self, work: Work[T], *, what: str) -> T:
