@@ -206,3 +206,37 @@ async def test_a_lost_connection_stays_a_quick_failure_under_a_deadline_budget()
             sleep=no_sleep,
         )
     assert len(calls) == ATTEMPTS
+
+
+@pytest.mark.parametrize(
+    ("mode", "galera", "by_deadline"),
+    [
+        ("auto", False, False),
+        ("auto", True, True),
+        ("on", False, True),
+        ("off", True, False),
+    ],
+)
+def test_the_store_retries_by_deadline_on_a_multi_primary_cluster(
+    mode: str, galera: bool, by_deadline: bool
+) -> None:
+    from fleetgate.adapters.sql.dialect import DialectSupport
+    from fleetgate.adapters.sql.engine import Store
+
+    dialect = DialectSupport()
+    dialect.multi_primary = galera  # what the MariaDB plugin sets once it sees wsrep_on=ON
+    retry = {
+        "attempts": 6,
+        "base_delay_ms": 2.0,
+        "multi_primary": mode,
+        "multi_primary_deadline_seconds": 3.0,
+        "multi_primary_max_delay_ms": 100.0,
+    }
+    store = Store("mysql+aiomysql://root@127.0.0.1/x", {"retry": retry}, dialect)
+    budget = store.budget()
+    if by_deadline:
+        assert budget == RetryBudget.multi_primary(deadline=3.0, base=0.002, cap=0.1)
+    else:
+        assert budget == RetryBudget(attempts=6, base=0.002)
+    # Writers are serialized per process only where transactions abort one another.
+    assert store._serialize_for_certification() is by_deadline
