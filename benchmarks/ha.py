@@ -19,8 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rich.console import Console
-from sqlalchemy import text
-from sqlalchemy.ext.asyncio import create_async_engine
+from tests.backends import _admin
 from tests.clusters import Galera, PostgresPair
 
 from benchmarks import machine
@@ -69,22 +68,8 @@ def _ledger(url: str, migrate: bool) -> SqlLedger:
 
 
 async def _create_database(server_url: str, name: str) -> str:
-    engine = create_async_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as conn:
-            await conn.execute(text(f"CREATE DATABASE {name}"))
-    finally:
-        await engine.dispose()
+    await _admin(server_url, f"CREATE DATABASE {name}")
     return server_url.rsplit("/", 1)[0] + f"/{name}"
-
-
-async def _drop_database(server_url: str, name: str) -> None:
-    engine = create_async_engine(server_url, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as conn:
-            await conn.execute(text(f"DROP DATABASE IF EXISTS {name}"))
-    finally:
-        await engine.dispose()
 
 
 async def contention(label: str, urls: Sequence[str]) -> Cell:
@@ -225,7 +210,7 @@ async def section(targets: Sequence[Target], sizes: Sizes, console: Console) -> 
             cells.append(await contention("MariaDB (one server)", [url]))
         _row(table, cells[-1], machine.load_average())
     finally:
-        await _drop_database(plain[0].server_url, name)
+        await _admin(plain[0].server_url, f"DROP DATABASE IF EXISTS {name}")
     with Galera() as cluster:
         assert isinstance(cluster, Galera)
         name = f"fgb_{secrets.token_hex(3)}"
