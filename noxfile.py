@@ -127,6 +127,52 @@ def _asyncpg_url(uri: str) -> str:
     return f"postgresql+asyncpg://{user}@/{database}?host={host}"
 
 
+#: The backend suites that decide correctness under concurrency, run again on a Galera node.
+GALERA_SUITES = (
+    "tests/adapters/sql/test_concurrency.py",
+    "tests/adapters/sql/test_claims.py",
+    "tests/adapters/sql/test_faults.py",
+    "tests/adapters/sql/test_galera.py",
+)
+
+
+@nox.session
+def tests_galera(session: nox.Session) -> None:
+    """A three-node MariaDB Galera cluster started here (tests/clusters.py): the concurrency,
+    claims and fault suites on one node, and the multi-primary tests with writers on every node.
+    A cluster that cannot start fails the session; nothing is skipped."""
+    sys.path.insert(0, str(ROOT))
+    from tests.clusters import Galera
+
+    install(session)
+    with Galera() as cluster:
+        assert isinstance(cluster, Galera)
+        tests_impl(
+            session,
+            "-m",
+            "backend or galera",
+            *GALERA_SUITES,
+            env={
+                "FLEETGATE_TEST_DATABASE_URL": cluster.urls[0],
+                "FLEETGATE_TEST_GALERA_URLS": ",".join(cluster.urls),
+                "FLEETGATE_TEST_CLUSTERS": "on",
+            },
+        )
+
+
+@nox.session
+def tests_failover(session: nox.Session) -> None:
+    """SIGKILL a PostgreSQL 15 primary (its synchronous standby promoted) and a Galera node
+    under load; the tests start their own clusters, so each kill has a cluster to itself."""
+    tests_impl(
+        session,
+        "-m",
+        "failover",
+        "tests/adapters/sql/test_failover.py",
+        env={"FLEETGATE_TEST_CLUSTERS": "on", "FLEETGATE_TEST_DATABASE_URL": ""},
+    )
+
+
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff (lint and format) and the import-linter contracts of design.md."""
@@ -180,12 +226,14 @@ def demo(session: nox.Session) -> None:
 
 #: What CI runs, in two lanes that run side by side: the SQLite suite is CPU-bound in Python,
 #: the server suites wait on their databases half the time, so together they fit two cores.
+#: The cluster lanes (issue 29) take a few minutes each, one per lane.
 CI_LANES = (
-    ("lint", "typecheck", "tests", "tests_postgres(version='16')"),
+    ("lint", "typecheck", "tests", "tests_postgres(version='16')", "tests_failover"),
     (
         "tests_mariadb(regime='default')",
         "tests_mariadb(regime='snapshot')",
         "tests_postgres(version='15')",
+        "tests_galera",
     ),
 )
 

@@ -13,6 +13,7 @@ from benchmarks import (
     admission_tables,
     admission_targets,
     faults,
+    ha,
     http,
     kills,
     machine,
@@ -39,6 +40,7 @@ NAMES = (
     "faults",
     "soak",
     "startup",
+    "ha",
 )
 #: Backends the HTTP benchmark runs on (the issue asks for at least SQLite and PostgreSQL).
 HTTP_BACKENDS = ("sqlite", "postgres")
@@ -279,6 +281,7 @@ def _note_checks(section: Section, checks: list[Check], what: str) -> None:
 
 
 _SECTIONS = {
+    "ha": ha.section,
     "admission": _admission,
     "http": _http,
     "ranking": _ranking,

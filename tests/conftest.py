@@ -99,11 +99,24 @@ async def anyio_backend() -> AsyncIterator[str]:
     yield "asyncio"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark every test that touches the database under test, so server sessions can select them."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark every test that touches the database under test, so server sessions can select them.
+
+    Tests that start database clusters (markers ``galera``, ``failover``) run only in the lanes
+    that ask for them (``FLEETGATE_TEST_CLUSTERS=on``); elsewhere they are deselected, not
+    skipped, and in those lanes a cluster that cannot start fails them.
+    """
     for item in items:
         if "backend" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.backend)
+    if os.environ.get("FLEETGATE_TEST_CLUSTERS", "").lower() in {"1", "on", "true"}:
+        return
+    clustered = [
+        i for i in items if i.get_closest_marker("galera") or i.get_closest_marker("failover")
+    ]
+    if clustered:
+        config.hook.pytest_deselected(items=clustered)
+        items[:] = [i for i in items if i not in clustered]
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.exc import OperationalError
 
 from fleetgate.adapters import plugins
-from fleetgate.adapters.sql.retry import ATTEMPTS, backoff, with_retries
+from fleetgate.adapters.sql.retry import ATTEMPTS, RetryBudget, backoff, with_retries
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
@@ -128,3 +128,115 @@ async def test_a_busy_sqlite_database_is_retried_then_reported(tmp_path: Path) -
     finally:
         holder.close()
         await ledger.close()
+
+
+class VirtualTime:
+    """A clock the retries read and a sleep that advances it: no wall-clock time passes."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.delays: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.delays.append(seconds)
+        self.now += seconds
+
+
+async def test_a_deadline_budget_retries_far_past_four_attempts_until_its_deadline() -> None:
+    time = VirtualTime()
+    calls = []
+
+    async def run() -> None:
+        calls.append(1)
+        raise deadlock()
+
+    budget = RetryBudget.multi_primary(deadline=2.0, base=0.005, cap=0.1)
+    with pytest.raises(LedgerUnavailable, match=r"gave up after \d+ attempts \(2 s of retries\)"):
+        await with_retries(
+            run,
+            retryable=lambda e: True,
+            what="admit",
+            budget=budget,
+            sleep=time.sleep,
+            clock=time.clock,
+            rng=random.Random(7),
+        )
+    assert len(calls) > 4 * ATTEMPTS
+    assert time.now <= 2.0  # never slept past the deadline
+    assert max(time.delays) <= 1.5 * 0.1  # the backoff stops growing at its cap
+
+
+async def test_a_deadline_budget_succeeds_after_many_certification_failures() -> None:
+    time = VirtualTime()
+    calls = []
+
+    async def run() -> str:
+        calls.append(1)
+        if len(calls) < 12:
+            raise deadlock()
+        return "done"
+
+    result = await with_retries(
+        run,
+        retryable=lambda e: True,
+        what="admit",
+        budget=RetryBudget.multi_primary(),
+        sleep=time.sleep,
+        clock=time.clock,
+    )
+    assert result == "done" and len(calls) == 12
+
+
+async def test_a_lost_connection_stays_a_quick_failure_under_a_deadline_budget() -> None:
+    calls = []
+
+    async def run() -> None:
+        calls.append(1)
+        raise lost()
+
+    with pytest.raises(LedgerUnavailable, match=r"lost the database connection 4 times"):
+        await with_retries(
+            run,
+            retryable=lambda e: False,
+            what="admit",
+            budget=RetryBudget.multi_primary(),
+            sleep=no_sleep,
+        )
+    assert len(calls) == ATTEMPTS
+
+
+@pytest.mark.parametrize(
+    ("mode", "galera", "by_deadline"),
+    [
+        ("auto", False, False),
+        ("auto", True, True),
+        ("on", False, True),
+        ("off", True, False),
+    ],
+)
+def test_the_store_retries_by_deadline_on_a_multi_primary_cluster(
+    mode: str, galera: bool, by_deadline: bool
+) -> None:
+    from fleetgate.adapters.sql.dialect import DialectSupport
+    from fleetgate.adapters.sql.engine import Store
+
+    dialect = DialectSupport()
+    dialect.multi_primary = galera  # what the MariaDB plugin sets once it sees wsrep_on=ON
+    retry = {
+        "attempts": 6,
+        "base_delay_ms": 2.0,
+        "multi_primary": mode,
+        "multi_primary_deadline_seconds": 3.0,
+        "multi_primary_max_delay_ms": 100.0,
+    }
+    store = Store("mysql+aiomysql://root@127.0.0.1/x", {"retry": retry}, dialect)
+    budget = store.budget()
+    if by_deadline:
+        assert budget == RetryBudget.multi_primary(deadline=3.0, base=0.002, cap=0.1)
+    else:
+        assert budget == RetryBudget(attempts=6, base=0.002)
+    # Writers are serialized per process only where transactions abort one another.
+    assert store._serialize_for_certification() is by_deadline

@@ -33,6 +33,17 @@ DESCRIPTIONS: dict[str, str] = {
     "database_timeouts.pool_seconds": "Longest wait for a free pooled connection (then 503).",
     "database_timeouts.statement_seconds": "Longest one statement may run: PostgreSQL on the "
     "client (a silent network too), MariaDB on the server (`max_statement_time`); then 503.",
+    "database_retry.attempts": "Tries in all of a transaction the database aborted for a "
+    "conflict (deadlock, serialization failure), on one server; then 503.",
+    "database_retry.base_delay_ms": "First backoff between those tries; it doubles, jittered.",
+    "database_retry.multi_primary": "`auto`: retry by deadline instead once the server reports "
+    "`wsrep_on=ON` (a Galera node, [HA guide](high-availability.md)); `on`/`off` force it.",
+    "database_retry.multi_primary_deadline_seconds": "On a multi-primary cluster, how long an "
+    "aborted transaction is run again before 503.",
+    "database_retry.multi_primary_max_delay_ms": "Cap of the backoff between those tries.",
+    "database_retry.multi_primary_serialize_writers": "On a multi-primary cluster, one writing "
+    "transaction per process at a time (others join the next group-commit batch): fewer "
+    "certification aborts.",
     "cluster": "The cluster plugin: `fake` (in-memory) or `karpenter`.",
     "cluster_options": "Options handed to the cluster plugin as they are.",
     "log_format": "Log lines as coloured `console` text or one `json` object per line.",

@@ -86,6 +86,21 @@ class DatabaseTimeoutSettings(_Section):
     statement_seconds: float = Field(10.0, gt=0, allow_inf_nan=False)
 
 
+class DatabaseRetrySettings(_Section):
+    """How often a transaction the database aborted to resolve a conflict is run again."""
+
+    # On one server: this many tries in all, the backoff doubling from base_delay_ms.
+    attempts: int = Field(4, ge=1, le=100)
+    base_delay_ms: float = Field(5.0, gt=0, le=10_000, allow_inf_nan=False)
+    # A multi-primary cluster (Galera, every node writing) aborts many more at certification:
+    # auto retries by deadline once a server reports wsrep_on=ON; on/off force either budget.
+    multi_primary: Literal["auto", "on", "off"] = "auto"
+    multi_primary_deadline_seconds: float = Field(5.0, gt=0, le=300, allow_inf_nan=False)
+    multi_primary_max_delay_ms: float = Field(250.0, gt=0, le=60_000, allow_inf_nan=False)
+    # There, one writing transaction per process at a time: fewer certification aborts.
+    multi_primary_serialize_writers: bool = True
+
+
 class ClaimSettings(_Section):
     """How a namespace's active claim binds its own placements."""
 
@@ -151,6 +166,7 @@ class Settings(BaseSettings):
     database_url: str = DEFAULT_DATABASE_URL
     database_session_variables: dict[str, str] = Field(default_factory=dict)
     database_timeouts: DatabaseTimeoutSettings = Field(default_factory=DatabaseTimeoutSettings)
+    database_retry: DatabaseRetrySettings = Field(default_factory=DatabaseRetrySettings)
     cluster: str = "fake"
     cluster_options: dict[str, Any] = Field(default_factory=dict)
     log_format: Literal["console", "json"] = "console"
@@ -185,6 +201,7 @@ class Settings(BaseSettings):
             "claims": self.claims.model_dump(),
             "session_variables": dict(self.database_session_variables),
             "timeouts": self.database_timeouts.model_dump(),
+            "retry": self.database_retry.model_dump(),
             "group_commit": {
                 "max_batch": self.admission.group_commit_max_batch,
                 "max_wait_ms": self.admission.group_commit_max_wait_ms,

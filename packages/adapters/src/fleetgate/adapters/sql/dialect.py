@@ -60,6 +60,9 @@ class DialectSupport:
     #: Queue this process's writers in memory instead of in the database's lock (SQLite has one
     #: writer anyway; waiting on an asyncio lock beats its busy handler's sleep-and-poll).
     serialize_writers = False
+    #: Set once a connection found the server to be a node of a multi-primary cluster (Galera's
+    #: ``wsrep_on=ON``): certification conflicts are then common and the retry budget grows.
+    multi_primary = False
 
     def engine_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
         """Extra keyword arguments for ``create_async_engine``."""
@@ -110,6 +113,14 @@ class DialectSupport:
 
     def unlock_after_migration(self, connection: Connection) -> None:
         """Undo ``lock_for_migration`` where the lock outlives the transaction."""
+
+    def node_local_locks(self, connection: Connection) -> bool:
+        """True when this server's locks bind only its own node of a multi-primary cluster.
+
+        Then a lock that must hold cluster-wide (the migration lock) has to be a row written in
+        a transaction, which every node certifies, instead of a server lock.
+        """
+        return False
 
 
 def ping_when_idle(engine: AsyncEngine, idle_seconds: float) -> None:

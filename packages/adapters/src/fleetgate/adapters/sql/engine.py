@@ -20,7 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from fleetgate.adapters.clock import SystemClock
 from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport, Timeouts
-from fleetgate.adapters.sql.retry import ATTEMPTS, with_retries
+from fleetgate.adapters.sql.retry import (
+    ATTEMPTS,
+    BASE_DELAY,
+    DEADLINE,
+    MAX_DELAY,
+    RetryBudget,
+    with_retries,
+)
 from fleetgate.adapters.sql.sqltypes import epoch
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.ports import Clock
@@ -57,6 +64,18 @@ class Store:
         self.clock: Clock = clock or SystemClock()
         self.rng = rng or random.Random()
         self.attempts = int(options.get("retry_attempts", ATTEMPTS))
+        retry = dict(options.get("retry") or {})
+        self.attempts = int(retry.get("attempts", self.attempts))
+        base = float(retry.get("base_delay_ms", BASE_DELAY * 1000)) / 1000
+        self.single_budget = RetryBudget(attempts=self.attempts, base=base)
+        self.multi_budget = RetryBudget.multi_primary(
+            deadline=float(retry.get("multi_primary_deadline_seconds", DEADLINE)),
+            base=base,
+            cap=float(retry.get("multi_primary_max_delay_ms", MAX_DELAY * 1000)) / 1000,
+        )
+        #: "auto": the deadline budget once the server reports itself a multi-primary node.
+        self.multi_primary_mode = str(retry.get("multi_primary", "auto"))
+        self.serialize_multi_primary = bool(retry.get("multi_primary_serialize_writers", True))
         self._engine: AsyncEngine | None = None
         self._writers = asyncio.Lock()
 
@@ -105,6 +124,11 @@ class Store:
         if self.dialect.serialize_writers:
             async with self._writers:
                 return await self._run(work, what=what, read_only=False, retry=retry)
+        if self._serialize_for_certification():
+            async with self._writers:
+                return await self._run(
+                    work, what=what, read_only=False, isolation=isolation, retry=retry
+                )
         return await self._run(work, what=what, read_only=False, isolation=isolation, retry=retry)
 
     async def read(self, work: Work[T], *, what: str) -> T:
@@ -199,8 +223,25 @@ class Store:
         if not retry:
             return await once()
         return await with_retries(
-            once, retryable=self._retryable, what=what, attempts=self.attempts, rng=self.rng
+            once, retryable=self._retryable, what=what, budget=self.budget(), rng=self.rng
         )
+
+    def _serialize_for_certification(self) -> bool:
+        """On a multi-primary cluster, one writing transaction of this process at a time.
+
+        They all write the cluster row, so on one node they would queue on its lock anyway;
+        in flight together they only widen the window in which another node's commit aborts
+        them (certification, brute-force abort), and every abort costs a retry. Admissions
+        that arrive meanwhile join the next group-commit batch.
+        """
+        return self.serialize_multi_primary and self.budget() is self.multi_budget
+
+    def budget(self) -> RetryBudget:
+        """The retry budget now: by deadline on a multi-primary cluster, else fixed attempts."""
+        mode = self.multi_primary_mode
+        if mode == "on" or (mode == "auto" and self.dialect.multi_primary):
+            return self.multi_budget
+        return self.single_budget
 
     def _retryable(self, error: DBAPIError) -> bool:
         return self.dialect.retryable(error)

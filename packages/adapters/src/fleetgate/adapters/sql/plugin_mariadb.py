@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 import aiomysql
+import pymysql
 from pymysql.constants import CLIENT
 from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
@@ -36,6 +37,13 @@ MIGRATION_LOCK = "fleetgate_migrate"
 #: after a loss (2014), ... (2055: lost while reading).
 UNAVAILABLE = frozenset({1040, 1044, 1045, 1049, 1053, 1927, 1969, 4031, 2002, 2003, 2006, 2013})
 UNAVAILABLE |= {2014, 2055, 1146}
+#: A Galera node outside the primary component, or not yet synced: "WSREP has not yet prepared
+#: node for application use" (1047). Another node, or this one later, can serve.
+UNAVAILABLE |= {1047}
+#: On a Galera node, reads wait until the node has applied every write the cluster committed
+#: before they began (bit 1: SELECT, SHOW, BEGIN), so a caller reading through another node
+#: sees its own write. Set unless the operator chose a value in ``session_variables``.
+CAUSAL_READS = {"wsrep_sync_wait": "1"}
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _VALUE = re.compile(r"^[A-Za-z0-9_.+-]{1,64}$")
@@ -79,8 +87,13 @@ class MariaDbSupport(DialectSupport):
         """
         super().bound_waits(url, kwargs, timeouts)
 
-        def bounded(*args: Any, **kw: Any) -> Any:
-            return asyncio.wait_for(aiomysql.connect(*args, **kw), timeouts.connect)
+        async def bounded(*args: Any, **kw: Any) -> Any:
+            hosts = kw.pop("host", None)
+            if not isinstance(hosts, tuple | list):
+                return await asyncio.wait_for(
+                    aiomysql.connect(*args, host=hosts, **kw), timeouts.connect
+                )
+            return await connect_first(list(hosts), timeouts.connect, *args, **kw)
 
         connect_args = kwargs.setdefault("connect_args", {})
         connect_args["connect_timeout"] = timeouts.connect
@@ -96,8 +109,7 @@ class MariaDbSupport(DialectSupport):
         variables = {"max_statement_time": Timeouts.from_options(options).statement}
         variables.update(options.get("session_variables") or {})
         statements = session_statements(variables)
-        if not statements:
-            return
+        causal = session_statements({k: v for k, v in CAUSAL_READS.items() if k not in variables})
 
         @event.listens_for(engine.sync_engine, "connect")
         def _on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -105,6 +117,12 @@ class MariaDbSupport(DialectSupport):
             try:
                 for statement in statements:
                     cursor.execute(statement)
+                # Each new connection asks: a URL listing several hosts may reach a Galera
+                # node after a plain server, and the retry budget follows what was found last.
+                self.multi_primary = wsrep_on(cursor)
+                if self.multi_primary:
+                    for statement in causal:
+                        cursor.execute(statement)
             finally:
                 cursor.close()
 
@@ -123,6 +141,66 @@ class MariaDbSupport(DialectSupport):
     def unlock_after_migration(self, connection: Connection) -> None:
         """Release the named lock."""
         connection.execute(text("SELECT RELEASE_LOCK(:name)"), {"name": MIGRATION_LOCK})
+
+    def node_local_locks(self, connection: Connection) -> bool:
+        """On a Galera node GET_LOCK, FOR SHARE and SKIP LOCKED bind that node alone."""
+        row = connection.execute(text("SHOW VARIABLES LIKE 'wsrep_on'")).first()
+        return row is not None and str(row[1]).upper() == "ON"
+
+
+def wsrep_on(cursor: Any) -> bool:
+    """True when the server behind a DB-API cursor is a Galera node with replication on."""
+    cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+    row = cursor.fetchone()
+    return row is not None and str(row[1]).upper() == "ON"
+
+
+async def _galera_ready(conn: Any) -> bool:
+    """False for a Galera node that is not ready for clients; True for any other server."""
+    async with conn.cursor() as cursor:
+        await cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+        row = await cursor.fetchone()
+        if row is None or str(row[1]).upper() != "ON":
+            return True
+        await cursor.execute("SHOW STATUS LIKE 'wsrep_ready'")
+        row = await cursor.fetchone()
+        return row is not None and str(row[1]).upper() == "ON"
+
+
+async def connect_first(hosts: list[str], connect_seconds: float, *args: Any, **kw: Any) -> Any:
+    """Connect to the first of ``hosts`` (``host[:port]``, in the URL's order) that serves.
+
+    aiomysql takes one host; a URL naming several (``?host=a:3306&host=b:3306``) is for a
+    cluster whose nodes all take writes, so the first one that accepts the connection and is
+    ready for clients (a Galera node: synced, in the primary component) is used. Each try is
+    bounded by the connect timeout; the last failure is raised when none serves.
+    """
+    failure: BaseException | None = None
+    default_port = int(kw.pop("port", None) or 3306)
+    for entry in hosts:
+        host, _, port = entry.rpartition(":") if ":" in entry else (entry, "", "")
+        try:
+            conn = await asyncio.wait_for(
+                aiomysql.connect(*args, host=host, port=int(port or default_port), **kw),
+                connect_seconds,
+            )
+        except (OSError, TimeoutError, pymysql.err.Error) as exc:
+            failure = exc
+            continue
+        try:
+            ready = await _galera_ready(conn)
+        except (OSError, pymysql.err.Error) as exc:
+            conn.close()
+            failure = exc
+            continue
+        if not ready:
+            conn.close()
+            failure = pymysql.err.OperationalError(1047, f"{entry}: WSREP not ready")
+            continue
+        return conn
+    if failure is None:  # pragma: no cover - the URL's hosts are never empty here
+        raise pymysql.err.OperationalError(2003, "no database host given")
+    raise failure
 
 
 @hookimpl
