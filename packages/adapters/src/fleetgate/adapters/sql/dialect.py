@@ -153,6 +153,13 @@ class DialectSupport:
     def unlock_after_migration(self, connection: Connection) -> None:
         """Undo ``lock_for_migration`` where the lock outlives the transaction."""
 
+    def snapshot_options(self) -> dict[str, Any]:
+        """Execution options of a read-only transaction whose statements see one snapshot.
+
+        REPEATABLE READ on a server (a consistency check reads many tables while writers run).
+        """
+        return {"isolation_level": "REPEATABLE READ"}
+
     # --- the reconcile pass's set-based statements ----------------------------------------------
 
     def grouping(self, column: ColumnElement[str]) -> ColumnElement[str]:

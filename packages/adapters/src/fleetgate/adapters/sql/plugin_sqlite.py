@@ -98,6 +98,10 @@ class SqliteSupport(DialectSupport):
             if conn.connection.driver_connection._connection is None:
                 raise ValueError(_CLOSED[0])
 
+    def snapshot_options(self) -> dict[str, Any]:
+        """A plain deferred BEGIN: in WAL mode a reader's first read fixes its snapshot."""
+        return {READ_ONLY: True}
+
     def retryable(self, error: DBAPIError) -> bool:
         """SQLITE_BUSY and SQLITE_LOCKED (the write lock was not granted within the timeout)."""
         orig = error.orig
