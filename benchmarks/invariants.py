@@ -2,8 +2,8 @@
 
 Read in one transaction that sees one snapshot (the dialect's ``snapshot_options``: REPEATABLE
 READ on the servers, a deferred ``BEGIN`` on SQLite's WAL), so the check can run while writers
-are busy and still compare like with like. This is the benchmark's own evaluator, written from the definitions, independent of
-the reconciler it could otherwise only confirm.
+are busy and still compare like with like. This is the benchmark's own evaluator, written from
+the definitions, independent of the reconciler it could otherwise only confirm.
 """
 
 from __future__ import annotations
