@@ -1,9 +1,9 @@
 """The over-commit check: every counter equals its recomputation from the placements, in bounds.
 
-Read in one transaction that sees one snapshot (REPEATABLE READ on the servers, a deferred
-``BEGIN`` on SQLite's WAL), so the check can run while writers are busy and still compare like
-with like. This is the benchmark's own evaluator, written from the definitions, independent of
-the reconciler it could otherwise only confirm.
+Read in one transaction that sees one snapshot (the dialect's ``snapshot_options``: REPEATABLE
+READ on the servers, a deferred ``BEGIN`` on SQLite's WAL), so the check can run while writers
+are busy and still compare like with like. This is the benchmark's own evaluator, written from
+the definitions, independent of the reconciler it could otherwise only confirm.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fleetgate.adapters.sql.dialect import READ_ONLY
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
 from fleetgate.domain.capacity.dimensions import ALLOCATION
@@ -129,12 +128,8 @@ async def _namespace_check(conn: AsyncConnection, check: Check, now: float) -> N
 async def check(ledger: SqlLedger) -> Check:
     """Check every node, claim and the cluster row against the placements, in one snapshot."""
     result = Check()
-    kind = ledger.store.dialect.name
     async with ledger.store.engine.connect() as conn:
-        if kind == "sqlite":
-            conn = await conn.execution_options(**{READ_ONLY: True})
-        else:
-            conn = await conn.execution_options(isolation_level="REPEATABLE READ")
+        conn = await conn.execution_options(**ledger.store.dialect.snapshot_options())
         async with conn.begin():
             count = await conn.execute(sa.select(sa.func.count()).select_from(placements))
             result.placements = int(count.scalar_one())

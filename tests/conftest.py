@@ -22,7 +22,7 @@ from hypothesis import settings
 
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.sql.ledger import SqlLedger
-from tests.backends import create_database, drop_database
+from tests.backends import create_database, drop_database, server_for
 
 # Speed is the benchmarks' business: on a loaded 2-core machine one example can take longer than
 # Hypothesis's 200 ms deadline, which fails a correct test as "flaky".
@@ -57,16 +57,9 @@ def backend(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backend]:
         return
     name = f"fgt_{os.getpid()}_{secrets.token_hex(3)}"
     url = create_database(server_url, name)
-    variables = {}
-    kind = "mariadb" if server_url.startswith("mysql") else "postgres"
-    if kind == "mariadb" and os.environ.get("FLEETGATE_TEST_MARIADB_SNAPSHOT", "").lower() in {
-        "1",
-        "on",
-        "true",
-    }:
-        variables["innodb_snapshot_isolation"] = "ON"
+    server = server_for(server_url)
     try:
-        yield Backend(url=url, kind=kind, session_variables=variables)
+        yield Backend(url=url, kind=server.kind, session_variables=server.session_variables())
     finally:
         drop_database(server_url, name)
 

@@ -273,7 +273,7 @@ def test_nominated_pods_come_in_the_tables_order_and_leave_with_their_claim(
     for name in reversed(names):  # nominated in the reverse of the table's order
         cluster.pods["ns", name].nominated_claim = "a-0"
     assert [p.name for p in cluster.pods.nominated_to("a-0")] == names
-    cluster._remove_claim(cluster.claims["a-0"], T0)
+    cluster.karpenter.remove_claim(cluster.claims["a-0"], T0)
     assert cluster.pods.nominated_to("a-0") == [] and cluster.pods.nominated == {}
     assert all(cluster.pods["ns", name].nominated_claim is None for name in names)
 
@@ -282,7 +282,7 @@ def test_the_next_batch_is_due_only_while_a_pod_of_its_pool_is_pending(
     cluster: FakeCluster,
 ) -> None:
     cluster.add_pod("ns", "p", pool="a", requests={"cpu": 1_000})
-    item = (T0 + timedelta(seconds=1), 0, "batch", "a")
-    assert cluster._still_due(item) and not cluster._still_due((*item[:3], "b"))
+    still_due = cluster.karpenter.still_due
+    assert still_due("batch", "a") and not still_due("batch", "b")
     cluster.pods["ns", "p"].pool = "b"
-    assert not cluster._still_due(item) and cluster._still_due((*item[:3], "b"))
+    assert not still_due("batch", "a") and still_due("batch", "b")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 
 import pymysql.err
@@ -17,6 +16,7 @@ from fleetgate.adapters.sql.dialect import error_code
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.adapters.sql.plugin_mariadb import MariaDbSupport
 from tests.adapters.sql.churn import Tally, counting_retries
+from tests.backends import kill_session, server_of
 from tests.conftest import Backend
 from tests.ledgers import START
 
@@ -41,14 +41,6 @@ def test_a_sqlite_error_is_known_by_its_extended_code() -> None:
     assert error_code(wrapped(busy)) == sqlite3.SQLITE_BUSY
 
 
-_IDENTITY = {"mariadb": "SELECT CONNECTION_ID()", "postgres": "SELECT pg_backend_pid()"}
-_KILL = {"mariadb": "KILL CONNECTION {id}", "postgres": "SELECT pg_terminate_backend({id}, 5000)"}
-_GONE = {
-    "mariadb": "SELECT COUNT(*) FROM information_schema.processlist WHERE id = {id}",
-    "postgres": "SELECT COUNT(*) FROM pg_stat_activity WHERE pid = {id}",
-}
-
-
 @pytest.mark.parametrize(("idle_seconds", "retried"), [(0.0, False), (3600.0, True)])
 async def test_a_connection_dropped_while_idle_never_fails_a_request(
     backend: Backend, idle_seconds: float, retried: bool
@@ -68,14 +60,9 @@ async def test_a_connection_dropped_while_idle_never_fails_a_request(
     await ledger.start()
     try:
         async with ledger.store.engine.connect() as conn:
-            victim = int((await conn.execute(sa.text(_IDENTITY[backend.kind]))).scalar_one())
-        async with killer.connect() as conn:
-            await conn.execute(sa.text(_KILL[backend.kind].format(id=victim)))
-            for _ in range(100):
-                gone = await conn.execute(sa.text(_GONE[backend.kind].format(id=victim)))
-                if gone.scalar_one() == 0:
-                    break
-                await asyncio.sleep(0.02)
+            identity = sa.text(server_of(backend.kind).identity)
+            victim = int((await conn.execute(identity)).scalar_one())
+        await kill_session(killer, backend.kind, victim)
         tally = Tally()
         with counting_retries(tally):
             assert isinstance(await ledger.nodes(), list)

@@ -35,7 +35,7 @@ from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
-from tests.backends import _admin
+from tests.backends import _admin, server_of
 from tests.conftest import Backend
 from tests.ledgers import START
 
@@ -203,15 +203,11 @@ async def test_a_dropped_database_is_unavailable_and_recovers_when_back(
     backend: Backend,
 ) -> None:
     servers_only(backend)
-    server = make_url(backend.url).set(
-        database="mysql" if backend.kind == "mariadb" else "postgres"
-    )
-    admin = server.render_as_string(False)
+    server = server_of(backend.kind)
+    admin = server.admin_url(backend.url)
     name = f"fgt_gone_{os.getpid()}_{secrets.token_hex(3)}"
     own = make_url(backend.url).set(database=name).render_as_string(False)
-    drop = f"DROP DATABASE IF EXISTS {name}" + (
-        " WITH (FORCE)" if backend.kind == "postgres" else ""
-    )
+    drop = server.drop.format(name=name)
     await _admin(admin, f"CREATE DATABASE {name}")
     try:
         async with ledger_on(own, backend, migrate=True) as ledger:

@@ -55,5 +55,5 @@ async def test_the_sink_writes_through_and_swallows_failures(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     url = f"sqlite+aiosqlite:///{blocker}/x.db"
-    broken = plugin_sqlite.fleetgate_make_ledger(url, {}, None, DemandPolicy())
+    broken = plugin_sqlite.plugin.fleetgate_make_ledger(url, {}, None, DemandPolicy())
     await broken.event_sink().emit([ev("lost")])  # unusable database: logged, not raised

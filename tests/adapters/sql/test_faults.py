@@ -25,31 +25,9 @@ from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, NodeSpec
 from fleetgate.domain.events import Event, Level
+from tests.backends import kill_session, server_of
 from tests.conftest import Backend
 from tests.ledgers import START
-
-IDENTITY = {"mariadb": "SELECT CONNECTION_ID()", "postgres": "SELECT pg_backend_pid()"}
-KILL = {"mariadb": "KILL {id}", "postgres": "SELECT pg_terminate_backend({id})"}
-ALIVE = {
-    "mariadb": "SELECT id FROM information_schema.processlist WHERE id = :id",
-    "postgres": "SELECT pid FROM pg_stat_activity WHERE pid = :id",
-}
-
-
-async def kill_session(killer: Any, kind: str, victim: int) -> None:
-    """End the server session ``victim`` and wait (bounded) until it is really gone.
-
-    Both kills are signals: without the wait the victim's next statement could still run.
-    """
-    async with killer.connect() as other:
-        await other.execute(sa.text(KILL[kind].format(id=int(victim))))
-        await other.commit()
-        for _ in range(100):
-            alive = await other.execute(sa.text(ALIVE[kind]), {"id": int(victim)})
-            await other.commit()
-            if alive.first() is None:
-                return
-            await asyncio.sleep(0.05)
 
 
 async def state(ledger: SqlLedger) -> tuple[Any, ...]:
@@ -91,7 +69,7 @@ async def killed_at_first_commit(
         if victims or commits[0] != nth:
             return  # once, at the nth
         cursor = conn.connection.dbapi_connection.cursor()
-        cursor.execute(IDENTITY[backend.kind])
+        cursor.execute(server_of(backend.kind).identity)
         victims.append(int(cursor.fetchone()[0]))
         cursor.close()
         await_only(kill_session(killer, backend.kind, victims[0]))
@@ -115,7 +93,7 @@ def killer_of(backend: Backend) -> tuple[Any, Any]:
             cursor.close()
             conn.connection.dbapi_connection.close()
             return
-        cursor.execute(IDENTITY[backend.kind])
+        cursor.execute(server_of(backend.kind).identity)
         victim = cursor.fetchone()[0]
         await_only(kill_session(killer, backend.kind, victim))
 

@@ -38,6 +38,7 @@ from tests.adapters.sql.test_concurrency import (
     burst_onto_room_for_five,
 )
 from tests.adapters.sql.test_faults import killed_at_first_commit, killer_of
+from tests.backends import server_of
 from tests.conftest import Backend
 from tests.ledgers import START, open_ledger
 from tests.strategies import BATCH_NODES, queued_admissions
@@ -659,13 +660,7 @@ async def test_a_connection_killed_at_the_batch_commit_leaves_every_outcome_unkn
 
 
 async def _lock_waits(conn: AsyncConnection, kind: str) -> int:
-    query = {
-        "postgres": "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-        " AND pid <> pg_backend_pid()",
-        "mariadb": "SELECT count(*) FROM information_schema.innodb_trx"
-        " WHERE trx_state = 'LOCK WAIT'",
-    }[kind]
-    value = (await conn.execute(sa.text(query))).scalar_one()
+    value = (await conn.execute(sa.text(server_of(kind).lock_waits))).scalar_one()
     await conn.commit()
     return int(value)
 

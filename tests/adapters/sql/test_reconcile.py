@@ -149,7 +149,7 @@ async def test_an_admission_committing_while_a_pass_runs_is_never_erased(
     async with ledger.store.engine.connect() as conn, conn.begin():
         now = clock.now()
         rows = await reconcile_sql.lock_counters(conn)
-        snapshot = await reconcile_sql.read_snapshot(conn, rows, now, 600.0)
+        snapshot = await reconcile_sql.read_snapshot(conn, ledger.store.dialect, rows, now, 600.0)
         # The pass has read. Now real operations start on their own connections: an unclaimed
         # admission and a claimed one on the node the pass is about to overwrite, a release,
         # and a claim grow.
@@ -161,7 +161,7 @@ async def test_an_admission_committing_while_a_pass_runs_is_never_erased(
         ]
         await asyncio.sleep(0.5)
         result = reconcile(snapshot, now, 600.0)
-        await reconcile_sql.apply(conn, result, epoch(now))
+        await reconcile_sql.apply(conn, ledger.store.dialect, result, epoch(now))
     outcomes = await asyncio.gather(*in_flight)
     assert outcomes[0].placement is not None and outcomes[1].placement is not None  # type: ignore[attr-defined]
     assert outcomes[2].released  # type: ignore[attr-defined]

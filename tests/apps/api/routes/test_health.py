@@ -19,7 +19,7 @@ from fleetgate.apps.api.app import create_app
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, DatabaseTimeoutSettings, Settings
 from tests.apps.api.conftest import ADMIN, Api, api_settings, running_api
-from tests.backends import _admin
+from tests.backends import _admin, server_of
 from tests.conftest import Backend
 
 # Nothing listens on port 1 of the loopback: connecting fails at once.
@@ -89,20 +89,16 @@ async def test_a_dropped_database_is_503_and_not_ready_then_served_when_back(
 ) -> None:
     if backend.kind == "sqlite":
         pytest.skip("a server's database; SQLite's held lock is the next test")
-    admin = (
-        make_url(backend.url)
-        .set(database="mysql" if backend.kind == "mariadb" else "postgres")
-        .render_as_string(False)
-    )
+    server = server_of(backend.kind)
+    admin = server.admin_url(backend.url)
     name = f"fgt_api_gone_{os.getpid()}_{secrets.token_hex(3)}"
-    force = " WITH (FORCE)" if backend.kind == "postgres" else ""
     own = Backend(make_url(backend.url).set(database=name).render_as_string(False), backend.kind)
     await _admin(admin, f"CREATE DATABASE {name}")
     try:
         async for api in running_api(api_settings(own, database_timeouts=SHORT)):
             await api.node("n1")
             place = {"cpus": 1, "memory_mb": 512, "disk_gb": 1}
-            await _admin(admin, f"DROP DATABASE {name}{force}")
+            await _admin(admin, server.drop.format(name=name))
             for call in (
                 api.client.get("/v1/nodes", headers=ADMIN),
                 api.client.post("/v1/namespaces/t/placements", json=place, headers=ADMIN),
@@ -120,7 +116,7 @@ async def test_a_dropped_database_is_503_and_not_ready_then_served_when_back(
             r = await api.client.post("/v1/namespaces/t/placements", json=place, headers=ADMIN)
             assert r.status_code == 201, r.text
     finally:
-        await _admin(admin, f"DROP DATABASE IF EXISTS {name}{force}")
+        await _admin(admin, server.drop.format(name=name))
 
 
 async def test_a_sqlite_lock_held_elsewhere_is_503_within_the_busy_waits(

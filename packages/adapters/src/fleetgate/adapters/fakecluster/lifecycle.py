@@ -1,36 +1,34 @@
 """Karpenter's side of the fake cluster: launching, draining and expiring NodeClaims.
 
-A mixin of ``FakeCluster``: it works on the cluster's state (declared below) and is kept apart
-so that the cluster module holds the public surface (seeding, faults, time, the gateway) and
-this one the behaviour the controller reacts to.
+A room of ``FakeCluster``: it works on the cluster's records (``state``), writes what happens to
+the ``journal``, queues what takes time on the ``timeline`` and applies it when it falls due
+(``happen``), and places Pending Pods through its ``scheduler``. The cluster module holds the
+public surface (seeding, faults, time, the gateway) and delegates the behaviour the controller
+reacts to here.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
 
-from fleetgate.adapters.fakecluster import scheduler, tables
-from fleetgate.adapters.fakecluster.faults import ControllerCrash, Faults
+from fleetgate.adapters.fakecluster.journal import Journal
 from fleetgate.adapters.fakecluster.model import (
     HOSTNAME_LABEL,
     NODEPOOL_LABEL,
     Claim,
-    ClusterRecord,
     Node,
-    NodeChange,
     Pod,
     Pool,
-    Revisions,
     is_placeholder,
 )
-from fleetgate.adapters.fakecluster.pdb import DisruptionBudget, next_retry
-from fleetgate.adapters.fakecluster.scheduler import BATCH
+from fleetgate.adapters.fakecluster.pdb import next_retry
+from fleetgate.adapters.fakecluster.scheduler import BATCH, Scheduler
+from fleetgate.adapters.fakecluster.state import ClusterState
+from fleetgate.adapters.fakecluster.timeline import Timeline
 from fleetgate.domain.rotation.budgets import allowed, next_change, remaining
-from fleetgate.domain.rotation.cluster import ObjectNotFound, Taint
+from fleetgate.domain.rotation.cluster import Taint
 from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT, NODES
 
 _ONE_NODE = 1000  # ``nodes`` in spec.limits / status.resources, in milli-units
@@ -42,37 +40,27 @@ disruptions under way used them up (the real one re-evaluates every few seconds)
 class KarpenterLifecycle:
     """NodeClaims being launched, drained and force-expired, on a queue of timed happenings."""
 
-    clock: Any
-    pools: dict[str, Pool]
-    claims: tables.ClaimTable
-    archive: dict[str, Claim]
-    pods: tables.PodTable
-    faults: Faults
-    history: list[ClusterRecord]
-    breaches: list[ClusterRecord]
-    writes: int
-    _queue: list[tuple[datetime, int, str, str]]
-    _seq: itertools.count[int]
-    _names: itertools.count[int]
-    _listeners: list[Callable[[NodeChange], None]]
-    _scheduling: bool
-    _rerun: bool
-    _revisions: Revisions
-    _replacing: dict[str, str]
-    pdbs: list[DisruptionBudget]
-    _held: dict[str, datetime]  # claim -> its drain's first refused eviction, while a PDB holds it
-    _retrying: set[str]  # held claims with an eviction retry queued
-    _drain_due: set[str]  # held claims whose drain time has passed: they go once released
-    _disruptions: dict[str, str]
-    _budget_blocked: set[str]
-
-    def pool_resources(self, pool: str) -> dict[str, int]:
-        """``status.resources``: the summed allocatable of the pool's claims."""
-        total: dict[str, int] = {}
-        for claim in self.claims.of_pool.get(pool, {}).values():
-            for name, value in claim.allocatable.items():
-                total[name] = total.get(name, 0) + value
-        return total
+    def __init__(
+        self,
+        state: ClusterState,
+        journal: Journal,
+        timeline: Timeline,
+        pool_resources: Callable[[str], dict[str, int]],
+    ) -> None:
+        self.state = state
+        self.journal = journal
+        self.timeline = timeline
+        #: ``status.resources`` of a pool: the summed allocatable of its claims.
+        self.pool_resources = pool_resources
+        self.scheduler = Scheduler(self)
+        self._names = itertools.count(1)
+        self._replacing: dict[str, str] = {}  # Karpenter's replacement -> the claim it replaces
+        self._disruptions: dict[str, str] = {}  # claim -> reason, for a queued ``disrupt``
+        self._budget_blocked: set[str] = set()  # claims whose disruption budgets hold back
+        # claim -> its drain's first refused eviction, while a PodDisruptionBudget holds it
+        self._held: dict[str, datetime] = {}
+        self._retrying: set[str] = set()  # held claims with an eviction retry queued
+        self._drain_due: set[str] = set()  # held claims whose drain time has passed
 
     def refuses_to_provision(self, pool: Pool) -> str | None:
         """Why Karpenter launches nothing for a pending Pod of ``pool`` (None: it may).
@@ -99,14 +87,14 @@ class KarpenterLifecycle:
             return None
         used = self.pool_resources(pool.name)
         if NODES in pool.limits:
-            used[NODES] = _ONE_NODE * self.claims.count_in(pool.name)
+            used[NODES] = _ONE_NODE * self.state.claims.count_in(pool.name)
         adds = {**pool.node_allocatable, NODES: _ONE_NODE}
         for name, limit in sorted(pool.limits.items()):
             if used.get(name, 0) + adds.get(name, 0) > limit:
                 return f"limits.{name}"
         return None
 
-    def _keep_replicas(self, pool: Pool, at: datetime) -> None:
+    def keep_replicas(self, pool: Pool, at: datetime) -> None:
         """A static pool below ``spec.replicas`` gets new claims, within its limits.
 
         Called once a claim is gone and when the pool becomes Ready again. Karpenter's static
@@ -115,16 +103,16 @@ class KarpenterLifecycle:
         """
         if pool.replicas is None or not pool.ready:
             return
-        have = self.claims.count_in(pool.name)
+        have = self.state.claims.count_in(pool.name)
         for _ in range(pool.replicas - have):
             if self.exceeded_limit(pool) is not None:
                 return
             claim = self.provision(pool, at, batched=False)
-            self._record(at, "static-replacement", claim.name, pool.name)
+            self.journal.record(at, "static-replacement", claim.name, pool.name)
 
     # --- Karpenter's behaviour ---------------------------------------------------------------
 
-    def _new_claim(
+    def new_claim(
         self,
         pool: Pool,
         name: str,
@@ -133,7 +121,7 @@ class KarpenterLifecycle:
         tgp: timedelta | None,
         allocatable: dict[str, int],
     ) -> Claim:
-        if name in self.claims:
+        if name in self.state.claims:
             raise ValueError(f"node: {name!r} already exists")
         claim = Claim(
             name=name,
@@ -144,15 +132,15 @@ class KarpenterLifecycle:
             allocatable=allocatable,
             labels={NODEPOOL_LABEL: pool.name, **pool.node_labels},
         )
-        self.claims[name] = claim
-        self.archive[name] = claim
-        claim.attach(self._revisions)
-        self._record(created_at, "claim-created", name, pool.name)
+        self.state.claims[name] = claim
+        self.state.archive[name] = claim
+        claim.attach(self.state.revisions)
+        self.journal.record(created_at, "claim-created", name, pool.name)
         if expire_after is not None:
-            self._at(created_at + expire_after, "expire", name)
+            self.timeline.at(created_at + expire_after, "expire", name)
         return claim
 
-    def _launch(self, claim: Claim, at: datetime, *, ready: bool = True) -> None:
+    def launch(self, claim: Claim, at: datetime, *, ready: bool = True) -> None:
         node = Node(
             name=claim.name,
             pool=claim.pool,
@@ -160,47 +148,49 @@ class KarpenterLifecycle:
             labels={**claim.labels, HOSTNAME_LABEL: claim.name},
             ready=False,
         )
-        node.attach(self._revisions)
+        node.attach(self.state.revisions)
         claim.node = node
-        self.pods.add_node(node)
+        self.state.pods.add_node(node)
         if ready:
-            self._become_ready(claim, at)
+            self.become_ready(claim, at)
 
-    def _become_ready(self, claim: Claim, at: datetime) -> None:
+    def become_ready(self, claim: Claim, at: datetime) -> None:
         if claim.node is None:
-            self._launch(claim, at, ready=False)
+            self.launch(claim, at, ready=False)
             assert claim.node is not None
         claim.ready = claim.node.ready = True
-        self._record(at, "claim-ready", claim.name, claim.pool)
-        self._notify("ready", claim.node, at)
-        replaced = self.claims.get(self._replacing.pop(claim.name, ""))
+        self.journal.record(at, "claim-ready", claim.name, claim.pool)
+        self.journal.notify("ready", claim.node, at)
+        replaced = self.state.claims.get(self._replacing.pop(claim.name, ""))
         if replaced is not None and replaced.deleting_at is None:
-            self._start_deletion(replaced, at)  # Karpenter's own replacement is up: break
-        self._schedule(at)
+            self.start_deletion(replaced, at)  # Karpenter's own replacement is up: break
+        self.schedule(at)
 
     def provision(self, pool: Pool, at: datetime, *, batched: bool = True) -> Claim:
         """Launch a new claim for ``pool`` (Ready after its provisioning delay unless faulted;
         ``batched``: for a Pod that already waited out the batch window)."""
-        claim = self._new_claim(
+        claim = self.new_claim(
             pool,
-            self._next_name(pool.name),
+            self.next_name(pool.name),
             at,
             pool.expire_after,
             pool.termination_grace_period,
             dict(pool.node_allocatable),
         )
-        if pool.name not in self.faults.provisioning_never_completes:
+        if pool.name not in self.state.faults.provisioning_never_completes:
             # The pool's delay runs from the Pod going Pending; the batch window is part of it.
             batch = BATCH if batched else timedelta(0)
-            self._at(at + max(pool.provisioning_delay - batch, timedelta(0)), "launch", claim.name)
+            self.timeline.at(
+                at + max(pool.provisioning_delay - batch, timedelta(0)), "launch", claim.name
+            )
         return claim
 
-    def _disrupt(self, claim: Claim, reason: str, at: datetime) -> None:
+    def disrupt(self, claim: Claim, reason: str, at: datetime) -> None:
         """Karpenter's own disruption of ``claim`` (see ``FakeCluster.disrupt_at``), once the
         pool's budgets for ``reason`` allow it."""
         if claim.deleting_at is not None or claim.disruption_reason is not None:
             return  # already going, or already being replaced
-        pool = self.pools[claim.pool]
+        pool = self.state.pools[claim.pool]
         total, disrupting = self._budget_counts(pool.name)
         if remaining(pool.budgets, at, total, disrupting, reason) == 0:
             # Karpenter leaves it for a later pass: when a scheduled budget changes, or (when
@@ -209,25 +199,25 @@ class KarpenterLifecycle:
             retry = next_change(pool.budgets, at) if by_value else at + BUDGET_RETRY
             if claim.name not in self._budget_blocked:
                 self._budget_blocked.add(claim.name)
-                self._record(
+                self.journal.record(
                     at, "karpenter-disruption-blocked", claim.name, pool.name, reason=reason
                 )
             if retry is not None:
                 self._disruptions[claim.name] = reason
-                self._at(retry, "disrupt", claim.name)
+                self.timeline.at(retry, "disrupt", claim.name)
             return
         self._budget_blocked.discard(claim.name)
         claim.disruption_reason = reason
         if claim.node is not None:
             claim.node.taints = (*claim.node.taints, Taint(DISRUPTED_TAINT, "", "NoSchedule"))
-        replacement = self.provision(self.pools[claim.pool], at, batched=False)
+        replacement = self.provision(self.state.pools[claim.pool], at, batched=False)
         self._replacing[replacement.name] = claim.name
-        self._record(at, "karpenter-disrupting", claim.name, claim.pool, reason=reason)
+        self.journal.record(at, "karpenter-disrupting", claim.name, claim.pool, reason=reason)
 
     def _budget_counts(self, pool: str) -> tuple[int, int]:
         """The pool's initialized nodes and those disrupting, as ``budget_counts`` counts them."""
         total = disrupting = 0
-        for claim in self.claims.of_pool.get(pool, {}).values():
+        for claim in self.state.claims.of_pool.get(pool, {}).values():
             if not claim.ready:
                 continue
             total += 1
@@ -239,27 +229,28 @@ class KarpenterLifecycle:
                 disrupting += 1
         return total, disrupting
 
-    def _start_deletion(self, claim: Claim, at: datetime) -> None:
+    def start_deletion(self, claim: Claim, at: datetime) -> None:
         claim.deleting_at = at
-        self._record(at, "claim-deleting", claim.name, claim.pool)
-        pool = self.pools[claim.pool]
+        self.journal.record(at, "claim-deleting", claim.name, claim.pool)
+        pool = self.state.pools[claim.pool]
         stuck = (
-            claim.name in self.faults.stuck_drains or claim.pool in self.faults.stuck_drain_pools
+            claim.name in self.state.faults.stuck_drains
+            or claim.pool in self.state.faults.stuck_drain_pools
         )
         drain = None if stuck else pool.drain_time
         tgp = claim.termination_grace_period
         bound = [d for d in (drain, tgp) if d is not None]
         if claim.node is None:
             bound = [timedelta(0)]  # nothing to drain
-        if claim.name in self.faults.stuck_forever:
+        if claim.name in self.state.faults.stuck_forever:
             bound = []
         if bound:
-            self._at(at + min(bound), "drained", claim.name)
+            self.timeline.at(at + min(bound), "drained", claim.name)
         if claim.node is not None:
-            on_node = self.pods.bound.get(claim.node.name, {}).values()
+            on_node = self.state.pods.bound.get(claim.node.name, {}).values()
             for pod in sorted(on_node, key=lambda p: p.seq):
                 if pod.node_name == claim.node.name and pod.owner_kind is None:
-                    self._delete_pod(
+                    self.delete_pod(
                         pod, at, "placeholder-deleted" if is_placeholder(pod) else "pod-deleted"
                     )
             held = self._evict(claim, at)
@@ -267,17 +258,17 @@ class KarpenterLifecycle:
                 # A PodDisruptionBudget refuses: Karpenter retries with backoff and, once the
                 # claim's terminationGracePeriod runs out, deletes what is left (drain-deadline).
                 self._held[claim.name] = at
-                self._record(at, "eviction-blocked", claim.name, claim.pool, pods=held)
+                self.journal.record(at, "eviction-blocked", claim.name, claim.pool, pods=held)
                 if tgp is not None:
-                    self._at(at + tgp, "drain-deadline", claim.name)
-        self._schedule(at)
+                    self.timeline.at(at + tgp, "drain-deadline", claim.name)
+        self.schedule(at)
 
     def _evict(self, claim: Claim, at: datetime) -> str:
         """Evict the workload Pods on ``claim``'s Node through the Eviction API's rules; return
         the names of those a PodDisruptionBudget holds (comma-separated, "" when none)."""
         assert claim.node is not None
         held = []
-        on_node = self.pods.bound.get(claim.node.name, {}).values()
+        on_node = self.state.pods.bound.get(claim.node.name, {}).values()
         for pod in sorted(on_node, key=lambda p: p.seq):
             if pod.node_name != claim.node.name or pod.owner_kind in (None, "DaemonSet"):
                 continue
@@ -290,9 +281,9 @@ class KarpenterLifecycle:
 
     def _budget_holds(self, pod: Pod) -> bool:
         """Whether the Eviction API would answer 429 for ``pod`` now (no budget: never)."""
-        if not self.pdbs:
+        if not self.state.pdbs:
             return False
-        guarding = [b for b in self.pdbs if b.selects(pod.namespace, pod.labels)]
+        guarding = [b for b in self.state.pdbs if b.selects(pod.namespace, pod.labels)]
         if not guarding:
             return False
         if len(guarding) > 1:
@@ -301,7 +292,9 @@ class KarpenterLifecycle:
             )
         budget = guarding[0]
         guarded = [
-            self._healthy(p) for p in self.pods.values() if budget.selects(p.namespace, p.labels)
+            self._healthy(p)
+            for p in self.state.pods.values()
+            if budget.selects(p.namespace, p.labels)
         ]
         return not budget.lets_go(self._healthy(pod), guarded)
 
@@ -309,17 +302,17 @@ class KarpenterLifecycle:
         """A Pod counts as healthy for a budget while it runs on a Ready node."""
         if pod.node_name is None:
             return False
-        claim = self.claims.get(pod.node_name)
+        claim = self.state.claims.get(pod.node_name)
         return claim is not None and claim.ready
 
-    def _recheck_held(self, at: datetime) -> None:
+    def recheck_held(self, at: datetime) -> None:
         """Queue Karpenter's next eviction retry for each held drain that a retry could now
         release (the budget's Pods changed); a retry bound to be refused changes nothing."""
         for name, first in self._held.items():
-            claim = self.claims.get(name)
+            claim = self.state.claims.get(name)
             if name in self._retrying or claim is None or claim.node is None:
                 continue
-            on_node = self.pods.bound.get(claim.node.name, {}).values()
+            on_node = self.state.pods.bound.get(claim.node.name, {}).values()
             if any(
                 p.node_name == claim.node.name
                 and p.owner_kind not in (None, "DaemonSet")
@@ -327,29 +320,29 @@ class KarpenterLifecycle:
                 for p in on_node
             ):
                 self._retrying.add(name)
-                self._at(next_retry(first, at), "evict", name)
+                self.timeline.at(next_retry(first, at), "evict", name)
 
     def _retry_evictions(self, claim: Claim, at: datetime) -> None:
         """Karpenter's retry fired: evict again; the drain ends once nothing is held and its
         own time has passed (the ``drained`` happening waited for this)."""
         self._retrying.discard(claim.name)
         if claim.node is not None and self._evict(claim, at):
-            self._schedule(at)
+            self.schedule(at)
             return
         del self._held[claim.name]
-        self._record(at, "eviction-done", claim.name, claim.pool)
+        self.journal.record(at, "eviction-done", claim.name, claim.pool)
         if claim.name in self._drain_due:
             self._drain_due.discard(claim.name)
-            self._remove_claim(claim, at)
+            self.remove_claim(claim, at)
         else:
-            self._schedule(at)
+            self.schedule(at)
 
     def _drained(self, claim: Claim, at: datetime) -> None:
         """The drain's own time has passed: the claim goes, unless a budget still holds a Pod."""
         if claim.name in self._held:
             self._drain_due.add(claim.name)
             return
-        self._remove_claim(claim, at)
+        self.remove_claim(claim, at)
 
     def _drain_deadline(self, claim: Claim, at: datetime) -> None:
         """terminationGracePeriod ran out with Pods still held: Karpenter deletes them anyway."""
@@ -359,68 +352,78 @@ class KarpenterLifecycle:
         self._drain_due.discard(claim.name)
         self._retrying.discard(claim.name)
         if claim.node is not None:
-            for pod in list(self.pods.bound.get(claim.node.name, {}).values()):
+            for pod in list(self.state.pods.bound.get(claim.node.name, {}).values()):
                 if pod.node_name == claim.node.name and pod.owner_kind not in (None, "DaemonSet"):
                     pod.node_name = None
                     pod.pending_since = at
-        self._record(at, "drain-forced", claim.name, claim.pool)
-        self._remove_claim(claim, at)
+        self.journal.record(at, "drain-forced", claim.name, claim.pool)
+        self.remove_claim(claim, at)
 
     def _force_expire(self, claim: Claim, at: datetime) -> None:
         if claim.deleting_at is None:
-            record = self._record(at, "claim-expired", claim.name, claim.pool)
-            self.breaches.append(record)
-            self._start_deletion(claim, at)
+            record = self.journal.record(at, "claim-expired", claim.name, claim.pool)
+            self.journal.breaches.append(record)
+            self.start_deletion(claim, at)
 
-    def _remove_claim(self, claim: Claim, at: datetime) -> None:
-        del self.claims[claim.name]
+    def remove_claim(self, claim: Claim, at: datetime) -> None:
+        del self.state.claims[claim.name]
         self._held.pop(claim.name, None)
         self._drain_due.discard(claim.name)
         self._retrying.discard(claim.name)
         if claim.node is not None:
-            self.pods.drop_node(claim.node.name)
-        self._revisions.left("claims", claim)
+            self.state.pods.drop_node(claim.node.name)
+        self.state.revisions.left("claims", claim)
         if claim.node is not None:
-            for pod in list(self.pods.bound.get(claim.node.name, {}).values()):
+            for pod in list(self.state.pods.bound.get(claim.node.name, {}).values()):
                 if pod.node_name == claim.node.name:
                     if pod.owner_kind in (None, "DaemonSet"):
-                        del self.pods[pod.key]
-                        self._revisions.left(pod._kind(), pod)
+                        del self.state.pods[pod.key]
+                        self.state.revisions.left(pod._kind(), pod)
                     else:
                         pod.node_name = None
                         pod.pending_since = at
-            self._notify("removed", claim.node, at)
-        for pod in self.pods.nominated_to(claim.name):
+            self.journal.notify("removed", claim.node, at)
+        for pod in self.state.pods.nominated_to(claim.name):
             pod.nominated_claim = None
-        self._record(at, "claim-removed", claim.name, claim.pool)
-        self._keep_replicas(self.pools[claim.pool], at)
-        self._schedule(at)
+        self.journal.record(at, "claim-removed", claim.name, claim.pool)
+        self.keep_replicas(self.state.pools[claim.pool], at)
+        self.schedule(at)
 
-    def _schedule(self, at: datetime) -> None:
-        scheduler.schedule(self, at)
-        if self._held and not self._scheduling:
-            self._recheck_held(at)
+    def schedule(self, at: datetime) -> None:
+        """Place the Pending Pods; then look again at drains a budget holds (their Pods moved)."""
+        self.scheduler.schedule(at)
+        if self._held and not self.scheduler.running:
+            self.recheck_held(at)
 
-    # --- helpers -----------------------------------------------------------------------------
-
-    def _delete_pod(self, pod: Pod, at: datetime, kind: str) -> None:
-        del self.pods[pod.key]
-        self._revisions.left(pod._kind(), pod)
-        if is_placeholder(pod):
-            self._record(at, kind, pod.name, pod.pool or "")
-            self._schedule(at)
-
-    def _placeholders(self, pool: str | None) -> list[Pod]:
-        return self.pods.placeholders_of(pool)
-
-    def _at(self, at: datetime, kind: str, name: str) -> None:
-        heapq.heappush(self._queue, (at, next(self._seq), kind, name))
-
-    def _still_due(self, item: tuple[datetime, int, str, str]) -> bool:
-        _, _, kind, name = item
+    def happen(self, kind: str, name: str, at: datetime) -> None:
+        """Apply the happening ``kind`` of ``name`` that fell due at ``at``."""
         if kind == "batch":
-            return name in self.pods.pending_in
-        claim = self.claims.get(name)
+            self.schedule(at)
+            return
+        claim = self.state.claims[name]
+        if kind == "launch":
+            self.become_ready(claim, at)
+        elif kind == "drained":
+            self._drained(claim, at)
+        elif kind == "evict":
+            self._retry_evictions(claim, at)
+        elif kind == "drain-deadline":
+            self._drain_deadline(claim, at)
+        elif kind == "expire":
+            self._force_expire(claim, at)
+        elif kind == "disrupt":
+            self.disrupt(claim, self._disruptions.pop(name, "Underutilized"), at)
+
+    def disrupt_at(self, claim: str, at: datetime, reason: str) -> None:
+        """Queue Karpenter's own disruption of ``claim`` at ``at`` (see ``disrupt``)."""
+        self._disruptions[claim] = reason
+        self.timeline.at(at, "disrupt", claim)
+
+    def still_due(self, kind: str, name: str) -> bool:
+        """Whether a queued happening still applies (its claim still there and in that state)."""
+        if kind == "batch":
+            return name in self.state.pods.pending_in
+        claim = self.state.claims.get(name)
         if claim is None:
             return False
         if kind == "launch":
@@ -431,47 +434,24 @@ class KarpenterLifecycle:
             return name in self._held
         return True
 
-    def _record(self, at: datetime, kind: str, name: str, pool: str, **data: str) -> ClusterRecord:
-        record = ClusterRecord(
-            at=at, kind=kind, name=name, pool=pool, data=tuple(sorted(data.items()))
-        )
-        self.history.append(record)
-        return record
+    def node_ready_changed(self, at: datetime) -> None:
+        """A Node's Ready condition flipped: its Pods' health counts in PodDisruptionBudgets."""
+        if self._held:
+            self.recheck_held(at)
 
-    def _notify(self, kind: str, node: Node, at: datetime) -> None:
-        change = NodeChange(kind=kind, node=node.name, pool=node.pool, at=at)
-        for listener in list(self._listeners):
-            listener(change)
+    # --- helpers -----------------------------------------------------------------------------
 
-    def _wrote(self) -> None:
-        self.writes += 1
-        left = self.faults.crash_after_writes
-        if left is not None:
-            if left <= 1:
-                self.faults.crash_after_writes = None
-                raise ControllerCrash(f"injected crash after write #{self.writes}")
-            self.faults.crash_after_writes = left - 1
+    def delete_pod(self, pod: Pod, at: datetime, kind: str) -> None:
+        """Delete ``pod``; a placeholder's deletion is recorded and leaves room to schedule."""
+        del self.state.pods[pod.key]
+        self.state.revisions.left(pod._kind(), pod)
+        if is_placeholder(pod):
+            self.journal.record(at, kind, pod.name, pod.pool or "")
+            self.schedule(at)
 
-    def _next_name(self, pool: str) -> str:
+    def next_name(self, pool: str) -> str:
+        """A fresh claim name in ``pool``."""
         while True:
             name = f"{pool}-{next(self._names):04d}"
-            if name not in self.claims:
+            if name not in self.state.claims:
                 return name
-
-    def _pool(self, name: str) -> Pool:
-        try:
-            return self.pools[name]
-        except KeyError:
-            raise ObjectNotFound(f"nodepool {name!r} not found") from None
-
-    def _claim(self, name: str) -> Claim:
-        try:
-            return self.claims[name]
-        except KeyError:
-            raise ObjectNotFound(f"nodeclaim {name!r} not found") from None
-
-    def _node(self, name: str) -> Node:
-        claim = self.claims.get(name)
-        if claim is None or claim.node is None:
-            raise ObjectNotFound(f"node {name!r} not found")
-        return claim.node

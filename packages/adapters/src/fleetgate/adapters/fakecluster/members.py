@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fleetgate.adapters.fakecluster.model import Claim, Node, Pod, is_placeholder
+from fleetgate.adapters.fakecluster.state import ClusterState
 from fleetgate.domain.rotation.cluster import MemberChanges
-
-if TYPE_CHECKING:
-    from fleetgate.adapters.fakecluster.cluster import FakeCluster
 
 
 class _Sorted:
@@ -95,7 +93,7 @@ class _Sorted:
 class PoolMembers:
     """One pool's claims, nodes, workload Pods on its nodes, placeholders, and resources."""
 
-    def __init__(self, cluster: FakeCluster, pool: str) -> None:
+    def __init__(self, state: ClusterState, pool: str) -> None:
         self.pool = pool
         self.claims = _Sorted()
         self.nodes = _Sorted()
@@ -103,24 +101,24 @@ class PoolMembers:
         self.placeholders = _Sorted()
         self.resources: dict[str, int] = {}
         self.pending: dict[int, Any] = {}
-        """Records changed since this pool last applied changes (the cluster fills it)."""
+        """Records changed since this pool last applied changes (the observations fill it)."""
         self.shown_in: int | None = None
         """The serial of the observation the member lists were last shown in."""
-        for claim in cluster.claims.values():
-            self._claim(cluster, claim)
-        for pod in cluster.pods.values():
-            self._pod(cluster, pod)
+        for claim in state.claims.values():
+            self._claim(state, claim)
+        for pod in state.pods.values():
+            self._pod(state, pod)
 
-    def apply(self, cluster: FakeCluster) -> None:
+    def apply(self, state: ClusterState) -> None:
         """Take in every record that changed since the last call."""
         changed, self.pending = self.pending, {}
         for record in changed.values():
             if isinstance(record, Claim):
-                self._claim(cluster, record)
+                self._claim(state, record)
             elif isinstance(record, Node):
-                self._node(cluster, record)
+                self._node(state, record)
             elif isinstance(record, Pod):
-                self._pod(cluster, record)
+                self._pod(state, record)
 
     def shown(self) -> tuple[tuple[Any, ...], tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]:
         """The member values: claims, nodes, Pods, placeholders."""
@@ -146,51 +144,51 @@ class PoolMembers:
         for kept in (self.claims, self.nodes, self.pods, self.placeholders):
             kept.take()
 
-    def _claim(self, cluster: FakeCluster, claim: Claim) -> None:
-        member = cluster.claims.get(claim.name) is claim and claim.pool == self.pool
+    def _claim(self, state: ClusterState, claim: Claim) -> None:
+        member = state.claims.get(claim.name) is claim and claim.pool == self.pool
         held = self.claims.get(claim.name)
         if held is not None and held is not claim:
-            self._leave_claim(cluster, held)
+            self._leave_claim(state, held)
             held = None
         if not member:
             if held is not None:
-                self._leave_claim(cluster, claim)
+                self._leave_claim(state, claim)
             return
         if held is None:
             _add(self.resources, claim.allocatable, 1)
         self.claims.put(claim.name, claim)
-        self._node_of(cluster, claim)
+        self._node_of(state, claim)
 
-    def _leave_claim(self, cluster: FakeCluster, claim: Claim) -> None:
+    def _leave_claim(self, state: ClusterState, claim: Claim) -> None:
         self.claims.drop(claim.name)
         _add(self.resources, claim.allocatable, -1)
         node = self.nodes.drop(claim.name)
         if node is not None:
-            self._repod(cluster, node.name)
+            self._repod(state, node.name)
 
-    def _node_of(self, cluster: FakeCluster, claim: Claim) -> None:
+    def _node_of(self, state: ClusterState, claim: Claim) -> None:
         node = claim.node
         held = self.nodes.get(claim.name)
         if node is None:
             if held is not None:
                 self.nodes.drop(claim.name)
-                self._repod(cluster, held.name)
+                self._repod(state, held.name)
             return
         self.nodes.put(claim.name, node)
         if held is not node:
-            self._repod(cluster, node.name)
+            self._repod(state, node.name)
 
-    def _node(self, cluster: FakeCluster, node: Node) -> None:
+    def _node(self, state: ClusterState, node: Node) -> None:
         if self.nodes.get(node.name) is node:
             self.nodes.put(node.name, node)
 
-    def _repod(self, cluster: FakeCluster, node: str) -> None:
+    def _repod(self, state: ClusterState, node: str) -> None:
         """A node joined or left the pool: its Pods follow it."""
-        for pod in _bound_to(cluster, node):
-            self._pod(cluster, pod)
+        for pod in _bound_to(state, node):
+            self._pod(state, pod)
 
-    def _pod(self, cluster: FakeCluster, pod: Pod) -> None:
-        present = cluster.pods.get(pod.key) is pod
+    def _pod(self, state: ClusterState, pod: Pod) -> None:
+        present = state.pods.get(pod.key) is pod
         if is_placeholder(pod):
             if present and pod.pool == self.pool:
                 self.placeholders.put(pod.key, pod)
@@ -204,8 +202,8 @@ class PoolMembers:
             self.pods.drop(pod.key)
 
 
-def _bound_to(cluster: FakeCluster, node: str) -> Iterable[Pod]:
-    return list(cluster.pods.bound.get(node, {}).values())
+def _bound_to(state: ClusterState, node: str) -> Iterable[Pod]:
+    return list(state.pods.bound.get(node, {}).values())
 
 
 def _add(total: dict[str, int], amounts: dict[str, int], sign: int) -> None:

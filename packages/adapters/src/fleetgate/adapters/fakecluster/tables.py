@@ -18,13 +18,9 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fleetgate.adapters.fakecluster.model import Claim, Node, Pod
-
-if TYPE_CHECKING:
-    from fleetgate.adapters.fakecluster.lifecycle import KarpenterLifecycle as FakeCluster
-
 
 Key = tuple[str, str]
 Filing = tuple[str | None, int, str | None, str | None, str | None]
@@ -167,7 +163,7 @@ class PodTable(dict[Key, Pod]):
         """The summed requests of the Pods bound to ``node``."""
         return self._used.get(node, {})
 
-    def roomy(self, cluster: FakeCluster, requests: dict[str, int]) -> Iterable[Node]:
+    def roomy(self, requests: dict[str, int]) -> Iterable[Node]:
         """Launched nodes with room for ``requests`` (a superset when nothing is requested)."""
         wanted = [(name, want) for name, want in requests.items() if want > 0]
         if not wanted:
@@ -202,7 +198,7 @@ class PodTable(dict[Key, Pod]):
         """``pods`` (of this table) in the order iterating the table would meet them."""
         return sorted(pods, key=lambda pod: self._position[pod.key])
 
-    def hosts_below(self, cluster: FakeCluster, priority: int) -> Iterable[Node]:
+    def hosts_below(self, priority: int) -> Iterable[Node]:
         """Launched nodes hosting at least one Pod of a priority below ``priority``."""
         names: set[str] = set()
         for level, hosts in self._hosts.items():

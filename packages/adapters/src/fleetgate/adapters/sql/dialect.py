@@ -1,8 +1,13 @@
 """What differs between the databases, as one small interface each dialect plugin implements.
 
-The ledger is one implementation for every backend; everything backend-specific (engine
-arguments, per-connection setup, which errors are worth retrying, serialising migrations) lives
-behind this interface in ``plugin_sqlite``, ``plugin_mariadb`` and ``plugin_postgres``.
+The ledger is one implementation for every backend; everything backend-specific (the URL schemes
+served, engine arguments, per-connection setup, which errors are worth retrying, serialising
+migrations, how a reconcile pass groups and writes back its rows, whether the admission runs in
+a stored function) lives behind this interface, in one module per dialect: ``plugin_sqlite``,
+``plugin_mariadb`` and ``plugin_postgres``. Each module's ``plugin`` (an instance of its
+``DialectSupport`` subclass) is also its pluggy plugin, through its entry point: the two ledger
+hooks are written once, here. A new dialect is one such module, its entry point and its test
+backend (``tests/backends.py``); ``tests/adapters/sql/test_dialect_in_one_place.py`` keeps it so.
 """
 
 from __future__ import annotations
@@ -15,6 +20,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql.elements import ColumnElement
+
+from fleetgate.adapters.plugins import hookimpl
+from fleetgate.adapters.sql import node_writes
+from fleetgate.domain.capacity.demand import DemandPolicy
+from fleetgate.domain.capacity.reconcile import NodeResult
+from fleetgate.domain.ports import CapacityLedger, Clock
 
 #: Seconds a pooled connection may sit idle and still be handed out without a liveness ping.
 DEFAULT_PING_IDLE_SECONDS = 5.0
@@ -53,16 +65,46 @@ class Timeouts:
 
 
 class DialectSupport:
-    """Defaults suit a server database; subclasses override what their backend needs."""
+    """Defaults suit a server database; subclasses override what their backend needs.
 
-    #: Short backend name used in messages and metrics ("sqlite", "mariadb", "postgres").
+    An instance holds no state of its own: a plugin's one instance serves every ledger it makes.
+    """
+
+    #: Short backend name used in messages and metrics ("sqlite", "mariadb", "postgres"); for
+    #: messages only: behaviour is chosen by overriding, never by comparing this name.
     name = "sql"
+    #: The SQLAlchemy URL schemes this dialect serves (``"postgresql+asyncpg"``...).
+    schemes: tuple[str, ...] = ()
     #: Queue this process's writers in memory instead of in the database's lock (SQLite has one
     #: writer anyway; waiting on an asyncio lock beats its busy handler's sleep-and-poll).
     serialize_writers = False
     #: Set once a connection found the server to be a node of a multi-primary cluster (Galera's
     #: ``wsrep_on=ON``): certification conflicts are then common and the retry budget grows.
     multi_primary = False
+    #: The database can hold fleetgate's admission functions (``fleetgate_admit`` and its batch
+    #: form, written in PL/pgSQL): the ledger admits in one call where they are installed.
+    admission_function = False
+
+    # --- the plugin: the two ledger hooks every dialect module answers the same way ----------
+
+    @hookimpl
+    def fleetgate_ledger_schemes(self) -> list[str]:
+        """The URL schemes this dialect serves."""
+        return list(self.schemes)
+
+    @hookimpl
+    def fleetgate_make_ledger(
+        self, url: str, options: dict[str, Any], clock: Clock | None, demand: DemandPolicy
+    ) -> CapacityLedger | None:
+        """The SQL ledger on this dialect, for a URL of one of its schemes."""
+        scheme, sep, _ = url.partition("://")
+        if not sep or scheme not in self.schemes:
+            return None
+        from fleetgate.adapters.sql.ledger import SqlLedger
+
+        return SqlLedger(url, options, dialect=self, clock=clock, demand=demand)
+
+    # --- the engine ---------------------------------------------------------------------------
 
     def engine_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
         """Extra keyword arguments for ``create_async_engine``."""
@@ -121,6 +163,29 @@ class DialectSupport:
         a transaction, which every node certifies, instead of a server lock.
         """
         return False
+
+    def snapshot_options(self) -> dict[str, Any]:
+        """Execution options of a read-only transaction whose statements see one snapshot.
+
+        REPEATABLE READ on a server (a consistency check reads many tables while writers run).
+        """
+        return {"isolation_level": "REPEATABLE READ"}
+
+    # --- the reconcile pass's set-based statements ----------------------------------------------
+
+    def grouping(self, column: ColumnElement[str]) -> ColumnElement[str]:
+        """What a whole-table ``GROUP BY column`` groups by: the column itself, here."""
+        return column
+
+    async def write_node_counters(
+        self, conn: AsyncConnection, rows: list[NodeResult], now: float
+    ) -> None:
+        """Write a pass's recomputed node counters: one batched UPDATE by name, here.
+
+        A server dialect whose driver sends a batched UPDATE as one round trip per row writes
+        them set-based instead (see ``node_writes``).
+        """
+        await node_writes.update_each(conn, rows, now)
 
 
 def ping_when_idle(engine: AsyncEngine, idle_seconds: float) -> None:

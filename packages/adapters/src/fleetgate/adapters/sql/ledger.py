@@ -132,7 +132,7 @@ class SqlLedger:
 
     async def _function_is_current(self) -> bool:
         # ``admission_function: false`` keeps PostgreSQL on the in-process path (to compare).
-        if self.store.dialect.name != "postgres" or not self.options.get(
+        if not self.store.dialect.admission_function or not self.options.get(
             "admission_function", True
         ):
             return False

@@ -2,24 +2,26 @@
 
 PostgreSQL at READ COMMITTED re-evaluates a blocked UPDATE's WHERE on the row's newest version,
 which is exactly the guard's semantics; serialization failures (40001) and deadlocks (40P01)
-are retried whole.
+are retried whole. The admission can run in one call of a stored function (``admit_function``,
+installed by the migrations), and a reconcile pass writes its node rows in one statement.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy import text
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fleetgate.adapters.plugins import hookimpl
+from fleetgate.adapters.sql import node_writes
 from fleetgate.adapters.sql.dialect import DialectSupport, Timeouts, error_code
-from fleetgate.domain.capacity.demand import DemandPolicy
-from fleetgate.domain.ports import CapacityLedger, Clock
+from fleetgate.domain.capacity.dimensions import ALLOCATION
+from fleetgate.domain.capacity.reconcile import NodeResult
 
-SCHEMES = ["postgresql+asyncpg"]
 #: serialization_failure, deadlock_detected.
 RETRYABLE = frozenset({"40001", "40P01"})
 #: Arbitrary but fixed key of the advisory lock that serialises migrations.
@@ -40,6 +42,8 @@ class PostgresSupport(DialectSupport):
     """Retry of 40001/40P01; migrations under a transaction-scoped advisory lock."""
 
     name = "postgres"
+    schemes = ("postgresql+asyncpg",)
+    admission_function = True
 
     def retryable(self, error: DBAPIError) -> bool:
         """Serialization failure and deadlock."""
@@ -79,20 +83,31 @@ class PostgresSupport(DialectSupport):
         """Released automatically when the migration's transaction ends."""
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK_KEY})
 
+    async def write_node_counters(
+        self, conn: AsyncConnection, rows: list[NodeResult], now: float
+    ) -> None:
+        """One UPDATE joined to ``unnest`` of one array parameter per column.
 
-@hookimpl
-def fleetgate_ledger_schemes() -> list[str]:
-    """This plugin serves postgresql+asyncpg URLs."""
-    return SCHEMES
+        Five parameters whatever the row count: asyncpg sends each array as one typed value.
+        """
+        bigints = postgresql.ARRAY(sa.BigInteger())
+        arrays = [
+            sa.bindparam("names", [n.name for n in rows], type_=postgresql.ARRAY(sa.String())),
+            *(
+                sa.bindparam(c, [n.used.get(d) for n in rows], type_=bigints)
+                for c, d in zip(node_writes.COLUMNS, ALLOCATION, strict=True)
+            ),
+            sa.bindparam(
+                "demand", [n.expected_demand for n in rows], type_=postgresql.ARRAY(sa.Double())
+            ),
+        ]
+        given = (
+            sa.func.unnest(*arrays)
+            .table_valued("name", *node_writes.COLUMNS, "expected_demand")
+            .render_derived(name="given")
+        )
+        await conn.execute(node_writes.update_from(given, now))
 
 
-@hookimpl
-def fleetgate_make_ledger(
-    url: str, options: dict[str, Any], clock: Clock | None, demand: DemandPolicy
-) -> CapacityLedger | None:
-    """Build the SQL ledger for a postgresql+asyncpg URL."""
-    if not url.startswith(SCHEMES[0] + "://"):
-        return None
-    from fleetgate.adapters.sql.ledger import SqlLedger
-
-    return SqlLedger(url, options, dialect=PostgresSupport(), clock=clock, demand=demand)
+#: The plugin (entry point ``postgres``).
+plugin = PostgresSupport()

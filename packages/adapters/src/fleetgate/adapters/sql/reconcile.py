@@ -13,10 +13,10 @@ out (a claim create inserting between our two claim locks) are retried whole, li
 Reads of the placements are set-based: one GROUP BY node returns each node's usage and its
 decayed demand (the domain's decay rule compiled to SQL in ``decay``), one GROUP BY namespace the
 claims' usage; no placement is read row by row. Only node rows that differ from what the pass
-recomputed are written back, as one set-based statement per dialect (``_write_nodes``): at
-10,000 nodes a per-row UPDATE is 10,000 round trips on MariaDB, whose driver batches only
-INSERTs. ``lock_counters``, ``read_snapshot`` and ``apply`` are the pass's three phases, exposed
-so a test can interleave a real admission between them.
+recomputed are written back, in the form the dialect's plugin chooses
+(``DialectSupport.write_node_counters``): at 10,000 nodes a per-row UPDATE is 10,000 round trips
+on MariaDB, whose driver batches only INSERTs. ``lock_counters``, ``read_snapshot`` and ``apply``
+are the pass's three phases, exposed so a test can interleave a real admission between them.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fleetgate.adapters.sql import node_writes
 from fleetgate.adapters.sql.claims import claim_of
 from fleetgate.adapters.sql.decay import decayed_sum
+from fleetgate.adapters.sql.dialect import DialectSupport
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.events import Audited
 from fleetgate.adapters.sql.guarded import lock, read_locked
@@ -42,7 +42,6 @@ from fleetgate.domain.capacity.claims import ClaimState
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.reconcile import (
     NodeCounters,
-    NodeResult,
     PassReport,
     Reconciliation,
     Snapshot,
@@ -86,7 +85,7 @@ async def _usage_by(conn: AsyncConnection, column: sa.Column[Any]) -> dict[str, 
 
 
 async def _by_node(
-    conn: AsyncConnection, now: datetime, decay_seconds: float
+    conn: AsyncConnection, dialect: DialectSupport, now: datetime, decay_seconds: float
 ) -> tuple[dict[str, Resources], dict[str, float]]:
     """Each node's usage and decayed demand, from one scan of the placements."""
     # BIGINT, not the NUMERIC PostgreSQL makes of a SUM of BIGINTs: 30,000 Decimals cost the
@@ -96,11 +95,7 @@ async def _by_node(
         for d in ALLOCATION
     ]
     left = decayed_sum(epoch(now), decay_seconds).label("left")
-    node: sa.ColumnElement[str] = placements.c.node
-    if conn.dialect.name == "sqlite":
-        # Grouping by the bare column makes SQLite walk ix_placements_node and fetch every row
-        # by rowid; one table scan into a temporary B-tree takes about half as long.
-        node = sa.cast(node, sa.Text())
+    node = dialect.grouping(placements.c.node)
     rows = await conn.execute(sa.select(node.label("node"), *sums, left).group_by(node))
     usage: dict[str, Resources] = {}
     demand: dict[str, float] = {}
@@ -111,10 +106,14 @@ async def _by_node(
 
 
 async def read_snapshot(
-    conn: AsyncConnection, node_rows: list[NodeCounters], now: datetime, decay_seconds: float
+    conn: AsyncConnection,
+    dialect: DialectSupport,
+    node_rows: list[NodeCounters],
+    now: datetime,
+    decay_seconds: float,
 ) -> Snapshot:
     """Read everything the pass recomputes from, under the locks ``lock_counters`` took."""
-    node_usage, node_demand = await _by_node(conn, now, decay_seconds)
+    node_usage, node_demand = await _by_node(conn, dialect, now, decay_seconds)
     claim_rows = await conn.execute(sa.select(claims).where(_ACTIVE).with_for_update())
     row = await read_locked(conn, cluster, cluster.c.id == CLUSTER_ID)
     return Snapshot(
@@ -132,7 +131,9 @@ def _counts(prefix: str, amount: Resources) -> dict[str, int]:
     return {f"{prefix}{d}": amount.get(d) for d in ALLOCATION}
 
 
-async def apply(conn: AsyncConnection, result: Reconciliation, now: float) -> int:
+async def apply(
+    conn: AsyncConnection, dialect: DialectSupport, result: Reconciliation, now: float
+) -> int:
     """Write the pass's results; return how many placements were re-attributed to a claim."""
     if result.expired:
         await conn.execute(
@@ -151,7 +152,9 @@ async def apply(conn: AsyncConnection, result: Reconciliation, now: float) -> in
             ),
             [{"b_id": c.id, **{f"b_{d}": c.used.get(d) for d in ALLOCATION}} for c in changed],
         )
-    await _write_nodes(conn, [n for n in result.nodes if n.changed], now)
+    changed_nodes = [n for n in result.nodes if n.changed]
+    if changed_nodes:
+        await dialect.write_node_counters(conn, changed_nodes, now)
     c = result.cluster
     values = {
         **_counts("total_", c.total),
@@ -164,20 +167,6 @@ async def apply(conn: AsyncConnection, result: Reconciliation, now: float) -> in
     else:
         await conn.execute(sa.update(cluster).where(cluster.c.id == CLUSTER_ID).values(**values))
     return await _reattribute(conn, result)
-
-
-async def _write_nodes(conn: AsyncConnection, rows: list[NodeResult], now: float) -> None:
-    """Write the recomputed counters of ``rows`` in one statement (a few on MariaDB)."""
-    if not rows:
-        return
-    name = conn.dialect.name
-    if name == "postgresql":
-        await node_writes.update_from_arrays(conn, rows, now)
-    elif name in ("mysql", "mariadb"):
-        await node_writes.update_joining_temporary(conn, rows, now)
-    else:
-        # SQLite runs in the process: a batched UPDATE costs no round trips.
-        await node_writes.update_each(conn, rows, now)
 
 
 async def _reattribute(conn: AsyncConnection, result: Reconciliation) -> int:
@@ -216,9 +205,9 @@ async def run_pass(
     async def work(conn: AsyncConnection) -> PassReport:
         now = store.now()
         node_rows = await lock_counters(conn)
-        snapshot = await read_snapshot(conn, node_rows, now, decay_seconds)
+        snapshot = await read_snapshot(conn, store.dialect, node_rows, now, decay_seconds)
         result = reconcile(snapshot, now, decay_seconds)
-        reattributed = await apply(conn, result, epoch(now))
+        reattributed = await apply(conn, store.dialect, result, epoch(now))
         return PassReport(result, time.perf_counter() - started, reattributed)
 
     report = await (trail or Audited(None)).write(store, work, what="reconcile capacity")

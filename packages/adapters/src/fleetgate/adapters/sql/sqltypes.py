@@ -26,19 +26,11 @@ class as_double(FunctionElement[float]):
 
 
 @compiles(as_double)
-def _as_double_default(element: as_double, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"CAST({compiler.process(element.clauses, **kw)} AS DOUBLE PRECISION)"
-
-
-@compiles(as_double, "mysql")
-@compiles(as_double, "mariadb")
-def _as_double_mysql(element: as_double, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"CAST({compiler.process(element.clauses, **kw)} AS DOUBLE)"
-
-
-@compiles(as_double, "sqlite")
-def _as_double_sqlite(element: as_double, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"CAST({compiler.process(element.clauses, **kw)} AS REAL)"
+def _as_double(element: as_double, compiler: SQLCompiler, **kw: Any) -> str:
+    # The dialect's own name for an IEEE double (DOUBLE PRECISION, DOUBLE...), rendered here
+    # since SQLAlchemy's CAST leaves a DOUBLE cast out on MySQL.
+    double = compiler.dialect.type_compiler_instance.process(_DOUBLE)
+    return f"CAST({compiler.process(element.clauses, **kw)} AS {double})"
 
 
 # One instance of each parameter type: SQLAlchemy memoizes a type's cache key per instance, so a

@@ -2,8 +2,9 @@
 
 The ledger runs migrations on a connection it already holds (``config.attributes["connection"]``,
 a sync facade from ``AsyncConnection.run_sync``). Run from the ``alembic`` command line instead,
-it builds its own async engine from ``sqlalchemy.url``. SQLite gets batch mode ("move and copy"),
-since it cannot ALTER most constraints in place.
+it builds its own async engine from ``sqlalchemy.url``. A database that cannot ALTER most
+constraints in place (SQLite: SQLAlchemy's ``supports_alter`` is false) gets batch mode ("move
+and copy").
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def run_on(connection: Connection) -> None:
     context.configure(
         connection=connection,
         target_metadata=metadata,
-        render_as_batch=connection.dialect.name == "sqlite",
+        render_as_batch=not connection.dialect.supports_alter,
         compare_type=True,
     )
     with context.begin_transaction():
