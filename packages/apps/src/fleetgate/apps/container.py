@@ -27,6 +27,7 @@ from fleetgate.apps.services.dryrun import DryRun
 from fleetgate.apps.services.nodes import NodeAdmin
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
+from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.apps.services.rotationstatus import RotationStatus
 from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.services.tokens import TokenService
@@ -132,6 +133,13 @@ def _node_sync(
     return NodeSync(ledger, cluster, clock, events, policy, Random(settings.capacity.ranking_seed))
 
 
+def _relocation_check(
+    ledger: CapacityLedger, policy: DemandPolicy, settings: Settings
+) -> RelocationCheck:
+    # Gate 9 judges with the relocation's own demand policy; its ranking seed fixes the order.
+    return RelocationCheck(ledger, policy, settings.capacity.ranking_seed or 0)
+
+
 def _cluster(pm: pluggy.PluginManager, settings: Settings, clock: Clock) -> ClusterGateway:
     # The controller's namespace reaches the backend by one route, the hook's ``namespace``
     # (placeholders, the Lease and Events live there); ``cluster_options`` may still name another.
@@ -227,6 +235,9 @@ class Container(containers.DeclarativeContainer):
         events=capacity_events,
         policy=demand_policy,
         settings=settings,
+    )
+    relocation_check = providers.Singleton(
+        _relocation_check, ledger=ledger, policy=demand_policy, settings=settings
     )
     claim_service = providers.Singleton(
         ClaimService, ledger=ledger, clock=clock, events=capacity_events

@@ -20,6 +20,8 @@ from typing import Any
 import structlog
 
 from fleetgate.apps.controller.metrics import RotationMetrics
+from fleetgate.apps.services.relocation import RelocationCheck
+from fleetgate.domain.capacity.relocation import Verdict
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import Clock, ClusterGateway, EventSink
 from fleetgate.domain.rotation import actions as act
@@ -73,6 +75,7 @@ class RotationController:
         priority_class: str = "",
         on_pass: Callable[[PassResult], None] | None = None,
         logger: Any = None,
+        relocation: RelocationCheck | None = None,
     ) -> None:
         self.cluster = cluster
         self.policies = policies
@@ -84,6 +87,8 @@ class RotationController:
         self.priority_class = priority_class
         self.on_pass = on_pass
         self.log = logger if logger is not None else _log
+        # Gate 9 (issue 33): with the node sync on, the ledger judges each node before a start.
+        self.relocation = relocation
         self.swept = False
         self.due: dict[str, datetime] = {}
         self._announced: dict[str, set[str]] = {}
@@ -160,7 +165,8 @@ class RotationController:
             self.forget(pool)
             return PassResult(pool, None)
         policies = await self.policies()
-        result = self.step(pool, obs, policies, now)
+        verdicts = None if self.relocation is None else await self.relocation.verdicts(obs)
+        result = self.step(pool, obs, policies, now, verdicts)
         outcome = PassResult(pool, result, requeue_at=result.requeue_at)
         memo = _Memo()
         try:
@@ -206,13 +212,18 @@ class RotationController:
         return outcome
 
     def step(
-        self, pool: str, obs: PoolObservation, policies: Sequence[RotationPolicy], now: datetime
+        self,
+        pool: str,
+        obs: PoolObservation,
+        policies: Sequence[RotationPolicy],
+        now: datetime,
+        relocation: dict[str, Verdict] | None = None,
     ) -> Step:
         """The machine's step over ``obs``, with the pool's census carried across passes."""
         census = self._census.get(pool)
         if census is None:
             census = self._census[pool] = CensusCache()
-        return step(obs, policies, now, self.config, census)
+        return step(obs, policies, now, self.config, census, relocation)
 
     # --- policy status (spec §8.3) ------------------------------------------------------------
 

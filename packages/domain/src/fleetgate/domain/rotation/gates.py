@@ -74,6 +74,8 @@ class GateReason(StrEnum):
     """The NodePool's budgets for every reason allow no disruption now: see budgets.py."""
     REFERENCE_CONTROLLER_ACTIVE = "referenceControllerActive"
     """The reference controller (noderotation.io) is acting on the pool: see reference.py."""
+    LEDGER_CAPACITY = "ledgerCapacity"
+    """The capacity ledger has no room for the candidate's placements: see ledger_gate.py."""
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,11 @@ why a controller restarted after any single write finishes the rotation correctl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from fleetgate.domain.capacity.relocation import Verdict
 from fleetgate.domain.durations import format_duration
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import (
@@ -54,6 +55,7 @@ from fleetgate.domain.rotation.gates import (
     start_gate,
 )
 from fleetgate.domain.rotation.governance import Governance, Status, govern
+from fleetgate.domain.rotation.ledger_gate import LedgerBlocked, ledger_gate
 from fleetgate.domain.rotation.pending import advance_failed, build, headroom_ok, pending
 from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.quiet import (
@@ -110,11 +112,14 @@ def step(
     now: datetime,
     config: MachineConfig | None = None,
     census: CensusCache | None = None,
+    relocation: Mapping[str, Verdict] | None = None,
 ) -> Step:
     """One pass over one pool (spec §7.2).
 
     ``census`` is the pool's census from earlier passes (the caller keeps one per pool); the
     step brings it up to ``obs`` and decides exactly what it would decide without it.
+    ``relocation`` is the capacity ledger's verdict on the pool's nodes that hold placements
+    (None: the ledger is not consulted; gate 9, ledger_gate.py).
     """
     config = config or MachineConfig()
     gov = govern(obs.labels, policies, obs.termination_grace_period)
@@ -159,6 +164,10 @@ def step(
         # Last, and only with a candidate: when nothing may go, the census is the better answer
         # to "why not?", and the walk over the pool that counting the budget takes is skipped.
         blocked = _budget_gate(p)
+    chosen = p.candidate
+    if blocked is None and chosen is not None and relocation:
+        chosen, blocked, held = ledger_gate(p, relocation)
+        actions += held
     if blocked is not None:
         fields = {"reason": blocked.reason.value}
         if blocked.until is not None:
@@ -170,10 +179,12 @@ def step(
             tuple(actions),
             requeue,
             blocked_report,
-            quiet_until=earliest(blocked.until, gate_change(p)),
+            # The ledger changes without the cluster changing: a held pool is looked at again.
+            quiet_until=now + LONG_REQUEUE
+            if isinstance(blocked, LedgerBlocked)
+            else earliest(blocked.until, gate_change(p)),
         )
     # ``pick`` over the buckets the census already computed for this pass.
-    chosen = p.candidate
     if chosen is None:
         counts = report.census.as_dict()
         actions.append(
