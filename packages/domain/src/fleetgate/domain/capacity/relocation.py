@@ -16,9 +16,11 @@ it. The judgement therefore also checks that every active claim and the unclaime
 the total the rotation leaves, in each dimension the rotation lowers (a dimension it does not
 lower is never refused, as for claim changes, capacity spec 6.3).
 
-The surge node is the rotation's replacement: it is assumed to offer the limits of the node it
-replaces (Karpenter launches it from the same NodePool); it publishes no metrics yet, so the
-demand clause, which ignores a node without ``cpu_schedulable``, never refuses it.
+The surge node is the rotation's replacement. Karpenter picks its instance type only at launch,
+so it is assumed to offer, per dimension, the least any ledger node of the pool offers (the
+drained node included): a pool of one shape gets its own shape, a mixed pool is judged on its
+smallest. It publishes no metrics yet, so the demand clause, which ignores a node without
+``cpu_schedulable``, never refuses it.
 """
 
 from __future__ import annotations
@@ -92,11 +94,15 @@ class Verdict:
         }
 
 
-def surge_for(source: NodeState) -> NodeState:
-    """The replacement a rotation of ``source`` brings: its limits, nothing used, no metrics."""
+def surge_for(source: NodeState, nodes: Sequence[NodeState] = ()) -> NodeState:
+    """The replacement a rotation of ``source`` brings: the least limits of its pool's nodes
+    (``source`` among them), nothing used, no metrics."""
+    pool = [source, *(n for n in nodes if n.pool == source.pool)]
+    least = Resources(*(min(n.limits.get(d) for n in pool) for d in ALLOCATION))
     return replace(
         source,
         name=source.name + SURGE_SUFFIX,
+        limits=least,
         used=Resources(),
         expected_demand=0.0,
         metrics=NodeMetrics(),
@@ -173,7 +179,7 @@ def judge(
     source = by_name.get(snapshot.node)
     if source is None or not snapshot.placements:
         return Verdict(snapshot.node, len(snapshot.placements))
-    extra = surge_for(source) if surge else None
+    extra = surge_for(source, snapshot.nodes) if surge else None
     candidates = [n for n in eligible(snapshot.nodes) if n.name != source.name]
     if extra is not None:
         candidates.append(extra)
