@@ -173,13 +173,13 @@ async def test_a_node_without_room_is_held_until_a_node_is_added_then_rotates(
             assert blocked.verdict is not None
             assert blocked.verdict.shortfall() == Resources(8, 0, 0)
             assert _held(registry) == 1
-            assert (
-                registry.get_sample_value(
-                    "fleetgate_rotation_ledger_missing",
-                    {"nodepool": "general", "dimension": "cpus"},
-                )
-                == 8
+            missing = {"nodepool": "general"}
+            cpus = registry.get_sample_value("fleetgate_rotation_ledger_missing_cpus", missing)
+            memory = {**missing, "resource": "memory"}
+            held_bytes = registry.get_sample_value(
+                "fleetgate_rotation_ledger_missing_bytes", memory
             )
+            assert (cpus, held_bytes) == (8, 0)
             assert (await sync.sync()).stranded == 0
             next_due = controller.next_due()
             assert next_due is not None

@@ -73,8 +73,14 @@ class RotationMetrics:
         self.ledger_held = gauge(
             "ledger_held", "1 when no start: a node's ledger placements would not fit elsewhere."
         )
-        self.ledger_missing = gauge(
-            "ledger_missing", "What the held node's placements lack, per dimension.", "dimension"
+        # One unit per metric (decisions.md 20): vCPUs apart from bytes.
+        self.ledger_missing_cpus = gauge(
+            "ledger_missing_cpus", "vCPUs the held node's placements lack (0: not held)."
+        )
+        self.ledger_missing_bytes = gauge(
+            "ledger_missing_bytes",
+            "Memory or disk bytes the held node's placements lack (0: not held).",
+            "resource",
         )
         self.observed = gauge(
             "observed_seconds", "Moving estimate of observed durations.", "estimate"
@@ -193,6 +199,10 @@ def _ledger_values(
     blocked = report.blocked
     verdict = blocked.verdict if isinstance(blocked, LedgerBlocked) else None
     short = Resources() if verdict is None else verdict.shortfall()
-    return [(m.ledger_held, 0 if verdict is None else 1, ())] + [
-        (m.ledger_missing, value, (dimension,)) for dimension, value in short.as_dict().items()
+    return [
+        (m.ledger_held, 0 if verdict is None else 1, ()),
+        (m.ledger_missing_cpus, short.cpus, ()),
+        # The ledger's MB and GB are MiB and GiB.
+        (m.ledger_missing_bytes, short.memory_mb * 2**20, ("memory",)),
+        (m.ledger_missing_bytes, short.disk_gb * 2**30, ("disk",)),
     ]
