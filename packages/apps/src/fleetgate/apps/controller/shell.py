@@ -166,7 +166,10 @@ class RotationController:
             return PassResult(pool, None)
         policies = await self.policies()
         verdicts = None if self.relocation is None else await self.relocation.verdicts(obs)
-        result = self.step(pool, obs, policies, now, verdicts)
+        if verdicts is None:
+            result = self.step(pool, obs, policies, now)
+        else:
+            result = self.step(pool, obs, policies, now, verdicts)
         outcome = PassResult(pool, result, requeue_at=result.requeue_at)
         memo = _Memo()
         try:
