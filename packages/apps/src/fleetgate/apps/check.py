@@ -11,6 +11,7 @@ findings says the same as the exit status: OK only when there is no finding at a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,9 +20,12 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from fleetgate.apps import ledgerforecast
 from fleetgate.apps.clientoutput import dump_yaml
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.redaction import error_markup
+from fleetgate.domain.capacity.errors import LedgerError
+from fleetgate.domain.capacity.headroom import PoolHeadroom
 from fleetgate.domain.durations import DurationError, parse_duration
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.rotation.annotations import format_timestamp
@@ -50,6 +54,8 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FATAL, EXIT_INVALID = 0, 1, 2
+#: Reads the ledger forecast (``--ledger`` / ``--ledger-snapshot``); raises on bad input.
+LedgerSource = Callable[[], list[PoolHeadroom]]
 NEVER = "Never"
 
 
@@ -117,10 +123,19 @@ def run_check(
     strict: bool = False,
     nodepool: Path | None = None,
     now: datetime | None = None,
+    ledger: LedgerSource | None = None,
 ) -> int:
     """Run ``fleetgate check`` and return its exit status (``strict``: warnings fail too;
-    ``nodepool``: lay its disruption budgets over the windows from ``now`` on)."""
+    ``nodepool``: lay its disruption budgets over the windows from ``now`` on; ``ledger``: each
+    pool's headroom against its largest node's placements, finding ``LedgerHeadroom``)."""
     err = Console(stderr=True, highlight=False)
+    headroom = None
+    if ledger is not None:
+        try:
+            headroom = ledger()
+        except (ValueError, LedgerError, OSError) as exc:
+            err.print(error_markup(str(exc)), soft_wrap=True)
+            return EXIT_INVALID
     budgets = None
     if nodepool is not None:
         try:
@@ -157,7 +172,9 @@ def run_check(
     ]
     if fmt in ("json", "yaml"):
         reports = [
-            _report(r, d) | ({} if f is None else {"budgets": budget_report(f)})
+            _report(r, d)
+            | ({} if f is None else {"budgets": budget_report(f)})
+            | ({} if headroom is None else {"ledger": ledgerforecast.report(headroom)})
             for (_, r, d), f in zip(derived, forecasts, strict=True)
         ]
         doc = reports[0] if len(reports) == 1 else reports
@@ -165,6 +182,7 @@ def run_check(
     elif fmt == "name":  # the finding codes, one a line: what a script greps for
         codes = [f.code.value for _, _, d in derived for f in d.findings]
         codes += [x.code.value for f in forecasts if f is not None for x in f.findings]
+        codes += [x["code"] for x in ledgerforecast.findings(headroom or [])]
         for code in dict.fromkeys(codes):
             print(code)
     else:  # table and wide: the table already shows every symbol and rule
@@ -173,8 +191,12 @@ def run_check(
             _print_table(out, policy, p, r, d)
             if f is not None:
                 _print_budgets(out, f)
-    warned = any(d.findings for _, _, d in derived) or any(
-        f is not None and f.findings for f in forecasts
+        for line in ledgerforecast.lines(headroom or []):
+            out.print(f"ledger: {line}", soft_wrap=True, markup=False)
+    warned = (
+        any(d.findings for _, _, d in derived)
+        or any(f is not None and f.findings for f in forecasts)
+        or bool(ledgerforecast.findings(headroom or []))
     )
     failed = any(d.fatal for _, _, d in derived) or (strict and warned)
     return EXIT_FATAL if failed else EXIT_OK

@@ -46,9 +46,15 @@ def ways_out(verdict: Verdict) -> str:
     missing = ", ".join(f"{d} {v}" for d, v in short.as_dict().items() if v) or (
         "no dimension in total (the room is split across nodes)"
     )
-    return (
+    what = (
         f"{len(verdict.stranded)} of {verdict.placements} ledger placement(s) on node "
-        f"{verdict.node} would have nowhere to go (missing: {missing}); not draining it. "
+        f"{verdict.node} would have nowhere to go (missing: {missing})"
+        if verdict.stranded
+        else f"without node {verdict.node} the claims would no longer fit the cluster total "
+        f"(missing: {missing})"
+    )
+    return (
+        f"{what}; not draining it. "
         "Ways out: raise the pool's limits (or the nodes' overcommit), shrink a capacity claim, "
         "or add a node; the gate clears by itself on the first pass that finds the room"
     )
