@@ -21,6 +21,7 @@ from fleetgate.apps.container import virtual_container
 from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import RotationController
 from fleetgate.apps.settings import Settings
+from fleetgate.apps.simulate.capacity import LedgerController, LedgerRun, allocatable
 from fleetgate.apps.simulate.engine import DEFAULT_BUDGET, VirtualDriver
 from fleetgate.apps.simulate.fleet import Fleet, FleetNode
 from fleetgate.apps.simulate.lineage import build_lineage
@@ -122,7 +123,13 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         replicas=fleet.replicas,
         ready=fleet.ready,
         budgets=fleet.budgets,
+        **(
+            {}
+            if fleet.ledger is None
+            else {"node_allocatable": allocatable(fleet.ledger.node_threads)}
+        ),
     )
+    ledger = None if fleet.ledger is None else LedgerRun(fleet.ledger, clock)
     if fleet.pod_budget is not None:
         # The workload Pod on each node carries {app: <pool>}: the budget guards all of them.
         cluster.add_pdb(
@@ -139,9 +146,10 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
             extra["expire_after"] = node.expire_after
         if node.tgp is not None:
             extra["termination_grace_period"] = node.tgp
-        cluster.add_node(
-            fleet.pool, node.name, created_at=node.created_at, workload=WORKLOAD, **extra
-        )
+        extra["workload"] = WORKLOAD
+        if ledger is not None:  # sized as the fleet's ledger says
+            extra.update(ledger.node_options(node.name))
+        cluster.add_node(fleet.pool, node.name, created_at=node.created_at, **extra)
         _karpenter_state(cluster, fleet.pool, node, inp.start)
 
     recorder = Recorder(clock, cluster)
@@ -149,7 +157,7 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
     async def policies() -> list[RotationPolicy]:
         return [policy]
 
-    controller = RotationController(
+    controller = (RotationController if ledger is None else LedgerController)(
         cluster,
         policies,
         clock,
@@ -158,6 +166,9 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         on_pass=recorder.on_pass,
         logger=_QUIET,
     )
+    if ledger is not None:
+        assert isinstance(controller, LedgerController)
+        await ledger.start(cluster, controller, fleet.pool, clock)
     driver = VirtualDriver(controller, cluster, clock, budget=inp.budget, on_advance=progress)
     complete = await driver.run_until(inp.end)
     through = clock.now()
@@ -175,6 +186,9 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
     windows = _windows(resolved, inp.start, through)
     drains = _drain_events(cluster)
     events = _window_events(windows) + recorder.events + lineage.breach_events + drains
+    ledger_report = None if ledger is None else await ledger.finish()
+    if ledger is not None:
+        events += ledger.tally.events
     events.sort(key=lambda e: (e["at"], _ORDER.get(e["type"], 50)))
     summary = {
         "nodes": len(fleet.nodes),
@@ -212,6 +226,17 @@ async def simulate_async(inp: Inputs, progress: Progress | None = None) -> dict[
         "simulatedFrom": instant(inp.start),
         "simulatedThrough": instant(through),
     }
+    if ledger_report is not None:  # only when the fleet declares placements
+        doc["ledger"] = ledger_report
+        if ledger_report["strandedAtEnd"] or ledger_report["lost"]:
+            diagnostics.append(
+                _diag(
+                    "fatal",
+                    "PlacementsStranded",
+                    f"{ledger_report['strandedAtEnd']} placement(s) stranded and "
+                    f"{ledger_report['lost']} lost at the end of the run",
+                )
+            )
     if budgets.effective != budgets.windows:  # only when the budgets take something away
         doc["budgetWindows"] = {
             "effective": [_jsonable({"start": i.start, "end": i.end}) for i in budgets.effective],
