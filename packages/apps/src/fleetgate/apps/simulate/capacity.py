@@ -48,7 +48,9 @@ from fleetgate.domain.rotation.ledger_gate import HELD
 GIB_MILLI = 2**30 * 1_000
 DEFAULT_THREADS = 4
 WORKLOAD_SHARE = 3 / 4
-"""Each node's workload Pod asks for this share of its CPU: no placeholder fits a neighbour."""
+"""Each node's workload Pod asks for this share of the CPU of the smaller of the node and the
+nodes the pool launches: a replacement can always host it, and on nodes of one size no
+placeholder fits a neighbour."""
 CLAIM_SECONDS = 10 * 365 * 24 * 3600
 
 
@@ -189,6 +191,7 @@ class LedgerController(RotationController):
     tally: Tally
     pending: list[tuple[datetime, int]]
     pool_name: str
+    pool_threads: int
     sim_cluster: SimulatedCluster
 
     async def run_due(self) -> list[PassResult]:
@@ -210,7 +213,9 @@ class LedgerController(RotationController):
         while self.pending and self.pending[0][0] <= now:
             _, threads = self.pending.pop(0)
             name = self.sim_cluster.add_node(
-                self.pool_name, allocatable=allocatable(threads), workload=workload(threads)
+                self.pool_name,
+                allocatable=allocatable(threads),
+                workload=workload(min(threads, self.pool_threads)),
             )
             self.tally.events.append({"at": now, "type": "node-added", "node": name})
             self.due[self.pool_name] = now  # a watch would wake the pool: look again now
@@ -249,7 +254,10 @@ class LedgerRun:
     def node_options(self, name: str) -> dict[str, Any]:
         """The fake cluster's ``add_node`` keywords for a listed node."""
         threads = self.spec.threads.get(name, self.spec.node_threads)
-        return {"allocatable": allocatable(threads), "workload": workload(threads)}
+        return {
+            "allocatable": allocatable(threads),
+            "workload": workload(min(threads, self.spec.node_threads)),
+        }
 
     async def start(
         self, cluster: SimulatedCluster, controller: LedgerController, pool: str, clock: Any
@@ -275,6 +283,7 @@ class LedgerRun:
         controller.sync, controller.tally = sync, self.tally
         controller.pending = list(self.spec.add_nodes)
         controller.pool_name, controller.sim_cluster = pool, cluster
+        controller.pool_threads = self.spec.node_threads
         controller.relocation = RelocationCheck(self.ledger, self.policy)
 
     async def finish(self) -> dict[str, Any]:
