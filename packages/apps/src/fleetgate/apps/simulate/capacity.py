@@ -26,10 +26,12 @@ internals: nodes are added through its public ``add_node``.
 from __future__ import annotations
 
 import tempfile
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from random import Random
 from typing import Any
 
 from fleetgate.adapters import plugins
@@ -264,7 +266,10 @@ class LedgerRun:
     ) -> None:
         """Bring the nodes into the ledger, place what the fleet declares, arm the gate."""
         await self.ledger.start()
-        sync = NodeSync(self.ledger, cluster, clock, self.ledger.event_sink(), self.policy)
+        # Seeded: identical inputs give an identical document.
+        sync = NodeSync(
+            self.ledger, cluster, clock, self.ledger.event_sink(), self.policy, Random(0)
+        )
         await sync.sync()
         for namespace, limit in self.spec.claims:
             made = await self.ledger.create_claim(ClaimRequest(namespace, limit, CLAIM_SECONDS))
@@ -273,7 +278,11 @@ class LedgerRun:
         for node, batches in self.spec.placements.items():
             for batch in batches:
                 for _ in range(batch.count):
-                    out = await self.ledger.admit(AdmitRequest(batch.namespace, node, batch.size))
+                    # Ids in declaration order: placements admitted at one instant are read (and
+                    # relocated) by id, so the run is the same every time.
+                    pid = str(uuid.UUID(int=len(self.ids) + 1))
+                    request = AdmitRequest(batch.namespace, node, batch.size, placement_id=pid)
+                    out = await self.ledger.admit(request)
                     if out.placement is None:
                         raise LedgerError(
                             f"fleet.ledger.nodes.{node}: its placements do not fit its limits"

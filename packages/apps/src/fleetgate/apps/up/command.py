@@ -183,10 +183,13 @@ async def _run(
         target_load=settings.capacity.target_load,
         counters=workload.counters,
     )
+    controller = container.rotation_controller()
+    # The controller here runs with the node sync: its ledger gate (issue 33) is on as well.
+    controller.relocation = container.relocation_check()
     runtime = UpRuntime(
         clock=clock,
         cluster=cluster,
-        controller=container.rotation_controller(),
+        controller=controller,
         sync=sync,
         workload=workload,
         reconcile=container.reconciler().run_pass,
