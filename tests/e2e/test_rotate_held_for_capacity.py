@@ -26,11 +26,10 @@ from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import AdmitRequest
 from fleetgate.domain.rotation.gates import GateReason
-from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.ledger_gate import HELD, LedgerBlocked
-from fleetgate.domain.rotation.policy import RotationPolicy, Surge
-from fleetgate.domain.rotation.windows import MaintenanceWindow
+from fleetgate.domain.rotation.policy import RotationPolicy
 from tests.conftest import Backend
+from tests.e2e.test_rotate_loaded_fleet import POLICY  # every node older than 1h, any time
 from tests.invariants import check_ledger
 from tests.ledgers import open_ledger
 
@@ -39,16 +38,6 @@ GIB = 2**30 * 1_000
 BIG = {"cpu": 8_000, "memory": 32 * GIB, "pods": 110_000}
 SMALL = {"cpu": 4_000, "memory": 16 * GIB, "pods": 110_000}
 SIZE = Resources(4, 1024, 5)
-ALWAYS = MaintenanceWindow(
-    "UTC", ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"), "00:00", "24:00"
-)
-POLICY = RotationPolicy(
-    name="everything",
-    node_pool_selector=LabelSelector(),
-    age_threshold=timedelta(hours=1),
-    maintenance_windows=(ALWAYS,),
-    surge=Surge(cooldown_after=timedelta(minutes=2)),
-)
 
 
 def _rig(clock: VirtualClock, young: bool) -> tuple[FakeCluster, str, list[str]]:
