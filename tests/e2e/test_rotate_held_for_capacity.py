@@ -40,7 +40,7 @@ SMALL = {"cpu": 4_000, "memory": 16 * GIB, "pods": 110_000}
 SIZE = Resources(4, 1024, 5)
 
 
-def _rig(clock: VirtualClock, young: bool) -> tuple[FakeCluster, str, list[str]]:
+def rig(clock: VirtualClock, young: bool) -> tuple[FakeCluster, str, list[str]]:
     """One pool launching big nodes: ``big`` (24 vCPU limit) and two small ones (12), oldest
     first; ``young``: the small ones are too young to rotate yet."""
     cluster: FakeCluster = plugins.make_cluster(
@@ -70,7 +70,9 @@ def _rig(clock: VirtualClock, young: bool) -> tuple[FakeCluster, str, list[str]]
     return cluster, big, small
 
 
-async def _load(ledger: SqlLedger, cluster: FakeCluster, big: str, small: list[str]) -> set[str]:
+async def load_placements(
+    ledger: SqlLedger, cluster: FakeCluster, big: str, small: list[str]
+) -> set[str]:
     """20 vCPU on ``big``, the small nodes full (12 each)."""
     ids: set[str] = set()
     for claim, count in [(big, 5), *((s, 3) for s in small)]:
@@ -110,12 +112,12 @@ async def test_a_node_without_room_is_skipped_for_one_that_fits(backend: Backend
     pool's smallest node, 12): a small node, whose 12 fit, is started first; its replacement,
     launched big, brings the room, and ``big`` rotates in its turn."""
     clock = VirtualClock(T0)
-    cluster, big, small = _rig(clock, young=False)
+    cluster, big, small = rig(clock, young=False)
     originals = {big, *small}
     async with open_ledger(backend, clock) as ledger:
         sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy(), Random(3))
         assert len((await sync.sync()).joined) == 3
-        ids = await _load(ledger, cluster, big, small)
+        ids = await load_placements(ledger, cluster, big, small)
         controller = _controller(cluster, ledger, clock, CollectorRegistry())
         started: list[str] = []
         end = T0 + timedelta(hours=8)
@@ -144,13 +146,13 @@ async def test_a_node_without_room_is_held_until_a_node_is_added_then_rotates(
     gate (status, metric, event naming the ways out) pass after pass, until an operator adds a
     node; then it rotates with nothing stranded and the gate clears by itself."""
     clock = VirtualClock(T0)
-    cluster, big, small = _rig(clock, young=True)
+    cluster, big, small = rig(clock, young=True)
     big_node = cluster.claims[big].node
     assert big_node is not None
     async with open_ledger(backend, clock) as ledger:
         sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy(), Random(3))
         await sync.sync()
-        ids = await _load(ledger, cluster, big, small)
+        ids = await load_placements(ledger, cluster, big, small)
         registry = CollectorRegistry()
         controller = _controller(cluster, ledger, clock, registry)
         for _ in range(3):  # held pass after pass, the cluster untouched

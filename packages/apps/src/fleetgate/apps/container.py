@@ -6,6 +6,7 @@ cluster plugin is chosen by configuration alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from random import Random
 from typing import Any
@@ -102,11 +103,20 @@ def _dry_run(service: PlacementService, ledger: Any, clock: Any, settings: Setti
 
 
 def _rotation_status(
-    settings: Settings, cluster: ClusterGateway, clock: Clock, config: MachineConfig
+    settings: Settings,
+    cluster: ClusterGateway,
+    clock: Clock,
+    config: MachineConfig,
+    relocation: Callable[[], RelocationCheck],
 ) -> RotationStatus:
-    # The same policies and machine configuration the controller of this process would use.
+    # The same policies, machine configuration and (with the node sync) ledger gate the
+    # controller of this process would use.
     return RotationStatus(
-        cluster, policy_source(settings.controller.policies, cluster), clock, config
+        cluster,
+        policy_source(settings.controller.policies, cluster),
+        clock,
+        config,
+        relocation() if settings.controller.sync_ledger else None,
     )
 
 
@@ -252,7 +262,12 @@ class Container(containers.DeclarativeContainer):
     )
     machine_config = providers.Singleton(_machine_config, settings=settings)
     rotation_status = providers.Singleton(
-        _rotation_status, settings=settings, cluster=cluster, clock=clock, config=machine_config
+        _rotation_status,
+        settings=settings,
+        cluster=cluster,
+        clock=clock,
+        config=machine_config,
+        relocation=relocation_check.provider,
     )
     rotation_events = providers.Singleton(_rotation_events, cluster=cluster, events=event_sink)
     rotation_controller = providers.Singleton(
