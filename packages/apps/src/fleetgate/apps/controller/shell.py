@@ -165,11 +165,13 @@ class RotationController:
             self.forget(pool)
             return PassResult(pool, None)
         policies = await self.policies()
-        verdicts = None if self.relocation is None else await self.relocation.verdicts(obs)
-        if verdicts is None:
-            result = self.step(pool, obs, policies, now)
-        else:
-            result = self.step(pool, obs, policies, now, verdicts)
+        result = self.step(pool, obs, policies, now)
+        if self.relocation is not None and result.started is not None:
+            # Gate 9 is the last gate, so the ledger is read only when a start is otherwise
+            # decided (and every pass while a pool is held): then the step decides again with it.
+            verdicts = await self.relocation.verdicts(obs)
+            if verdicts:
+                result = self.step(pool, obs, policies, now, verdicts)
         outcome = PassResult(pool, result, requeue_at=result.requeue_at)
         memo = _Memo()
         try:

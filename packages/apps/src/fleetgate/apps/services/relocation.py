@@ -1,8 +1,9 @@
 """The ledger's answer to "may this node be drained?", for the rotation controller's gate 9.
 
-Before a pass over a pool that has no rotation in flight, the controller asks this service for
-the verdict on every pool node that holds capacity-ledger placements; the rotation step then
-starts only a node whose placements would all find room (``domain.rotation.ledger_gate``). The
+When a pass over a pool would start a rotation (every other gate open, a claim eligible), the
+controller asks this service for the verdict on every pool node that holds capacity-ledger
+placements and steps again with them; the rotation step then starts only a node whose
+placements would all find room (``domain.rotation.ledger_gate``). The
 judgement is the domain's (``capacity.relocation.judge``); this only reads the snapshot through
 the ledger port: every node (one read), then the placements of each pool node whose counters
 show any use.

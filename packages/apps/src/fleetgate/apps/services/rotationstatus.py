@@ -58,8 +58,11 @@ class RotationStatus:
             obs = await self._cluster.observe(pool)
             if obs is None:  # gone between the list and the read
                 continue
-            verdicts = None if self._relocation is None else await self._relocation.verdicts(obs)
-            report = step(obs, policies, now, self._config, relocation=verdicts).report
+            found = step(obs, policies, now, self._config)
+            if self._relocation is not None and found.started is not None:
+                verdicts = await self._relocation.verdicts(obs)  # as the controller asks
+                found = step(obs, policies, now, self._config, relocation=verdicts)
+            report = found.report
             out.append(PoolStatus(pool, len(obs.claims), report, _next_window(report, now)))
         return out
 
