@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from random import Random
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from fleetgate.adapters import plugins
@@ -23,6 +24,7 @@ from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import RotationController
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
+from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Resources
@@ -94,9 +96,11 @@ async def check_cordons(ledger: SqlLedger, cluster: FakeCluster) -> None:
         assert not (leaving and node.schedulable), f"{node.name} is leaving but schedulable"
 
 
+@pytest.mark.parametrize("gate", [False, True], ids=["blind", "ledger-gate"])
 async def test_every_node_of_a_loaded_fleet_rotates_without_losing_a_placement(
-    backend: Backend,
+    backend: Backend, gate: bool
 ) -> None:
+    """With the ledger gate on (issue 33) every node's placements fit: it rotates as before."""
     clock = VirtualClock(T0)
     cluster: FakeCluster = plugins.make_cluster(
         plugins.plugin_manager(allow={"fake"}), "fake", {}, clock
@@ -129,7 +133,12 @@ async def test_every_node_of_a_loaded_fleet_rotates_without_losing_a_placement(
             return [POLICY]
 
         controller = RotationController(
-            cluster, policies, clock, sink, RotationMetrics(CollectorRegistry())
+            cluster,
+            policies,
+            clock,
+            sink,
+            RotationMetrics(CollectorRegistry()),
+            relocation=RelocationCheck(ledger, DemandPolicy()) if gate else None,
         )
         moved = 0
         end = T0 + timedelta(hours=6)

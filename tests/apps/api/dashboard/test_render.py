@@ -119,3 +119,17 @@ def test_claims_show_used_against_limit_and_events_newest_first() -> None:
 def test_the_sign_in_page_escapes_its_message() -> None:
     html = render.login("<b>no</b>")
     assert "&lt;b&gt;no&lt;/b&gt;" in html and 'name="token"' in html
+
+
+def test_a_pool_held_by_the_ledger_gate_names_the_node_the_shortfall_and_the_ways_out() -> None:
+    pool = snapshot()["pools"][0]
+    held = {"node": "n-1", "placements": 5, "fits": False, "stranded": 2}
+    held["missing"] = {"cpus": 8, "memory_mb": 0, "disk_gb": 0}
+    gate = {"reason": "ledgerCapacity", "until": None, "ledger": held}
+    html = render.pools(snapshot(pools=[{**pool, "active": None, "gate": gate}]))
+    assert 'data-why="ledger"' in html and "ledgerCapacity" in html
+    assert "node n-1, 2 of 5 placement(s)" in html and "(missing cpus 8)" in html
+    assert "add a node" in html
+    split = {**gate, "ledger": {**held, "missing": {"cpus": 0}}}
+    html = render.pools(snapshot(pools=[{**pool, "active": None, "gate": split}]))
+    assert "room split across nodes" in html

@@ -107,6 +107,7 @@ def test_reason_codes_are_public_strings() -> None:
         "nodePoolNotReady",
         "disruptionBudget",
         "referenceControllerActive",
+        "ledgerCapacity",
     ]
 
 

@@ -11,6 +11,7 @@ findings says the same as the exit status: OK only when there is no finding at a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,6 +19,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from fleetgate.apps import ledgerforecast
 from fleetgate.apps.clientoutput import dump_yaml
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.redaction import error_markup
@@ -29,6 +31,8 @@ from fleetgate.apps.services.check import (
     parse_expire_after,
     parse_grace_period,
 )
+from fleetgate.domain.capacity.errors import LedgerError
+from fleetgate.domain.capacity.headroom import PoolHeadroom
 from fleetgate.domain.durations import DurationError
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.rotation.budget_forecast import BudgetForecast
@@ -53,6 +57,8 @@ __all__ = [
 ]
 
 EXIT_OK, EXIT_FATAL, EXIT_INVALID = 0, 1, 2
+#: Reads the ledger forecast (``--ledger`` / ``--ledger-snapshot``); raises on bad input.
+LedgerSource = Callable[[], list[PoolHeadroom]]
 
 
 def run_check(
@@ -64,10 +70,19 @@ def run_check(
     strict: bool = False,
     nodepool: Path | None = None,
     now: datetime | None = None,
+    ledger: LedgerSource | None = None,
 ) -> int:
     """Run ``fleetgate check`` and return its exit status (``strict``: warnings fail too;
-    ``nodepool``: lay its disruption budgets over the windows from ``now`` on)."""
+    ``nodepool``: lay its disruption budgets over the windows from ``now`` on; ``ledger``: each
+    pool's headroom against its largest node's placements, finding ``LedgerHeadroom``)."""
     err = Console(stderr=True, highlight=False)
+    headroom = None
+    if ledger is not None:
+        try:
+            headroom = ledger()
+        except (ValueError, LedgerError, OSError) as exc:
+            err.print(error_markup(str(exc)), soft_wrap=True)
+            return EXIT_INVALID
     budgets = None
     if nodepool is not None:
         try:
@@ -95,21 +110,25 @@ def run_check(
         for line in getattr(exc, "errors", (str(exc),)):
             err.print(error_markup(line), soft_wrap=True)
         return EXIT_INVALID
-    _present(results, policy, fmt)
-    warned = any(r.findings for r in results)
+    _present(results, policy, fmt, headroom)
+    warned = any(r.findings for r in results) or bool(ledgerforecast.findings(headroom or []))
     failed = any(r.fatal for r in results) or (strict and warned)
     return EXIT_FATAL if failed else EXIT_OK
 
 
-def _present(results: list[CheckResult], policy: Path, fmt: str) -> None:
-    """Print the results as ``--format`` asks."""
+def _present(
+    results: list[CheckResult], policy: Path, fmt: str, headroom: list[PoolHeadroom] | None
+) -> None:
+    """Print the results (and the ledger's headroom, when asked for) as ``--format`` asks."""
     if fmt in ("json", "yaml"):
-        reports = [r.report() for r in results]
+        ledger = {} if headroom is None else {"ledger": ledgerforecast.report(headroom)}
+        reports = [r.report() | ledger for r in results]
         doc = reports[0] if len(reports) == 1 else reports
         print(json.dumps(doc, indent=2) if fmt == "json" else dump_yaml(doc))
     elif fmt == "name":  # the finding codes, one a line: what a script greps for
         codes = [f.code.value for r in results for f in r.derivation.findings]
         codes += [x.code.value for r in results if r.budgets for x in r.budgets.findings]
+        codes += [x["code"] for x in ledgerforecast.findings(headroom or [])]
         for code in dict.fromkeys(codes):
             print(code)
     else:  # table and wide: the table already shows every symbol and rule
@@ -118,6 +137,8 @@ def _present(results: list[CheckResult], policy: Path, fmt: str) -> None:
             _print_table(out, policy, r.policy, r.resolved, r.derivation)
             if r.budgets is not None:
                 _print_budgets(out, r.budgets)
+        for line in ledgerforecast.lines(headroom or []):
+            out.print(f"ledger: {line}", soft_wrap=True, markup=False)
 
 
 def read_nodepool_budgets(path: Path) -> tuple[Budget, ...]:

@@ -166,13 +166,29 @@ def check(
         Path | None,
         typer.Option("--nodepool", help="NodePool manifest: lay its disruption budgets over."),
     ] = None,
+    ledger: Annotated[
+        str | None,
+        typer.Option("--ledger", help="Ledger database URL: each pool's drain headroom."),
+    ] = None,
+    ledger_snapshot: Annotated[
+        Path | None,
+        typer.Option("--ledger-snapshot", help="Ledger snapshot file: the same, offline."),
+    ] = None,
 ) -> None:
     """Derive whether the maintenance windows can rotate the pool before its forced expiry."""
     from fleetgate.apps.check import run_check
+    from fleetgate.apps.ledgerforecast import source
 
     chosen = (output or fmt).value
     code = run_check(
-        policy, expire_after, termination_grace_period, nodes, chosen, strict, nodepool
+        policy,
+        expire_after,
+        termination_grace_period,
+        nodes,
+        chosen,
+        strict,
+        nodepool,
+        ledger=source(ledger, ledger_snapshot),
     )
     raise typer.Exit(code)
 

@@ -6,6 +6,7 @@ cluster plugin is chosen by configuration alone.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from random import Random
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from fleetgate.apps.services.dryrun import DryRun
 from fleetgate.apps.services.nodes import NodeAdmin
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
+from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.apps.services.rotationstatus import RotationStatus
 from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.services.tokens import TokenService
@@ -109,11 +111,20 @@ def _dry_run(service: PlacementService, ledger: Any, clock: Any, settings: Setti
 
 
 def _rotation_status(
-    settings: Settings, cluster: ClusterGateway, clock: Clock, config: MachineConfig
+    settings: Settings,
+    cluster: ClusterGateway,
+    clock: Clock,
+    config: MachineConfig,
+    relocation: Callable[[], RelocationCheck],
 ) -> RotationStatus:
-    # The same policies and machine configuration the controller of this process would use.
+    # The same policies, machine configuration and (with the node sync) ledger gate the
+    # controller of this process would use.
     return RotationStatus(
-        cluster, policy_source(settings.controller.policies, cluster), clock, config
+        cluster,
+        policy_source(settings.controller.policies, cluster),
+        clock,
+        config,
+        relocation() if settings.controller.sync_ledger else None,
     )
 
 
@@ -138,6 +149,13 @@ def _node_sync(
 ) -> NodeSync:
     # Relocations walk with the same demand policy and seed as new placements.
     return NodeSync(ledger, cluster, clock, events, policy, Random(settings.capacity.ranking_seed))
+
+
+def _relocation_check(
+    ledger: CapacityLedger, policy: DemandPolicy, settings: Settings
+) -> RelocationCheck:
+    # Gate 9 judges with the relocation's own demand policy; its ranking seed fixes the order.
+    return RelocationCheck(ledger, policy, settings.capacity.ranking_seed or 0)
 
 
 def _cluster(pm: pluggy.PluginManager, settings: Settings, clock: Clock) -> ClusterGateway:
@@ -199,6 +217,7 @@ def _simulation_controller(
     policies: tuple[RotationPolicy, ...],
     clock: Clock,
     recorder: Recorder,
+    kind: type[RotationController],
 ) -> RotationController:
     from fleetgate.apps.simulate.run import QUIET
 
@@ -208,7 +227,7 @@ def _simulation_controller(
     # The production controller, governed by the simulated policies only; it reports to the
     # recorder (its events, each pass) and to metrics of its own, and logs nothing (its log
     # lines become the simulation's events).
-    return RotationController(
+    return kind(
         cluster,
         governing,
         clock,
@@ -219,13 +238,20 @@ def _simulation_controller(
     )
 
 
-def simulation_world(start: datetime, policy: RotationPolicy) -> SimulationWorld:
+def simulation_world(
+    start: datetime, policy: RotationPolicy, with_ledger: bool = False
+) -> SimulationWorld:
     """A fresh world for one simulation: the fake cluster (through the plugin manager, like any
-    backend), virtual time from ``start``, the production controller governed by ``policy``."""
+    backend), virtual time from ``start``, the production controller governed by ``policy``
+    (followed by the node sync and the ledger gate, ``with_ledger``: issue 33)."""
     from fleetgate.apps.services.simulation import SimulationWorld
 
     settings = Settings(cluster="fake", cluster_options={})
     container = virtual_container(settings, start, simulated_policies=(policy,))
+    if with_ledger:
+        from fleetgate.apps.simulate.capacity import LedgerController
+
+        container.simulation_controller_kind.override(providers.Object(LedgerController))
     return SimulationWorld(
         clock=container.clock(),
         cluster=container.simulated_cluster(),
@@ -288,9 +314,12 @@ def _up_runtime(
     status: UpStatus,
     speed: float,
     cadence: Cadence,
+    relocation: RelocationCheck,
 ) -> UpRuntime:
     from fleetgate.apps.up.runtime import UpRuntime
 
+    # ``up`` runs the controller with the node sync, so its ledger gate (issue 33) is on too.
+    controller.relocation = relocation
     return UpRuntime(
         clock=clock,
         cluster=cluster,
@@ -352,6 +381,9 @@ class Container(containers.DeclarativeContainer):
         policy=demand_policy,
         settings=settings,
     )
+    relocation_check = providers.Singleton(
+        _relocation_check, ledger=ledger, policy=demand_policy, settings=settings
+    )
     claim_service = providers.Singleton(
         ClaimService, ledger=ledger, clock=clock, events=capacity_events
     )
@@ -365,7 +397,12 @@ class Container(containers.DeclarativeContainer):
     )
     machine_config = providers.Singleton(_machine_config, settings=settings)
     rotation_status = providers.Singleton(
-        _rotation_status, settings=settings, cluster=cluster, clock=clock, config=machine_config
+        _rotation_status,
+        settings=settings,
+        cluster=cluster,
+        clock=clock,
+        config=machine_config,
+        relocation=relocation_check.provider,
     )
     rotation_events = providers.Singleton(_rotation_events, cluster=cluster, events=event_sink)
     rotation_controller = providers.Singleton(
@@ -383,12 +420,16 @@ class Container(containers.DeclarativeContainer):
     simulation_recorder = providers.Singleton(
         _simulation_recorder, clock=clock, cluster=simulated_cluster
     )
+    simulation_controller_kind: providers.Provider[type[RotationController]] = providers.Object(
+        RotationController
+    )
     simulation_controller = providers.Singleton(
         _simulation_controller,
         cluster=simulated_cluster,
         policies=simulated_policies,
         clock=clock,
         recorder=simulation_recorder,
+        kind=simulation_controller_kind,
     )
     simulator = providers.Singleton(_simulator)
     # `fleetgate up` (up_container): the workload, the status, and the runtime driving them all.
@@ -423,6 +464,7 @@ class Container(containers.DeclarativeContainer):
         status=up_status,
         speed=up_speed,
         cadence=up_cadence,
+        relocation=relocation_check,
     )
 
 

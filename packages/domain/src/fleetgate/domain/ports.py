@@ -510,8 +510,10 @@ class SimulatedCluster(ClusterGateway, Protocol):
         expire_after: timedelta | str | None = ...,
         termination_grace_period: timedelta | str | None = ...,
         workload: Mapping[str, int] | None = None,
+        allocatable: Mapping[str, int] | None = None,
     ) -> str:
-        """Add a Ready node to ``pool`` (the expiry and tGP default to the pool's); its name."""
+        """Add a Ready node to ``pool`` (the expiry and tGP default to the pool's; its size
+        ``allocatable``, default the pool's); its name."""
         ...
 
     def add_pod(

@@ -101,6 +101,7 @@ def run_controller(once: bool) -> int:
         await start_ledger(ledger, settings.database_url)  # else one line, exit 1 (cli.main)
         try:
             sync = container.node_sync()
+            controller.relocation = container.relocation_check()
             return await _main(controller, once, settings, container.metrics_registry(), sync.sync)
         finally:
             await ledger.close()

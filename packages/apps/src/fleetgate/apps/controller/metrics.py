@@ -21,7 +21,9 @@ from fleetgate.apps.controller.nrc_series import NAMES as NRC_NAMES
 from fleetgate.apps.controller.nrc_series import PREFIX as PREFIX_NRC
 from fleetgate.apps.controller.nrc_series import NrcSeries
 from fleetgate.apps.reconciler.metrics import deprecated
+from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.rotation.governance import Status
+from fleetgate.domain.rotation.ledger_gate import LedgerBlocked
 from fleetgate.domain.rotation.machine import PoolReport
 
 PREFIX = "fleetgate_rotation_"
@@ -68,6 +70,18 @@ class RotationMetrics:
         self.short_lead = gauge("short_lead_nodes", "Claims whose life is within the lead time.")
         self.drain_stuck = gauge("drain_stuck", "1 when the drain outlived its bound.")
         self.retry_count = gauge("retry_count", "Highest retry count among the pool's claims.")
+        self.ledger_held = gauge(
+            "ledger_held", "1 when no start: a node's ledger placements would not fit elsewhere."
+        )
+        # One unit per metric (decisions.md 20): vCPUs apart from bytes.
+        self.ledger_missing_cpus = gauge(
+            "ledger_missing_cpus", "vCPUs the held node's placements lack (0: not held)."
+        )
+        self.ledger_missing_bytes = gauge(
+            "ledger_missing_bytes",
+            "Memory or disk bytes the held node's placements lack (0: not held).",
+            "resource",
+        )
         self.observed = gauge(
             "observed_seconds", "Moving estimate of observed durations.", "estimate"
         )
@@ -147,6 +161,7 @@ class RotationMetrics:
             (self.drain_stuck, 1 if report.drain_stuck else 0, ()),
             (self.retry_count, report.retry_count, ()),
         ]
+        values += _ledger_values(self, report)
         if d is not None:
             values += [
                 (self.age_threshold, d.age_threshold.total_seconds(), ()),
@@ -175,3 +190,19 @@ class RotationMetrics:
             return
         for metric, value, labels in values:
             self._set(metric, pool, value, *labels)
+
+
+def _ledger_values(
+    m: RotationMetrics, report: PoolReport
+) -> list[tuple[Gauge, float, tuple[str, ...]]]:
+    """Gate 9's gauges: held, and the shortfall per dimension (zero while not held)."""
+    blocked = report.blocked
+    verdict = blocked.verdict if isinstance(blocked, LedgerBlocked) else None
+    short = Resources() if verdict is None else verdict.shortfall()
+    return [
+        (m.ledger_held, 0 if verdict is None else 1, ()),
+        (m.ledger_missing_cpus, short.cpus, ()),
+        # The ledger's MB and GB are MiB and GiB.
+        (m.ledger_missing_bytes, short.memory_mb * 2**20, ("memory",)),
+        (m.ledger_missing_bytes, short.disk_gb * 2**30, ("disk",)),
+    ]

@@ -20,6 +20,8 @@ from typing import Any
 import structlog
 
 from fleetgate.apps.controller.metrics import RotationMetrics
+from fleetgate.apps.services.relocation import RelocationCheck
+from fleetgate.domain.capacity.relocation import Verdict
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import Clock, ClusterGateway, EventSink
 from fleetgate.domain.rotation import actions as act
@@ -73,6 +75,7 @@ class RotationController:
         priority_class: str = "",
         on_pass: Callable[[PassResult], None] | None = None,
         logger: Any = None,
+        relocation: RelocationCheck | None = None,
     ) -> None:
         self.cluster = cluster
         self.policies = policies
@@ -84,6 +87,8 @@ class RotationController:
         self.priority_class = priority_class
         self.on_pass = on_pass
         self.log = logger if logger is not None else _log
+        # Gate 9 (issue 33): with the node sync on, the ledger judges each node before a start.
+        self.relocation = relocation
         self.swept = False
         self.due: dict[str, datetime] = {}
         self._announced: dict[str, set[str]] = {}
@@ -161,6 +166,12 @@ class RotationController:
             return PassResult(pool, None)
         policies = await self.policies()
         result = self.step(pool, obs, policies, now)
+        if self.relocation is not None and result.started is not None:
+            # Gate 9 is the last gate, so the ledger is read only when a start is otherwise
+            # decided (and every pass while a pool is held): then the step decides again with it.
+            verdicts = await self.relocation.verdicts(obs)
+            if verdicts:
+                result = self.step(pool, obs, policies, now, verdicts)
         outcome = PassResult(pool, result, requeue_at=result.requeue_at)
         memo = _Memo()
         try:
@@ -206,13 +217,18 @@ class RotationController:
         return outcome
 
     def step(
-        self, pool: str, obs: PoolObservation, policies: Sequence[RotationPolicy], now: datetime
+        self,
+        pool: str,
+        obs: PoolObservation,
+        policies: Sequence[RotationPolicy],
+        now: datetime,
+        relocation: dict[str, Verdict] | None = None,
     ) -> Step:
         """The machine's step over ``obs``, with the pool's census carried across passes."""
         # Taken out first: the step spends it, and a step that raised leaves the next pass to
         # start from an empty census.
         census = self._census.pop(pool, None) or PoolCensus()
-        result = step(obs, policies, now, self.config, census)
+        result = step(obs, policies, now, self.config, census, relocation)
         if result.census is not None:
             self._census[pool] = result.census
         return result

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from fleetgate.apps.controller.shell import PolicySource
+from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.domain.ports import Clock, ClusterGateway
 from fleetgate.domain.rotation.machine import MachineConfig, PoolReport, step
 from fleetgate.domain.rotation.policy import RotationPolicy
@@ -39,11 +40,14 @@ class RotationStatus:
         policies: PolicySource,
         clock: Clock,
         config: MachineConfig | None = None,
+        relocation: RelocationCheck | None = None,
     ) -> None:
         self._cluster = cluster
         self._policies = policies
         self._clock = clock
         self._config = config or MachineConfig()
+        # With the node sync on, the controller's ledger gate is part of what it would report.
+        self._relocation = relocation
 
     async def pools(self) -> list[PoolStatus]:
         """Every pool the cluster has, by name."""
@@ -54,7 +58,11 @@ class RotationStatus:
             obs = await self._cluster.observe(pool)
             if obs is None:  # gone between the list and the read
                 continue
-            report = step(obs, policies, now, self._config).report
+            found = step(obs, policies, now, self._config)
+            if self._relocation is not None and found.started is not None:
+                verdicts = await self._relocation.verdicts(obs)  # as the controller asks
+                found = step(obs, policies, now, self._config, relocation=verdicts)
+            report = found.report
             out.append(PoolStatus(pool, len(obs.claims), report, _next_window(report, now)))
         return out
 

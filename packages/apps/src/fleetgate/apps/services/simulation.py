@@ -22,6 +22,7 @@ from typing import Any
 from fleetgate.apps.controller.shell import RotationController
 from fleetgate.apps.services.bounded import run_bounded
 from fleetgate.apps.simulate import run
+from fleetgate.apps.simulate.capacity import LedgerController, LedgerRun
 from fleetgate.apps.simulate.engine import DEFAULT_BUDGET, VirtualDriver
 from fleetgate.apps.simulate.fleet import Fleet
 from fleetgate.apps.simulate.lineage import Lineage, build_lineage
@@ -179,6 +180,8 @@ class SimulationResult:
     partial: bool
     """The pass budget ran out before the end: the verdict cannot be trusted."""
     simulated_through: datetime
+    ledger: dict[str, Any] | None = None
+    """The capacity ledger's side of the run (issue 33), when the fleet declares placements."""
 
     @property
     def fatal(self) -> bool:
@@ -207,6 +210,8 @@ class SimulationResult:
             "simulatedFrom": run.instant(plan.inputs.start),
             "simulatedThrough": run.instant(self.simulated_through),
         }
+        if self.ledger is not None:  # only when the fleet declares placements
+            doc["ledger"] = self.ledger
         budgets = plan.budgets
         if budgets.effective != budgets.windows:  # only when the budgets take something away
             doc["budgetWindows"] = {
@@ -231,8 +236,9 @@ class SimulationWorld:
     recorder: Recorder
 
 
-WorldFactory = Callable[[datetime, RotationPolicy], SimulationWorld]
-"""A fresh world whose virtual time starts at the instant, governed by the policy."""
+WorldFactory = Callable[[datetime, RotationPolicy, bool], SimulationWorld]
+"""A fresh world whose virtual time starts at the instant, governed by the policy (with the
+capacity ledger's controller, :class:`LedgerController`, when the flag says the fleet has one)."""
 
 
 class Simulator:
@@ -269,17 +275,32 @@ class Simulator:
     ) -> SimulationResult:
         """:meth:`run` inside a running event loop."""
         plan = prepare(inputs)
-        world = self.world(inputs.start, inputs.policy)
-        run.put_fleet(world.cluster, inputs.fleet, inputs.start, plan.provisioning, plan.drain)
+        fleet = inputs.fleet
+        world = self.world(inputs.start, inputs.policy, fleet.ledger is not None)
+        ledger = None if fleet.ledger is None else LedgerRun(fleet.ledger, world.clock)
+        run.put_fleet(world.cluster, fleet, inputs.start, plan.provisioning, plan.drain, ledger)
         driver = VirtualDriver(
             world.controller, world.cluster, world.clock, budget=inputs.budget, on_advance=progress
         )
-        complete = await driver.run_until(inputs.end)
-        return _result(plan, world, driver.passes, complete)
+        if ledger is None:
+            complete = await driver.run_until(inputs.end)
+            return _result(plan, world, driver.passes, complete)
+        try:
+            assert isinstance(world.controller, LedgerController)
+            await ledger.start(world.cluster, world.controller, fleet.pool, world.clock)
+            complete = await driver.run_until(inputs.end)
+        finally:
+            report = await ledger.finish()  # closes the ledger, also when the run failed
+        return _result(plan, world, driver.passes, complete, ledger.tally.events, report)
 
 
 def _result(
-    plan: SimulationPlan, world: SimulationWorld, passes: int, complete: bool
+    plan: SimulationPlan,
+    world: SimulationWorld,
+    passes: int,
+    complete: bool,
+    ledger_events: list[dict[str, Any]] | None = None,
+    ledger: dict[str, Any] | None = None,
 ) -> SimulationResult:
     """What the run left on the cluster and in the recorder, as a result."""
     through = world.clock.now()
@@ -297,7 +318,15 @@ def _result(
     drains = run.drain_events(world.cluster)
     summary = _summary(fleet, lineage, drains, passes)
     diagnostics += _outcome_diagnostics(summary)
-    events = run.events(windows, world.recorder.events, lineage.breach_events, drains)
+    if ledger is not None and (ledger["strandedAtEnd"] or ledger["lost"]):
+        message = (
+            f"{ledger['strandedAtEnd']} placement(s) stranded and "
+            f"{ledger['lost']} lost at the end of the run"
+        )
+        diagnostics.append(Diagnostic("fatal", "PlacementsStranded", message))
+    events = run.events(
+        windows, world.recorder.events, lineage.breach_events, drains, ledger_events or []
+    )
     return SimulationResult(
         plan=plan,
         summary=summary,
@@ -308,6 +337,7 @@ def _result(
         windows=tuple(run.jsonable(w) for w in windows),
         partial=not complete,
         simulated_through=through,
+        ledger=ledger,
     )
 
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from fleetgate.apps.simulate.capacity import FleetLedger, LedgerError, load_ledger
 from fleetgate.domain.durations import parse_duration
 from fleetgate.domain.rotation.annotations import parse_timestamp
 from fleetgate.domain.rotation.budgets import (
@@ -94,6 +95,8 @@ class Fleet:
     """``spec.disruption.budgets`` (absent: the CRD's default, 10% for every reason)."""
     pod_budget: FleetBudget | None = None
     """A PodDisruptionBudget over the workload Pods (None: none guards them)."""
+    ledger: FleetLedger | None = None
+    """Placements per node and claims: a capacity-aware run (``simulate/capacity.py``)."""
 
 
 def labels_for(selector: LabelSelector | None) -> dict[str, str]:
@@ -152,7 +155,7 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
     if not isinstance(spec, Mapping):
         raise FleetError("fleet: required, a mapping")
     allowed = {"pool", "labels", "expireAfter", "terminationGracePeriod", "nodes", "generate"}
-    allowed |= {"replicas", "ready", "limits", "budgets", "podDisruptionBudget"}
+    allowed |= {"replicas", "ready", "limits", "budgets", "podDisruptionBudget", "ledger"}
     unknown = set(spec) - allowed
     if unknown:
         raise FleetError(f"fleet: unknown keys {sorted(unknown)}")
@@ -200,7 +203,15 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
         env_provisioning=_optional(env, "provisioning", "env"),
         env_drain=_optional(env, "drain", "env"),
         pod_budget=_pod_budget(spec.get("podDisruptionBudget"), "fleet.podDisruptionBudget"),
+        ledger=_ledger(spec.get("ledger"), nodes),
     )
+
+
+def _ledger(spec: Any, nodes: tuple[FleetNode, ...]) -> FleetLedger | None:
+    try:
+        return load_ledger(spec, [n.name for n in nodes], parse_instant)
+    except LedgerError as exc:
+        raise FleetError(str(exc)) from None
 
 
 _POLICIES = ("IfHealthyBudget", "AlwaysAllow")

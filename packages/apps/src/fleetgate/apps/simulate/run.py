@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from fleetgate.apps.simulate.capacity import LedgerRun, allocatable
 from fleetgate.apps.simulate.fleet import Fleet, FleetNode
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.ports import SimulatedCluster
@@ -72,8 +73,10 @@ def put_fleet(
     start: datetime,
     provisioning: timedelta,
     drain: timedelta,
+    ledger: LedgerRun | None = None,
 ) -> None:
-    """Put the fleet's pool, its PodDisruptionBudget and its nodes on the fake cluster."""
+    """Put the fleet's pool, its PodDisruptionBudget and its nodes on the fake cluster (sized
+    as the fleet's ledger says, when it declares one)."""
     cluster.add_pool(
         fleet.pool,
         expire_after=fleet.expire_after,
@@ -86,6 +89,7 @@ def put_fleet(
         replicas=fleet.replicas,
         ready=fleet.ready,
         budgets=fleet.budgets,
+        **({} if ledger is None else {"node_allocatable": allocatable(ledger.spec.node_threads)}),
     )
     if fleet.pod_budget is not None:
         # The workload Pod on each node carries {app: <pool>}: the budget guards all of them.
@@ -103,9 +107,10 @@ def put_fleet(
             extra["expire_after"] = node.expire_after
         if node.tgp is not None:
             extra["termination_grace_period"] = node.tgp
-        cluster.add_node(
-            fleet.pool, node.name, created_at=node.created_at, workload=WORKLOAD, **extra
-        )
+        extra["workload"] = WORKLOAD
+        if ledger is not None:
+            extra.update(ledger.node_options(node.name))
+        cluster.add_node(fleet.pool, node.name, created_at=node.created_at, **extra)
         _karpenter_state(cluster, fleet.pool, node, start)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from fleetgate.apps.api.schemas.status import ledger_hold
 from fleetgate.apps.controller.shell import PassResult
 from fleetgate.domain.capacity.claims import Claim
 from fleetgate.domain.capacity.dimensions import Resources
@@ -277,6 +278,9 @@ class UpStatus:
                 "reason": report.blocked.reason.value,
                 "until": iso(report.blocked.until),
             }
+            held = ledger_hold(report.blocked)
+            if held is not None:
+                out["gate"]["ledger"] = held
         if report.census is not None:
             out["census"] = report.census.as_dict()
         d = report.derivation

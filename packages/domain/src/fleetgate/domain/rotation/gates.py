@@ -19,6 +19,11 @@ order and the first that blocks is reported, with its public reason code:
    ``ignoreDisruptionBudgets``. The machine checks it last, and only when a claim is eligible:
    with none, the census is the answer to "why not?".
 
+9. ``ledgerCapacity`` — with the node sync on, the capacity ledger has no room for the
+   placements of the node the rotation would drain (ledger_gate.py: the next eligible claim whose
+   node fits is started instead; only when none fits is the pool held). Checked after gate 8,
+   and only when the shell has the ledger's verdicts.
+
 Gates 6 and 7 (:func:`pool_state_gate`) read the NodePool itself and never clear by themselves
 (``until`` None); a watch on the NodePool brings the next pass when they change. Gate 8
 (:func:`budget_gate`) clears by itself when a scheduled budget turns off (``until``), or when a
@@ -74,6 +79,8 @@ class GateReason(StrEnum):
     """The NodePool's budgets for every reason allow no disruption now: see budgets.py."""
     REFERENCE_CONTROLLER_ACTIVE = "referenceControllerActive"
     """The reference controller (noderotation.io) is acting on the pool: see reference.py."""
+    LEDGER_CAPACITY = "ledgerCapacity"
+    """The capacity ledger has no room for the candidate's placements: see ledger_gate.py."""
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,11 @@ fallback).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from fleetgate.domain.capacity.relocation import Verdict
 from fleetgate.domain.durations import format_duration
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import (
@@ -45,6 +46,7 @@ from fleetgate.domain.rotation.context import CLEAR_ANCHOR, MachineConfig, Pass
 from fleetgate.domain.rotation.gates import NO_ELIGIBLE_CLAIM, Blocked
 from fleetgate.domain.rotation.gating import start_gates
 from fleetgate.domain.rotation.governance import Governance, Status, govern
+from fleetgate.domain.rotation.ledger_gate import LedgerBlocked, ledger_gate
 from fleetgate.domain.rotation.pending import build, headroom_ok, pending
 from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.quiet import (
@@ -105,12 +107,15 @@ def step(
     now: datetime,
     config: MachineConfig | None = None,
     census: PoolCensus | None = None,
+    relocation: Mapping[str, Verdict] | None = None,
 ) -> Step:
     """One pass over one pool (spec §7.2).
 
     ``census`` is the pool's census carried from the last pass (the shell keeps one per pool):
     the step advances it to ``obs`` and returns the advanced one in ``Step.census`` for the next
     pass (the one given is spent), and decides exactly what it would decide without one.
+    ``relocation`` is the capacity ledger's verdict on the pool's nodes that hold placements
+    (None: the ledger is not consulted; gate 9, ledger_gate.py).
     """
     config = config or MachineConfig()
     gov = govern(obs.labels, policies, obs.termination_grace_period)
@@ -120,10 +125,12 @@ def step(
         return _ungoverned(obs, gov, anchor, now, census)
     if census is not None:
         census = census.advanced(obs, resolved.selection, resolved.lead_time_base, now)
-    return _decide(Pass(obs, resolved, now, config, census), gov, anchor)
+    return _decide(Pass(obs, resolved, now, config, census), gov, anchor, relocation)
 
 
-def _decide(p: Pass, gov: Governance, anchor: str | None) -> Step:
+def _decide(
+    p: Pass, gov: Governance, anchor: str | None, relocation: Mapping[str, Verdict] | None
+) -> Step:
     """Report what the pass sees, then release, move the anchored rotation on, or try a start."""
     report, actions = observe(p, gov, anchor)
     released = release_reference_markers(p.obs) if p.config.reference_gone else []
@@ -131,7 +138,7 @@ def _decide(p: Pass, gov: Governance, anchor: str | None) -> Step:
         return Step(tuple(actions + released), p.now + SHORT_REQUEUE, report, census=p.cache)
     if anchor is not None:
         return _advance_anchored(p, anchor, report, actions)
-    return _try_start(p, report, actions)
+    return _try_start(p, report, actions, relocation)
 
 
 def _advance_anchored(p: Pass, anchor: str, report: PoolReport, actions: list[Action]) -> Step:
@@ -149,7 +156,12 @@ def _advance_anchored(p: Pass, anchor: str, report: PoolReport, actions: list[Ac
     )
 
 
-def _try_start(p: Pass, report: PoolReport, actions: list[Action]) -> Step:
+def _try_start(
+    p: Pass,
+    report: PoolReport,
+    actions: list[Action],
+    relocation: Mapping[str, Verdict] | None = None,
+) -> Step:
     """No rotation under way: start one when the schedule is feasible, every start gate is open
     and a claim is eligible; otherwise say why not."""
     derivation = report.derivation
@@ -163,9 +175,13 @@ def _try_start(p: Pass, report: PoolReport, actions: list[Action]) -> Step:
         )
         return _not_started(p, report, [*actions, why], None, reason="fatal")
     blocked = start_gates(p)
+    chosen = p.candidate  # ``pick`` over the buckets the census already computed for this pass
+    if blocked is None and chosen is not None and relocation:
+        # Gate 9 last, with the candidate the others let through: it may start another claim.
+        chosen, blocked, held = ledger_gate(p, relocation)
+        actions = [*actions, *held]
     if blocked is not None:
         return _gated(p, report, actions, blocked)
-    chosen = p.candidate  # ``pick`` over the buckets the census already computed for this pass
     if chosen is None:
         counts = report.census.as_dict()
         why = Log(
@@ -184,7 +200,12 @@ def _gated(p: Pass, report: PoolReport, actions: list[Action], blocked: Blocked)
     if blocked.until is not None:
         fields["until"] = ann.format_timestamp(blocked.until)
     why = Log("no rotation candidate", fields, dedup=blocked.reason.value)
-    quiet = earliest(blocked.until, gate_change(p))
+    # The ledger changes without the cluster changing: a pool it holds is looked at again.
+    quiet = (
+        p.now + LONG_REQUEUE
+        if isinstance(blocked, LedgerBlocked)
+        else earliest(blocked.until, gate_change(p))
+    )
     return _not_started(
         p, report, [*actions, why], quiet, blocked=blocked, reason=blocked.reason.value
     )

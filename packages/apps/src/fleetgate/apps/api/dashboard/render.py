@@ -331,6 +331,19 @@ def _clocked_timeline(t: Mapping[str, Any] | None, now: str, clock: str) -> str:
     return timeline({**t, "clock": t.get("clock") or clock} if t else None, now)
 
 
+def _ledger_hold(held: Mapping[str, Any] | None) -> str:
+    """Gate 9 on the pool card: which node is held and what its placements lack."""
+    if not held:
+        return ""
+    missing = ", ".join(f"{k} {v}" for k, v in (held.get("missing") or {}).items() if v)
+    return (
+        f'<span data-why="ledger">: node {e(held["node"])}, {e(held["stranded"])} of '
+        f"{e(held['placements'])} placement(s) would have nowhere to go"
+        f"{e(' (missing ' + missing + ')' if missing else ' (room split across nodes)')}"
+        " — raise the pool's limits, shrink a claim or add a node</span>"
+    )
+
+
 def _why(p: Mapping[str, Any]) -> str:
     """The answer to "why is nothing rotating?": the closed gate, or the census."""
     if p.get("active"):
@@ -338,7 +351,10 @@ def _why(p: Mapping[str, Any]) -> str:
     gate = p.get("gate")
     if gate:
         until = f" until {_short(gate['until'])}" if gate.get("until") else ""
-        return f'<p class="why" data-why="gate">gate <b>{e(gate["reason"])}</b>{e(until)}</p>'
+        return (
+            f'<p class="why" data-why="gate">gate <b>{e(gate["reason"])}</b>{e(until)}'
+            f"{_ledger_hold(gate.get('ledger'))}</p>"
+        )
     census = p.get("census")
     if census:
         counts = ", ".join(f"{k} {v}" for k, v in census.items() if v and k != "Total")

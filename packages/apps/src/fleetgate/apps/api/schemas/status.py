@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from fleetgate.domain.durations import format_duration
+from fleetgate.domain.rotation.gates import Blocked
+from fleetgate.domain.rotation.ledger_gate import LedgerBlocked
 
 if TYPE_CHECKING:  # the service is the server's; the client only validates answers
     from fleetgate.apps.services.rotationstatus import PoolStatus
@@ -35,6 +37,10 @@ class PoolRotationBody(BaseModel):
     reason: str | None = Field(description="Why no rotation starts now (a gate code, ...).")
     gate_until: datetime | None
     findings: list[str] = Field(description="The derivation's finding codes.")
+    ledger_hold: dict[str, object] | None = Field(
+        default=None,
+        description="Gate 9 (ledgerCapacity): the held node, its placements, the shortfall.",
+    )
 
     @classmethod
     def of(cls, status: PoolStatus) -> PoolRotationBody:
@@ -57,4 +63,12 @@ class PoolRotationBody(BaseModel):
             reason=r.reason,
             gate_until=None if r.blocked is None else r.blocked.until,
             findings=[] if d is None else [f.code for f in d.findings],
+            ledger_hold=ledger_hold(r.blocked),
         )
+
+
+def ledger_hold(blocked: Blocked | None) -> dict[str, object] | None:
+    """Gate 9's details, as status, ``fleetgate up`` and the dashboard show them."""
+    if not isinstance(blocked, LedgerBlocked) or blocked.verdict is None:
+        return None
+    return {"nodeclaim": blocked.nodeclaim, **blocked.verdict.as_dict()}
