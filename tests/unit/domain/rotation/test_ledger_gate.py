@@ -8,10 +8,10 @@ from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.relocation import Verdict
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import Announce
+from fleetgate.domain.rotation.census import PoolCensus
 from fleetgate.domain.rotation.constants import LONG_REQUEUE
 from fleetgate.domain.rotation.gates import GateReason
 from fleetgate.domain.rotation.ledger_gate import HELD, LedgerBlocked, ways_out
-from fleetgate.domain.rotation.census import PoolCensus
 from fleetgate.domain.rotation.machine import step
 from tests.unit.domain.rotation.test_machine import NOW, E, claim, policy, pool
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetgate.apps.api.schemas.status import ledger_hold
 from fleetgate.apps.controller.shell import PassResult
 from fleetgate.domain.capacity.claims import Claim
 from fleetgate.domain.capacity.dimensions import Resources
@@ -26,6 +25,7 @@ from fleetgate.domain.ports import CapacityLedger, Clock
 from fleetgate.domain.rotation import actions as act
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.cluster import PoolObservation
+from fleetgate.domain.rotation.ledger_gate import ledger_hold
 from fleetgate.domain.rotation.machine import PoolReport
 
 ROTATIONS_KEPT = 40

@@ -26,7 +26,7 @@ from fleetgate.domain.rotation.context import Pass
 from fleetgate.domain.rotation.gates import Blocked, GateReason
 from fleetgate.domain.rotation.selection import Bucket, ClaimView, order
 
-__all__ = ["HELD", "LedgerBlocked", "ledger_gate", "ways_out"]
+__all__ = ["HELD", "LedgerBlocked", "ledger_gate", "ledger_hold", "ways_out"]
 
 HELD = "RotationHeldForCapacity"
 """The Event reason of a claim whose node's placements would not fit elsewhere."""
@@ -38,6 +38,13 @@ class LedgerBlocked(Blocked):
 
     nodeclaim: str = ""
     verdict: Verdict | None = None
+
+
+def ledger_hold(blocked: Blocked | None) -> dict[str, object] | None:
+    """Gate 9's details, as status, ``fleetgate up`` and the dashboard show them."""
+    if not isinstance(blocked, LedgerBlocked) or blocked.verdict is None:
+        return None
+    return {"nodeclaim": blocked.nodeclaim, **blocked.verdict.as_dict()}
 
 
 def ways_out(verdict: Verdict) -> str:

@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field
 
 from fleetgate.domain.durations import format_duration
-from fleetgate.domain.rotation.gates import Blocked
-from fleetgate.domain.rotation.ledger_gate import LedgerBlocked
+from fleetgate.domain.rotation.ledger_gate import ledger_hold
 
 if TYPE_CHECKING:  # the service is the server's; the client only validates answers
     from fleetgate.apps.services.rotationstatus import PoolStatus
@@ -65,10 +64,3 @@ class PoolRotationBody(BaseModel):
             findings=[] if d is None else [f.code for f in d.findings],
             ledger_hold=ledger_hold(r.blocked),
         )
-
-
-def ledger_hold(blocked: Blocked | None) -> dict[str, object] | None:
-    """Gate 9's details, as status, ``fleetgate up`` and the dashboard show them."""
-    if not isinstance(blocked, LedgerBlocked) or blocked.verdict is None:
-        return None
-    return {"nodeclaim": blocked.nodeclaim, **blocked.verdict.as_dict()}
