@@ -205,6 +205,8 @@ class PoolRotationBody(Wire):
     reason: str | None
     gate_until: datetime | None
     findings: list[str]
+    ledger_hold: dict[str, Any] | None = None
+    """Gate 9 (ledgerCapacity): the held node, its placements, the shortfall."""
 
 
 #: Every body of this module, by name (the drift test walks them).
