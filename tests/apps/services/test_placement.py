@@ -177,6 +177,44 @@ async def test_a_repeated_request_id_returns_the_first_placement(
     assert (await ledger.node("a")).used.cpus == 2  # type: ignore[union-attr]
 
 
+async def test_a_request_id_costs_a_first_request_no_read_of_earlier_placements(
+    ledger: SqlLedger, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The admission's own INSERT (the UNIQUE request id) finds a repeat: no look-up before it.
+    await node(ledger, "a")
+    looked_up: list[str] = []
+    read = ledger.placement_by_request
+
+    async def counted(namespace: str, request_id: str) -> object:
+        looked_up.append(request_id)
+        return await read(namespace, request_id)
+
+    monkeypatch.setattr(ledger, "placement_by_request", counted)
+    place = service(ledger, clock).place
+    first = await place(PlacementRequest("team", SMALL, request_id="job-1"))
+    assert first.placed and not first.replayed and looked_up == []
+    again = await place(PlacementRequest("team", SMALL, request_id="job-1"))
+    assert again.replayed and again.placement == first.placement
+    with pytest.raises(svc.RequestIdReused):
+        await place(PlacementRequest("team", Resources(2, 1024, 10), request_id="job-1"))
+    assert len(await ledger.placements()) == 1
+
+
+async def test_a_replay_answers_even_when_its_node_and_every_candidate_left(
+    ledger: SqlLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "a")
+    place = service(ledger, clock).place
+    first = await place(PlacementRequest("team", SMALL, request_id="job-1"))
+    await ledger.cordon("a")
+    # No candidate reaches the ledger: the walk's end reads the earlier placement.
+    again = await place(PlacementRequest("team", SMALL, request_id="job-1"))
+    assert again.replayed and again.placement == first.placement
+    forced = await place(PlacementRequest("team", SMALL, request_id="job-1", node="a"))
+    assert forced.replayed and forced.placement == first.placement
+    assert len(await ledger.placements()) == 1
+
+
 async def test_a_forced_node_is_the_only_candidate(ledger: SqlLedger, clock: VirtualClock) -> None:
     await node(ledger, "a")
     await node(ledger, "b")

@@ -138,12 +138,18 @@ class PlacementService:
     async def place(self, request: PlacementRequest) -> PlaceOutcome:
         """Admit ``request`` on the best candidate that has room, or report every refusal."""
         ns = request.namespace
-        if request.request_id is not None:
-            existing = await self._ledger.placement_by_request(ns, request.request_id)
-            if existing is not None:
-                return PlaceOutcome(existing.id, same_request(existing, request), replayed=True)
+        # No read for an earlier placement with this request id first: the admission
+        # transaction finds it itself (the placements' UNIQUE(namespace, request_id) refuses
+        # its INSERT and the ledger answers with the earlier placement), so a request id costs
+        # a first request nothing. Only a walk that never reached the ledger reads it here.
         subject = str(uuid.uuid4())
-        candidates = await self._candidates(request)
+        try:
+            candidates = await self._candidates(request)
+        except NodeNotFound:
+            replayed = await self._replay(request)
+            if replayed is None:
+                raise
+            return replayed
         order = candidates.order(self._rng)
         walk = Walk(r.node.name for r in order)
         events: list[Event] = []
@@ -197,12 +203,14 @@ class PlacementService:
             await emit()
             raise
         if admission is not None and admission.replayed and admission.placement is not None:
-            # Another request with this id won the race (or a batch found it taken).
-            await emit()
+            # The request id already placed: a replay records no change, so the walk so far
+            # (refusals of nodes that left the ledger, at most) is not reported.
             replayed = same_request(admission.placement, request)
             return PlaceOutcome(replayed.id, replayed, replayed=True)
         tried = tuple(walk.candidates)
         if walk.admitted_on is None:
+            if admission is None and (replay := await self._replay(request)) is not None:
+                return replay  # no candidate reached the ledger to find the earlier placement
             events.append(self._event.walked(FAILED, subject, ns, walk))
             await emit()
             return PlaceOutcome(subject, None, dict(walk.denials), tried, walk.waived)
@@ -218,6 +226,15 @@ class PlacementService:
             walk.waived,
             claim_over_limit=admission.claim_over_limit,
         )
+
+    async def _replay(self, request: PlacementRequest) -> PlaceOutcome | None:
+        """The earlier placement of ``request``'s id as a replay (RequestIdReused if it differs)."""
+        if request.request_id is None:
+            return None
+        found = await self._ledger.placement_by_request(request.namespace, request.request_id)
+        if found is None:
+            return None
+        return PlaceOutcome(found.id, same_request(found, request), replayed=True)
 
     def _audit(
         self,
