@@ -156,6 +156,63 @@ async def test_real_refusals_everywhere_fail_without_a_waiver(
     assert await ledger.placements() == []
 
 
+def counting_admits(ledger: SqlLedger, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The nodes the ledger was asked to admit on (each one guarded transaction)."""
+    tried: list[str] = []
+    admit = ledger.admit
+
+    async def counted(request: AdmitRequest, **kwargs: Audit | None) -> Admission:
+        tried.append(request.node)
+        return await admit(request, **kwargs)
+
+    monkeypatch.setattr(ledger, "admit", counted)
+    return tried
+
+
+async def test_a_full_fleet_refuses_after_one_guarded_attempt_naming_every_node(
+    ledger: SqlLedger, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in "abcdef":
+        await node(ledger, name, threads=1)  # 3 vCPUs each
+    snapshot = NodeSnapshot(ledger, clock, DemandPolicy().target_load, max_age=60)
+    place = PlacementService(
+        ledger, clock, ledger.event_sink(), DemandPolicy(), Random(3), snapshot
+    ).place
+    for name in "abcdef":
+        assert (await place(PlacementRequest("team", Resources(3, 1, 1), node=name))).placed
+    tried = counting_admits(ledger, monkeypatch)
+    out = await place(PlacementRequest("team", SMALL))
+    assert not out.placed and len(tried) == 1
+    assert {n: sorted(d.exceeded) for n, d in out.denials.items()} == {
+        n: ["cpus"] for n in "abcdef"
+    }
+    refusals = [r.event.data for r in await ledger.events(subject=out.subject, kind=svc.REFUSED)]
+    assert sorted(e["node"] for e in refusals) == list("abcdef")
+    assert sorted(e["node"] for e in refusals if e.get("presumed")) == sorted(
+        set("abcdef") - {*tried}
+    )
+
+
+async def test_a_stale_snapshot_never_refuses_a_node_that_has_room_again(
+    ledger: SqlLedger, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await node(ledger, "a", threads=1)
+    await node(ledger, "b", threads=1)
+    snapshot = NodeSnapshot(ledger, clock, DemandPolicy().target_load, max_age=60)
+    place = PlacementService(
+        ledger, clock, ledger.event_sink(), DemandPolicy(), Random(3), snapshot
+    ).place
+    full = [await place(PlacementRequest("team", Resources(3, 1, 1), node=n)) for n in "ab"]
+    assert len(await snapshot.candidates()) == 2  # read with both nodes full
+    assert full[1].placement is not None
+    await ledger.release(full[1].placement.id)  # "b" has room again; the snapshot says not
+    reads = snapshot.reads
+    tried = counting_admits(ledger, monkeypatch)
+    out = await place(PlacementRequest("team", SMALL))
+    assert out.placement is not None and out.placement.node == "b"
+    assert snapshot.reads == reads + 1 and tried == ["b"]  # one read confirmed "a", not "b"
+
+
 async def test_no_candidates_is_a_refusal_not_an_error(
     ledger: SqlLedger, clock: VirtualClock
 ) -> None:

@@ -12,7 +12,7 @@ names exact), delivered in one batch when the walk is over.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from random import Random
 from typing import Any
@@ -27,13 +27,15 @@ from fleetgate.domain.capacity.model import (
     Admission,
     AdmitRequest,
     MoveRequest,
+    NodeState,
     Placement,
     PlacementRequest,
     Release,
     replay_mismatch,
 )
+from fleetgate.domain.capacity.presumption import presumed_refusal
 from fleetgate.domain.capacity.ranking import CandidateOrder, Candidates
-from fleetgate.domain.capacity.walk import Attempt, Walk
+from fleetgate.domain.capacity.walk import Attempt, Presume, Walk
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
 
@@ -143,16 +145,49 @@ class PlacementService:
         # its INSERT and the ledger answers with the earlier placement), so a request id costs
         # a first request nothing. Only a walk that never reached the ledger reads it here.
         subject = str(uuid.uuid4())
+        mark = self.snapshot.mark()
         try:
             candidates = await self._candidates(request)
         except NodeNotFound:
-            replayed = await self._replay(request)
-            if replayed is None:
+            earlier = await self._replay(request)
+            if earlier is None:
                 raise
-            return replayed
+            return earlier
         order = candidates.order(self._rng)
-        walk = Walk(r.node.name for r in order)
+        demand = charge(request.resources.cpus, self.policy.demand_per_vcpu)
+        read: dict[str, NodeState] = {}
+
+        def drawn() -> Iterator[str]:
+            for r in order:
+                read[r.node.name] = r.node
+                yield r.node.name
+
+        def presume(name: str) -> Denial | None:
+            return presumed_refusal(read[name], request.resources, demand, target_load)
+
+        async def recheck() -> Presume | None:
+            if self.snapshot.max_age <= 0:
+                return None  # the candidates were read for this request: fresh enough
+            fresh = await self.snapshot.read_since(mark)
+
+            def again(name: str) -> Denial | None:
+                node = fresh.get(name)  # gone since: tried, the ledger says so
+                return None if node is None else presumed_refusal(node, *needs)
+
+            return again
+
+        target_load = self.policy.target_load
+        needs = (request.resources, demand, target_load)
+        # A forced node or an unguarded write is always tried: only the guard may refuse it.
+        walk = Walk(drawn(), presume if request.node is None and request.enforce else None)
         events: list[Event] = []
+        reported: set[str] = set()
+
+        def report_presumed() -> None:
+            for name, denial in walk.presumed.items():
+                if name not in reported:
+                    reported.add(name)
+                    events.append(self._presumed_event(subject, ns, name, denial))
 
         async def emit() -> None:
             # Reported first, as the spec orders the events, but written once the walk is
@@ -160,13 +195,13 @@ class PlacementService:
             events.insert(0, self._final_candidates(subject, ns, candidates, order))
             await self._events.emit(events)
 
-        demand = charge(request.resources.cpus, self.policy.demand_per_vcpu)
         attempts = 0
 
         audit: Trail[Admission] | None = None
 
         async def attempt(step: Attempt) -> Admission | None:
             nonlocal attempts, audit
+            report_presumed()
             if step.opens_waiver:
                 events.append(self._event.walked(WAIVING, subject, ns, walk))
             attempts += 1
@@ -197,7 +232,7 @@ class PlacementService:
             return admission
 
         try:
-            admission = await try_candidates(walk, attempt)
+            admission = await try_candidates(walk, attempt, recheck)
         except LedgerUnavailable as exc:
             events.append(self._event(WRITE_FAILED, subject, ns, Level.ERROR, error=str(exc)))
             await emit()
@@ -211,6 +246,7 @@ class PlacementService:
         if walk.admitted_on is None:
             if admission is None and (replay := await self._replay(request)) is not None:
                 return replay  # no candidate reached the ledger to find the earlier placement
+            report_presumed()
             events.append(self._event.walked(FAILED, subject, ns, walk))
             await emit()
             return PlaceOutcome(subject, None, dict(walk.denials), tried, walk.waived)
@@ -271,6 +307,13 @@ class PlacementService:
             buckets={r.node.name: r.bucket for r in drawn},
             candidate_count=len(candidates),
             lowest_bucket=candidates.bands[0].bucket if candidates.bands else None,
+        )
+
+    def _presumed_event(self, subject: str, ns: str, node: str, denial: Denial) -> Event:
+        # A refusal a read of the node showed, so it was never tried: said apart from the
+        # guard's own refusals, with the same details.
+        return self._event(
+            REFUSED, subject, ns, node=node, enforce_demand=True, presumed=True, **denial.as_dict()
         )
 
     def _gone_event(self, subject: str, ns: str, node: str, attempt: Attempt) -> Event:
