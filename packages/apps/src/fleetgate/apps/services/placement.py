@@ -1,21 +1,21 @@
-"""The ``place`` use case: rank the candidates, walk them, waive demand once, report.
+"""The ``place`` use case: load the candidates, let the domain decide, commit each try.
 
 It depends only on the CapacityLedger port, the domain, a Clock and an EventSink, so the same
 code runs against any ledger plugin. Every decision is the domain's: which nodes are
 candidates (``ranking.eligible``, over a ``NodeSnapshot`` of the ledger's nodes), their order
-(``ranking.Candidates``, drawn lazily one candidate per try), when the waiver pass runs and
-over which candidates (``walk.Walk``), the demand charge (``demand.charge``). The service only
-drives the ledger through those decisions and reports them as audit events (capacity spec 4.5,
-names exact), delivered in one batch when the walk is over.
+(``ranking.Candidates``, drawn lazily one candidate per try), which candidates a read already
+shows full (``presumption``), when the waiver pass runs and over which candidates
+(``walk.Walk``), the demand charge (``demand.charge``), and what the walk reports: its audit
+events and the answer's facts (``report.WalkReport``, ``report.PlacementFacts``). The service
+only loads, drives the ledger through those decisions, and delivers the report.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from random import Random
-from typing import Any
 
 from fleetgate.apps.services.audit import AuditEvents, Trail
 from fleetgate.apps.services.snapshot import NodeSnapshot
@@ -35,19 +35,24 @@ from fleetgate.domain.capacity.model import (
 )
 from fleetgate.domain.capacity.presumption import presumed_refusal
 from fleetgate.domain.capacity.ranking import CandidateOrder, Candidates
+from fleetgate.domain.capacity.report import (
+    FAILED,
+    FINAL_CANDIDATES,
+    OVER_CLAIM,
+    OVER_GUARD,
+    PLACED,
+    REFUSED,
+    UNGUARDED,
+    WAIVING,
+    WRITE_FAILED,
+    PlacementFacts,
+    WalkReport,
+)
 from fleetgate.domain.capacity.walk import Attempt, Presume, Walk
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
 
-PLACED = "instance placed"
-REFUSED = "schedule candidate refused by capacity guard"
-WAIVING = "no candidate admitted and some refused on demand alone, waiving demand guard"
-FAILED = "schedule failed, every candidate refused by capacity guard"
-FINAL_CANDIDATES = "schedule final candidates"
-UNGUARDED = "instance placed without capacity guard"
-OVER_GUARD = "placement recorded despite exceeding capacity guard"
-OVER_CLAIM = "placement admitted over namespace capacity claim"
-WRITE_FAILED = "instance placement write failed"
+# The walk's events are the domain's report's (``report``); these are the other use cases'.
 RELEASED = "instance placement released"
 RELEASE_FAILED = "instance placement release failed"
 CLAMPED = "capacity counter clamped at zero"
@@ -78,10 +83,6 @@ class PlaceOutcome:
         return self.placement is not None
 
 
-def _dims(dimensions: Sequence[DimensionDetail]) -> list[dict[str, Any]]:
-    return [d.as_dict() for d in dimensions]
-
-
 class RequestIdReused(ValueError):
     """A ``request_id`` already placed a different request: replaying it would answer wrongly."""
 
@@ -100,6 +101,85 @@ def same_request(placement: Placement, request: PlacementRequest) -> Placement:
     if fields:
         raise RequestIdReused(placement, fields)
     return placement
+
+
+class _Placing:
+    """One ``place`` call's walk: the domain's decisions, its report, and each try's commit."""
+
+    def __init__(
+        self,
+        service: PlacementService,
+        request: PlacementRequest,
+        candidates: Candidates,
+        mark: int,
+    ) -> None:
+        self._service = service
+        self._request = request
+        self._mark = mark
+        self._demand = charge(request.resources.cpus, service.policy.demand_per_vcpu)
+        self._read: dict[str, NodeState] = {}
+        order = candidates.order(service._rng)
+        # A forced node or an unguarded write is always tried: only the guard may refuse it.
+        presumes = request.node is None and request.enforce
+        self.walk = Walk(self._drawn(order), self._presume if presumes else None)
+        self.report = WalkReport(
+            service._event, str(uuid.uuid4()), request, candidates, order, self.walk
+        )
+        self.audit: Trail[Admission] = Trail(lambda _: [])
+
+    def _drawn(self, order: CandidateOrder) -> Iterator[str]:
+        for r in order:
+            self._read[r.node.name] = r.node
+            yield r.node.name
+
+    def _presume(self, name: str) -> Denial | None:
+        return self._presumed(self._read.get(name))
+
+    def _presumed(self, node: NodeState | None) -> Denial | None:
+        # A node gone since the read is tried: the ledger says so.
+        if node is None:
+            return None
+        target_load = self._service.policy.target_load
+        return presumed_refusal(node, self._request.resources, self._demand, target_load)
+
+    async def recheck(self) -> Presume | None:
+        """Presumptions from a read started after the walk began (None: its own read was)."""
+        snapshot = self._service.snapshot
+        if snapshot.max_age <= 0:
+            return None
+        fresh = await snapshot.read_since(self._mark)
+        return lambda name: self._presumed(fresh.get(name))
+
+    async def attempt(self, step: Attempt) -> Admission | None:
+        """Try ``step`` in one guarded ledger transaction; None when its node has left."""
+        request, report, service = self._request, self.report, self._service
+        report.attempting(step)
+        attempts = self.walk.attempts
+        self.audit = Trail(lambda made: report.admitted(made, attempts, step.enforce_demand))
+        try:
+            admission = await service._ledger.admit(
+                AdmitRequest(
+                    namespace=request.namespace,
+                    node=step.node,
+                    resources=request.resources,
+                    demand=self._demand,
+                    target_load=step.target_load(service.policy.target_load),
+                    enforce=request.enforce,
+                    request_id=request.request_id,
+                    placement_id=report.subject,
+                ),
+                audit=self.audit.events_of,
+            )
+        except NodeNotFound:
+            if request.node is not None:
+                raise
+            # The node left the ledger after the snapshot was read: for this walk it is a
+            # refusal (no room there), never an error; the next candidate is tried.
+            report.gone(step)
+            return None
+        if admission.denial is not None:
+            report.refused(step, admission.denial)
+        return admission
 
 
 class PlacementService:
@@ -138,13 +218,15 @@ class PlacementService:
         return await self._candidates(request)
 
     async def place(self, request: PlacementRequest) -> PlaceOutcome:
-        """Admit ``request`` on the best candidate that has room, or report every refusal."""
-        ns = request.namespace
+        """Admit ``request`` on the best candidate that has room, or report every refusal.
+
+        Load the candidates, let the domain's walk decide whom to try (and its report say
+        why), and commit each try through the ledger; the admission's events commit with it.
+        """
         # No read for an earlier placement with this request id first: the admission
         # transaction finds it itself (the placements' UNIQUE(namespace, request_id) refuses
         # its INSERT and the ledger answers with the earlier placement), so a request id costs
         # a first request nothing. Only a walk that never reached the ledger reads it here.
-        subject = str(uuid.uuid4())
         mark = self.snapshot.mark()
         try:
             candidates = await self._candidates(request)
@@ -153,109 +235,29 @@ class PlacementService:
             if earlier is None:
                 raise
             return earlier
-        order = candidates.order(self._rng)
-        demand = charge(request.resources.cpus, self.policy.demand_per_vcpu)
-        read: dict[str, NodeState] = {}
-
-        def drawn() -> Iterator[str]:
-            for r in order:
-                read[r.node.name] = r.node
-                yield r.node.name
-
-        def presume(name: str) -> Denial | None:
-            return presumed_refusal(read[name], request.resources, demand, target_load)
-
-        async def recheck() -> Presume | None:
-            if self.snapshot.max_age <= 0:
-                return None  # the candidates were read for this request: fresh enough
-            fresh = await self.snapshot.read_since(mark)
-
-            def again(name: str) -> Denial | None:
-                node = fresh.get(name)  # gone since: tried, the ledger says so
-                return None if node is None else presumed_refusal(node, *needs)
-
-            return again
-
-        target_load = self.policy.target_load
-        needs = (request.resources, demand, target_load)
-        # A forced node or an unguarded write is always tried: only the guard may refuse it.
-        walk = Walk(drawn(), presume if request.node is None and request.enforce else None)
-        events: list[Event] = []
-        reported: set[str] = set()
-
-        def report_presumed() -> None:
-            for name, denial in walk.presumed.items():
-                if name not in reported:
-                    reported.add(name)
-                    events.append(self._presumed_event(subject, ns, name, denial))
-
-        async def emit() -> None:
-            # Reported first, as the spec orders the events, but written once the walk is
-            # over: only then is it known which candidates were drawn.
-            events.insert(0, self._final_candidates(subject, ns, candidates, order))
-            await self._events.emit(events)
-
-        attempts = 0
-
-        audit: Trail[Admission] | None = None
-
-        async def attempt(step: Attempt) -> Admission | None:
-            nonlocal attempts, audit
-            report_presumed()
-            if step.opens_waiver:
-                events.append(self._event.walked(WAIVING, subject, ns, walk))
-            attempts += 1
-            audit = self._audit(subject, ns, candidates, order, events, request, attempts, step)
-            try:
-                admission = await self._ledger.admit(
-                    AdmitRequest(
-                        namespace=ns,
-                        node=step.node,
-                        resources=request.resources,
-                        demand=demand,
-                        target_load=step.target_load(self.policy.target_load),
-                        enforce=request.enforce,
-                        request_id=request.request_id,
-                        placement_id=subject,
-                    ),
-                    audit=audit.events_of,
-                )
-            except NodeNotFound:
-                if request.node is not None:
-                    raise
-                # The node left the ledger after the snapshot was read: for this walk it
-                # is a refusal (no room there), never an error; the next candidate is tried.
-                events.append(self._gone_event(subject, ns, step.node, step))
-                return None
-            if admission.denial is not None:
-                events.append(self._event.refused(REFUSED, subject, ns, step, admission.denial))
-            return admission
-
+        placing = _Placing(self, request, candidates, mark)
         try:
-            admission = await try_candidates(walk, attempt, recheck)
+            admission = await try_candidates(placing.walk, placing.attempt, placing.recheck)
         except LedgerUnavailable as exc:
-            events.append(self._event(WRITE_FAILED, subject, ns, Level.ERROR, error=str(exc)))
-            await emit()
+            await self._events.emit(placing.report.write_failed(exc))
             raise
         if admission is not None and admission.replayed and admission.placement is not None:
             # The request id already placed: a replay records no change, so the walk so far
             # (refusals of nodes that left the ledger, at most) is not reported.
-            replayed = same_request(admission.placement, request)
-            return PlaceOutcome(replayed.id, replayed, replayed=True)
+            return await self._replayed(same_request(admission.placement, request))
+        walk, report = placing.walk, placing.report
         tried = tuple(walk.candidates)
         if walk.admitted_on is None:
             if admission is None and (replay := await self._replay(request)) is not None:
                 return replay  # no candidate reached the ledger to find the earlier placement
-            report_presumed()
-            events.append(self._event.walked(FAILED, subject, ns, walk))
-            await emit()
-            return PlaceOutcome(subject, None, dict(walk.denials), tried, walk.waived)
-        assert admission is not None and audit is not None  # the walk ended on an admission
+            await self._events.emit(report.failed())
+            return PlaceOutcome(report.subject, None, dict(walk.denials), tried, walk.waived)
+        assert admission is not None and admission.placement is not None
         # The ledger wrote these in the admission's transaction; emitted only to the other
         # sinks now (the ledger's own sink knows them and skips them).
-        await self._events.emit(audit.delivered(admission))
+        await self._events.emit(placing.audit.delivered(admission))
         return PlaceOutcome(
-            subject,
+            admission.placement.id,
             admission.placement,
             dict(walk.denials),
             tried,
@@ -270,126 +272,24 @@ class PlacementService:
         found = await self._ledger.placement_by_request(request.namespace, request.request_id)
         if found is None:
             return None
-        return PlaceOutcome(found.id, same_request(found, request), replayed=True)
+        return await self._replayed(same_request(found, request))
 
-    def _audit(
-        self,
-        subject: str,
-        ns: str,
-        candidates: Candidates,
-        order: CandidateOrder,
-        events: list[Event],
-        request: PlacementRequest,
-        attempts: int,
-        attempt: Attempt,
-    ) -> Trail[Admission]:
-        """The events an admission on this attempt commits with it (spec 4.5's order)."""
-        return Trail(
-            lambda admission: [
-                self._final_candidates(subject, ns, candidates, order),
-                *events,
-                *self._admitted_events(admission, request, attempts, attempt.enforce_demand),
-            ]
+    async def _replayed(self, placement: Placement) -> PlaceOutcome:
+        # A replay answers as the first answer did: its facts are read back from its events.
+        facts = await self.facts(placement)
+        return PlaceOutcome(
+            placement.id,
+            placement,
+            waived=facts.demand_waived,
+            replayed=True,
+            claim_over_limit=facts.over_claim,
         )
 
-    def _final_candidates(
-        self, subject: str, ns: str, candidates: Candidates, order: CandidateOrder
-    ) -> Event:
-        # The candidates the walk drew, in order, not the whole fleet: listing 10,000 nodes with
-        # their weights on every placement cost more than the placement (docs/decisions.md).
-        drawn = order.drawn
-        return self._event(
-            FINAL_CANDIDATES,
-            subject,
-            ns,
-            candidates=[r.node.name for r in drawn],
-            weights={r.node.name: round(r.weight, 4) for r in drawn},
-            buckets={r.node.name: r.bucket for r in drawn},
-            candidate_count=len(candidates),
-            lowest_bucket=candidates.bands[0].bucket if candidates.bands else None,
+    async def facts(self, placement: Placement) -> PlacementFacts:
+        """How ``placement``'s admission went, read back from its audit events."""
+        return PlacementFacts.from_events(
+            r.event for r in await self._ledger.events(subject=placement.id, limit=100)
         )
-
-    def _presumed_event(self, subject: str, ns: str, node: str, denial: Denial) -> Event:
-        # A refusal a read of the node showed, so it was never tried: said apart from the
-        # guard's own refusals, with the same details.
-        return self._event(
-            REFUSED, subject, ns, node=node, enforce_demand=True, presumed=True, **denial.as_dict()
-        )
-
-    def _gone_event(self, subject: str, ns: str, node: str, attempt: Attempt) -> Event:
-        return self._event(
-            REFUSED,
-            subject,
-            ns,
-            node=node,
-            enforce_demand=attempt.enforce_demand,
-            failing_stage="node",
-            dimensions=[],
-            demand_only=False,
-            cordoned=False,
-            reason="node left the ledger",
-        )
-
-    def _admitted_events(
-        self, admission: Admission, request: PlacementRequest, attempts: int, enforce_demand: bool
-    ) -> list[Event]:
-        placement = admission.placement
-        assert placement is not None
-        node = admission.node
-        ns = placement.namespace
-        out = [
-            self._event(
-                PLACED,
-                placement.id,
-                ns,
-                node=placement.node,
-                previous_node=None,
-                placement_attempts=attempts,
-                enforce=request.enforce,
-                enforce_demand=enforce_demand,
-                cpus=placement.resources.cpus,
-                memory_mb=placement.resources.memory_mb,
-                disk_gb=placement.resources.disk_gb,
-                claim_id=placement.claim_id,
-                **(
-                    {}
-                    if node is None
-                    else {
-                        "node_used_cpus": node.used.cpus,
-                        "node_used_memory_mb": node.used.memory_mb,
-                        "node_used_disk_gb": node.used.disk_gb,
-                        "node_expected_demand": node.expected_demand,
-                    }
-                ),
-            )
-        ]
-        if not request.enforce:
-            out.append(self._event(UNGUARDED, placement.id, ns, Level.ERROR, node=placement.node))
-        for bypassed in admission.bypassed:
-            out.append(
-                self._event(
-                    OVER_GUARD,
-                    placement.id,
-                    ns,
-                    Level.ERROR,
-                    node=placement.node,
-                    **bypassed.as_dict(),
-                )
-            )
-        if admission.claim_over_limit:
-            out.append(
-                self._event(
-                    OVER_CLAIM,
-                    placement.id,
-                    ns,
-                    Level.WARNING,
-                    node=placement.node,
-                    namespace=ns,
-                    claim=admission.claim_id,
-                    claim_dimensions=_dims(admission.claim_over_limit),
-                )
-            )
-        return out
 
     async def release(self, namespace: str, placement_id: str) -> Release:
         """Release a placement of ``namespace`` (idempotent: ``released`` false when gone)."""
@@ -464,3 +364,25 @@ class PlacementService:
         # A refused move changed nothing: its refusals are delivered best-effort.
         await self._events.emit(events if result.denial is not None else trail.delivered(result))
         return result
+
+
+# The walk's event names are the domain report's; said here too, beside this use case's own.
+__all__ = [
+    "CLAMPED",
+    "FAILED",
+    "FINAL_CANDIDATES",
+    "MOVED",
+    "OVER_CLAIM",
+    "OVER_GUARD",
+    "PLACED",
+    "REFUSED",
+    "RELEASED",
+    "RELEASE_FAILED",
+    "UNGUARDED",
+    "WAIVING",
+    "WRITE_FAILED",
+    "PlaceOutcome",
+    "PlacementService",
+    "RequestIdReused",
+    "same_request",
+]
