@@ -52,9 +52,10 @@ def workers() -> int:
     return max(1, int(os.environ.get(WORKERS_ENV, "1")))
 
 
-def _command(port: int) -> list[str]:
+def _command(port: int, processes: int | None = None) -> list[str]:
     script = Path(sys.executable).with_name("fleetgate")
-    args = ["api", "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers())]
+    n = workers() if processes is None else processes
+    args = ["api", "--host", "127.0.0.1", "--port", str(port), "--workers", str(n)]
     profile_dir = os.environ.get(PROFILE_ENV)
     if profile_dir and script.exists():
         # Only the parent process is profiled: run with one worker to profile the serving.
@@ -114,8 +115,8 @@ class Server:
 
 
 @asynccontextmanager
-async def serve(target: Target, url: str) -> AsyncIterator[Server]:
-    """Run ``fleetgate api`` on ``url`` until the block ends."""
+async def serve(target: Target, url: str, processes: int | None = None) -> AsyncIterator[Server]:
+    """Run ``fleetgate api`` on ``url`` (``processes`` workers) until the block ends."""
     port = _free_port()
     env = {
         **os.environ,
@@ -126,7 +127,7 @@ async def serve(target: Target, url: str) -> AsyncIterator[Server]:
     }
     env.pop("FLEETGATE_CONFIG", None)
     process = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
-        _command(port), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        _command(port, processes), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     base = f"http://127.0.0.1:{port}"
     try:
