@@ -186,11 +186,13 @@ async def test_a_full_fleet_refuses_after_one_guarded_attempt_naming_every_node(
     assert {n: sorted(d.exceeded) for n, d in out.denials.items()} == {
         n: ["cpus"] for n in "abcdef"
     }
+    # One refusal event for the one try; the failure details every node; the rest are named.
     refusals = [r.event.data for r in await ledger.events(subject=out.subject, kind=svc.REFUSED)]
-    assert sorted(e["node"] for e in refusals) == list("abcdef")
-    assert sorted(e["node"] for e in refusals if e.get("presumed")) == sorted(
-        set("abcdef") - {*tried}
-    )
+    assert [e["node"] for e in refusals] == tried
+    failed = (await ledger.events(subject=out.subject, kind=svc.FAILED))[0].event.data
+    assert sorted(failed["denials"]) == list("abcdef")
+    final = (await ledger.events(subject=out.subject, kind=svc.FINAL_CANDIDATES))[0].event.data
+    assert sorted(final["presumed_full"]) == sorted(set("abcdef") - {*tried})
 
 
 async def test_a_stale_snapshot_never_refuses_a_node_that_has_room_again(

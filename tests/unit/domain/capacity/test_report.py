@@ -65,9 +65,9 @@ def test_an_admission_after_refusals_and_the_waiver_reports_them_in_order_with_i
         made = Admission(placement=placement, claim_id="k", claim_over_limit=OVER)
         events = report.admitted(made, walk.attempts, step.enforce_demand)
     kinds = [e.kind for e in events]
-    refused = [r.REFUSED] * 3
+    refused = [r.REFUSED] * 2  # "a" and "b" were tried; "c" is named, never tried
     assert kinds == [r.FINAL_CANDIDATES, *refused, r.WAIVING, r.PLACED, r.OVER_CLAIM]
-    assert [e.data.get("presumed", False) for e in events if e.kind == r.REFUSED].count(True) == 1
+    assert events[0].data["presumed_full"] == ["c"]
     facts = r.PlacementFacts.from_events(events)
     assert facts == r.PlacementFacts(demand_waived=True, over_claim=OVER)
 
@@ -81,6 +81,8 @@ def test_a_failed_walk_reports_every_refusal_then_the_failure() -> None:
     walk.rechecked(None)
     assert walk.next_attempt() is None
     events = report.failed()
-    assert [e.kind for e in events] == [r.FINAL_CANDIDATES, *[r.REFUSED] * 3, r.FAILED]
+    # "c" was presumed full and never tried: named first, detailed in the failure.
+    assert [e.kind for e in events] == [r.FINAL_CANDIDATES, *[r.REFUSED] * 2, r.FAILED]
+    assert events[0].data["presumed_full"] == ["c"]
     assert events[-1].level is Level.WARNING and set(events[-1].data["denials"]) == {"a", "b", "c"}
     assert r.PlacementFacts.from_events(events) == r.PlacementFacts()

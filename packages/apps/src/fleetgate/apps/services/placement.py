@@ -22,6 +22,7 @@ from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.services.walking import try_candidates
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail
+from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound, PlacementNotFound
 from fleetgate.domain.capacity.model import (
     Admission,
@@ -53,6 +54,9 @@ from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import CapacityLedger, Clock, EventSink
 
 # The walk's events are the domain's report's (``report``); these are the other use cases'.
+#: Presumptions remembered at most (then forgotten at once; a fleet's worth is a few thousand).
+PRESUMPTIONS_KEPT = 20_000
+
 RELEASED = "instance placement released"
 RELEASE_FAILED = "instance placement release failed"
 CLAMPED = "capacity counter clamped at zero"
@@ -140,7 +144,7 @@ class _Placing:
         if node is None:
             return None
         target_load = self._service.policy.target_load
-        return presumed_refusal(node, self._request.resources, self._demand, target_load)
+        return self._service.presumed(node, self._request.resources, self._demand, target_load)
 
     async def recheck(self) -> Presume | None:
         """Presumptions from a read started after the walk began (None: its own read was)."""
@@ -202,6 +206,27 @@ class PlacementService:
         self._rng = rng or Random()
         # Without one, the nodes are read for every request (a snapshot of age 0).
         self.snapshot = snapshot or NodeSnapshot(ledger, clock, self.policy.target_load)
+        self._presumptions: dict[tuple[object, ...], Denial | None] = {}
+
+    def presumed(
+        self, node: NodeState, resources: Resources, demand: float, target_load: float
+    ) -> Denial | None:
+        """``presumption.presumed_refusal``, remembered for the node's figures as read.
+
+        A full fleet refuses every request on every node with the same details until the
+        nodes change, and the guard's evaluator that details a refusal costs more than the
+        rest of a refusal: each (node state, request) is judged once.
+        """
+        key = (
+            node.name, node.schedulable, node.used, node.limits, node.expected_demand,
+            node.metrics, resources, demand, target_load,
+        )  # fmt: skip
+        if key in self._presumptions:
+            return self._presumptions[key]
+        if len(self._presumptions) >= PRESUMPTIONS_KEPT:
+            self._presumptions.clear()
+        denial = self._presumptions[key] = presumed_refusal(node, resources, demand, target_load)
+        return denial
 
     async def _candidates(self, request: PlacementRequest) -> Candidates:
         if request.node is not None:

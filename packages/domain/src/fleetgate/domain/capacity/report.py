@@ -1,7 +1,7 @@
 """What a placement's walk reports: its audit events (capacity spec 4.5, names exact) and facts.
 
 The walk decides (``walk.Walk``); this says what each of its steps means to an operator, in the
-spec's order: the final candidates first, then each refusal (a guard's, a presumed one, a node
+spec's order: the final candidates first, then each refusal (a guard's, a node
 that left the ledger), the waiver, and the placement with what it bypassed, or the failure. The
 same report gives the facts an answer states (``PlacementFacts``: was demand waived, did it go
 over the claim), and reads them back from the events for a replay, so the two cannot disagree.
@@ -93,27 +93,14 @@ class WalkReport:
         self._walk = walk
         #: The walk's events so far, after the final candidates (which come first, once known).
         self.steps: list[Event] = []
-        self._presumed: set[str] = set()
 
     def _event(self, kind: str, level: Level = Level.INFO, /, **data: object) -> Event:
         return self._stamp(kind, self.subject, self._request.namespace, level, **data)
 
     def attempting(self, step: Attempt) -> None:
-        """Before ``step`` is tried: the presumed refusals so far, and the waiver if it opens."""
-        self.presumed()
+        """Before ``step`` is tried: the waiver, if it opens."""
         if step.opens_waiver:
             self.steps.append(self._walked(WAIVING))
-
-    def presumed(self) -> None:
-        """Report each presumed refusal not yet reported (a read showed it, it was never tried)."""
-        for node, denial in self._walk.presumed.items():
-            if node not in self._presumed:
-                self._presumed.add(node)
-                self.steps.append(
-                    self._event(
-                        REFUSED, node=node, enforce_demand=True, presumed=True, **denial.as_dict()
-                    )
-                )
 
     def refused(self, step: Attempt, denial: Denial) -> None:
         """The guard refused ``step``."""
@@ -145,7 +132,6 @@ class WalkReport:
 
     def failed(self) -> list[Event]:
         """The walk that admitted nowhere: every refusal, then the failure."""
-        self.presumed()
         self.steps.append(self._walked(FAILED))
         return self.walked()
 
@@ -170,7 +156,15 @@ class WalkReport:
             buckets={r.node.name: r.bucket for r in drawn},
             candidate_count=len(candidates),
             lowest_bucket=candidates.bands[0].bucket if candidates.bands else None,
+            **self._presumed(),
         )
+
+    def _presumed(self) -> dict[str, object]:
+        # The candidates never tried because a read showed them full: named, not detailed (a
+        # failed walk's last event details every refusal, these included). One event per node
+        # of a full fleet made a refusal cost several admissions.
+        presumed = self._walk.presumed
+        return {"presumed_full": list(presumed)} if presumed else {}
 
     def _walked(self, kind: str) -> Event:
         walk = self._walk
