@@ -416,11 +416,14 @@ def test_the_container_builds_the_service_from_settings(tmp_path: Path) -> None:
 async def test_the_walk_s_audit_commits_with_the_admission(
     ledger: SqlLedger, clock: VirtualClock
 ) -> None:
-    await node(ledger, "a", threads=1, load=0.0)  # drawn first, too small: refused
+    await node(ledger, "a", threads=1, load=0.0)  # drawn first, full since the read: refused
     await node(ledger, "b", load=2.0)
     sink = _Recorder()  # not the ledger's sink: what reaches the table came with the admission
-    s = PlacementService(ledger, clock, sink, DemandPolicy(), Random(7))
-    out = await s.place(PlacementRequest("team", Resources(4, 1024, 10)))
+    snapshot = NodeSnapshot(ledger, clock, DemandPolicy().target_load, max_age=60)
+    s = PlacementService(ledger, clock, sink, DemandPolicy(), Random(7), snapshot)
+    await snapshot.candidates()  # read while "a" has room, so the walk tries it
+    await ledger.admit(AdmitRequest("team", "a", Resources(3, 1024, 10)))
+    out = await s.place(PlacementRequest("team", Resources(1, 1024, 10)))
     assert out.placement is not None and out.placement.node == "b"
     committed = [r.event for r in await ledger.events(subject=out.subject)]
     kinds_ = [e.kind for e in committed]
