@@ -26,6 +26,15 @@ from benchmarks.targets import Target, fresh_database
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.domain.capacity.model import AdmitRequest
 
+INTRO = (
+    "The real `fleetgate api` (uvicorn, 1 or 2 worker processes, a fresh server per cell) driven"
+    " by `wrk` (C, 2 threads) with a Lua script: each request a `POST …/placements` of 1 vCPU,"
+    " with a unique `request_id` or none. Server CPU is the user + system time of the server's"
+    " processes from `/proc` over the measured run, divided by the placements it made (201s; on"
+    " the full fleet, by the 507s it answered). Machine busy is the share of both cores busy"
+    " during the run (wrk and every other process included); load is the 1-minute load average"
+    " at the cell's end. The over-commit check runs after every cell."
+)
 FLEET = 100
 #: The nodes of the full-fleet cell: each filled to its limit by one placement.
 FULL_FLEET = 20

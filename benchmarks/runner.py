@@ -144,6 +144,7 @@ async def _http(targets: Sequence[Target], sizes: Sizes, console: Console) -> Se
     for target in targets:
         cells += await http_wrk.run_target(target, sizes, console)
     s = Section("http", "Admission over HTTP")
+    s.intro = http_wrk.INTRO
     s.tables.append(http_wrk.table(cells))
     s.verdicts += http_wrk.verdicts(cells)
     _note_checks(s, [c.check for c in cells], "HTTP")

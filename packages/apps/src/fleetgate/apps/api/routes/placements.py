@@ -160,7 +160,6 @@ async def _dry_run(container: Container, placement: PlacementRequest) -> JSONRes
 @access(admin_only=False, missing="namespace")
 async def create_placement(
     request: Request,
-    response: Response,
     ns: Namespace,
     body: PlacementCreate,
     dry_run: Annotated[
@@ -194,12 +193,15 @@ async def create_placement(
         raise _reused(exc) from exc
     if outcome.placement is None:
         raise _refusal(outcome, _hard_claims(container))
-    response.headers["Location"] = f"/v1/namespaces/{ns}/placements/{outcome.placement.id}"
+    headers = {"Location": f"/v1/namespaces/{ns}/placements/{outcome.placement.id}"}
     if outcome.replayed:
-        response.headers["Idempotent-Replayed"] = "true"
-    return PlacementBody.admitted(
+        headers["Idempotent-Replayed"] = "true"
+    placed = PlacementBody.admitted(
         outcome.placement, demand_waived=outcome.waived, over_claim=outcome.claim_over_limit
     )
+    # Answered as built: returned as a model, the body would be validated a second time against
+    # the response model and walked by the JSON encoder, on every placement.
+    return JSONResponse(placed.model_dump(mode="json"), status.HTTP_201_CREATED, headers)
 
 
 @router.get(
