@@ -178,9 +178,7 @@ def table(cells: list[WrkCell]) -> Table:
             c.backend,
             c.processes,
             c.connections,
-            "full fleet (507/s, CPU per 507)"
-            if c.full
-            else ("unique" if c.request_ids else "none"),
+            _kind(c),
             rate(c.per_second),
             f"{c.run.p50_ms:.1f}",
             f"{c.run.p99_ms:.1f}",
