@@ -13,7 +13,6 @@ from benchmarks import (
     admission_tables,
     admission_targets,
     faults,
-    http,
     http_wrk,
     kills,
     machine,
@@ -41,14 +40,9 @@ NAMES = (
     "soak",
     "startup",
 )
-#: Backends the HTTP benchmark runs on (the issue asks for at least SQLite and PostgreSQL).
-HTTP_BACKENDS = ("sqlite", "postgres")
 HALF = 0.5
 PG_ADMISSIONS = 1000.0
-HTTP_PLACEMENTS = 500.0
 RECONCILE_SECONDS = 1.0
-#: A machine this busy (share of both cores) during an HTTP cell is bound by CPU.
-MACHINE_BOUND = 0.85
 
 
 @dataclass
@@ -229,16 +223,6 @@ async def _startup(targets: Sequence[Target], sizes: Sizes, console: Console) ->
         "`compile-bytecode`; run.py compiles the workspace sources)."
     )
     return Section("startup", "CLI start-up", intro, tables=tables, verdicts=verdicts)
-
-
-def _http_bound(top: http.HttpCell, cpu: float) -> str:
-    figures = (
-        f"client + server CPU {cpu:.1f} ms/op x {rate(top.cell.load.throughput)}/s, "
-        f"machine {top.machine_busy:.0%} busy"
-    )
-    if top.machine_busy >= MACHINE_BOUND:
-        return f"bound by CPU per placement on two cores: {figures}"
-    return f"{figures}: the cores are not saturated, so the database side is the bound"
 
 
 def _note_checks(section: Section, checks: list[Check], what: str) -> None:
