@@ -18,7 +18,7 @@ from pathlib import Path
 import structlog
 from rich.console import Console
 
-from benchmarks import document, machine, runner
+from benchmarks import document, machine, runner, wrk
 from benchmarks.sizes import PROFILES
 from benchmarks.targets import all_targets, reachable, server_version
 
@@ -68,6 +68,12 @@ async def main(argv: Sequence[str]) -> int:
     """Run, print, write; the exit code says whether the reliability evidence is clean."""
     args = parse(argv)
     console = Console()
+    if "http" in args.only:
+        try:
+            wrk.require()
+        except RuntimeError as exc:
+            console.print(f"[red]{exc}[/red] (or leave it out: --only with the others)")
+            return 2
     sizes = PROFILES[args.profile]
     targets, versions = [], {}
     for target in all_targets():

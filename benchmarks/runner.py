@@ -14,7 +14,7 @@ from benchmarks import (
     admission_targets,
     faults,
     ha,
-    http,
+    http_wrk,
     kills,
     machine,
     pgbench,
@@ -42,14 +42,9 @@ NAMES = (
     "startup",
     "ha",
 )
-#: Backends the HTTP benchmark runs on (the issue asks for at least SQLite and PostgreSQL).
-HTTP_BACKENDS = ("sqlite", "postgres")
 HALF = 0.5
 PG_ADMISSIONS = 1000.0
-HTTP_PLACEMENTS = 500.0
 RECONCILE_SECONDS = 1.0
-#: A machine this busy (share of both cores) during an HTTP cell is bound by CPU.
-MACHINE_BOUND = 0.85
 
 
 @dataclass
@@ -139,45 +134,16 @@ async def _admission(targets: Sequence[Target], sizes: Sizes, console: Console) 
 
 
 async def _http(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
-    measured: list[http.HttpCell] = []
+    # Driven by wrk on every backend (issue 30 item 4): a Python client cost as much CPU as
+    # the server it measured.
+    cells: list[http_wrk.WrkCell] = []
     for target in targets:
-        if target.key in HTTP_BACKENDS:
-            measured += await http.run_target(target, sizes, console)
+        cells += await http_wrk.run_target(target, sizes, console)
     s = Section("http", "Admission over HTTP")
-    s.tables.append(http.table(measured))
-    for fleet in sizes.fleets:
-        mine = [m for m in measured if m.cell.fleet == fleet]
-        if mine:
-            top = max(mine, key=lambda m: m.cell.load.throughput)
-            best = top.cell
-            cpu = best.load.cpu_ms_per_op + top.server_cpu_ms_per_op
-            s.verdicts.append(
-                Verdict(
-                    f">= 500 placements/s over HTTP ({fleet:,} nodes)",
-                    f"best {rate(best.load.throughput)}/s ({best.backend}, {best.writers} writers)",
-                    best.load.throughput >= HTTP_PLACEMENTS,
-                    f"client + server CPU {cpu:.1f} ms/op, machine {top.machine_busy:.0%} busy",
-                )
-            )
-    pg = [m for m in measured if m.cell.backend == "PostgreSQL"]
-    pg = [m for m in pg if m.cell.fleet == sizes.scaling_fleet]
-    ask = f">= 500 placements/s over HTTP on PostgreSQL ({sizes.scaling_fleet:,} nodes)"
-    if any(t.kind == "postgres" for t in targets):
-        if pg:
-            top = max(pg, key=lambda m: m.cell.load.throughput)
-            cpu = top.cell.load.cpu_ms_per_op + top.server_cpu_ms_per_op
-            met = top.cell.load.throughput >= HTTP_PLACEMENTS
-            s.verdicts.append(
-                Verdict(
-                    ask,
-                    f"best {rate(top.cell.load.throughput)}/s ({top.cell.writers} writers)",
-                    met,
-                    "" if met else _http_bound(top, cpu),
-                )
-            )
-        else:
-            s.verdicts.append(Verdict(ask, "-", None, "no PostgreSQL HTTP cell at that fleet"))
-    _note_checks(s, [m.cell.check for m in measured], "HTTP")
+    s.intro = http_wrk.INTRO
+    s.tables.append(http_wrk.table(cells))
+    s.verdicts += http_wrk.verdicts(cells)
+    _note_checks(s, [c.check for c in cells], "HTTP")
     return s
 
 
@@ -259,16 +225,6 @@ async def _startup(targets: Sequence[Target], sizes: Sizes, console: Console) ->
         "`compile-bytecode`; run.py compiles the workspace sources)."
     )
     return Section("startup", "CLI start-up", intro, tables=tables, verdicts=verdicts)
-
-
-def _http_bound(top: http.HttpCell, cpu: float) -> str:
-    figures = (
-        f"client + server CPU {cpu:.1f} ms/op x {rate(top.cell.load.throughput)}/s, "
-        f"machine {top.machine_busy:.0%} busy"
-    )
-    if top.machine_busy >= MACHINE_BOUND:
-        return f"bound by CPU per placement on two cores: {figures}"
-    return f"{figures}: the cores are not saturated, so the database side is the bound"
 
 
 def _note_checks(section: Section, checks: list[Check], what: str) -> None:

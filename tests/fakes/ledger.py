@@ -346,6 +346,11 @@ class InMemoryLedger:
 
     async def placement_by_request(self, namespace: str, request_id: str) -> Placement | None:
         """The placement admitted for ``(namespace, request_id)``, or None."""
+        return self._by_request(namespace, request_id)
+
+    def _by_request(self, namespace: str, request_id: str) -> Placement | None:
+        # The SQL ledger's UNIQUE(namespace, request_id): the admission itself finds a repeat,
+        # without a read a caller could count.
         return next(
             (
                 p
@@ -477,7 +482,7 @@ class InMemoryLedger:
     async def admit(self, request: AdmitRequest, *, audit: Audit | None = None) -> Admission:
         """Charge the namespace side then the node, and record the placement; or refuse."""
         if request.request_id is not None:
-            earlier = await self.placement_by_request(request.namespace, request.request_id)
+            earlier = self._by_request(request.namespace, request.request_id)
             if earlier is not None:
                 return Admission(placement=earlier, replayed=True)
         try:

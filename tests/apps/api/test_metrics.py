@@ -83,6 +83,24 @@ async def test_a_demand_waiver_and_an_over_claim_have_outcomes_of_their_own(api:
     assert value(admissions, name, namespace=NS, outcome="over_claim") == 1
 
 
+async def test_a_replay_of_a_waived_admission_counts_as_admitted_not_waived_again(
+    api: Api,
+) -> None:
+    await api.node("hv-1")
+    await api.client.put(
+        "/v1/nodes/hv-1/metrics", json={"cpu_load_1": 50.0, "cpu_schedulable": 8}, headers=ADMIN
+    )
+    team = await api.token(NS)
+    body = {**SMALL, "request_id": "once"}
+    first = await api.client.post(URL, json=body, headers=team)
+    again = await api.client.post(URL, json=body, headers=team)
+    assert again.json() == first.json() and first.json()["demand_waived"] is True
+    admissions = (await scrape(api))["fleetgate_api_admissions"]
+    name = "fleetgate_api_admissions_total"
+    assert value(admissions, name, namespace=NS, outcome="waived") == 1
+    assert value(admissions, name, namespace=NS, outcome="admitted") == 1
+
+
 async def test_http_durations_are_labelled_with_the_route_template_never_the_raw_path(
     api: Api,
 ) -> None:

@@ -136,7 +136,10 @@ async def test_the_waiver_pass_retries_only_the_demand_only_refusals(
     assert out.placement is not None and out.placement.node == "hot" and out.waived
     assert not out.denials["full"].demand_only and out.denials["hot"].demand_only
     refusals = [r.event for r in await ledger.events(kind=svc.REFUSED)]
-    assert sorted(e.data["node"] for e in refusals) == ["full", "hot"]  # "full" not retried
+    # "full" was never tried (its read showed no room): named, and detailed by the waiver.
+    assert [e.data["node"] for e in refusals] == ["hot"]
+    final = (await ledger.events(kind=svc.FINAL_CANDIDATES))[0].event
+    assert final.data["presumed_full"] == ["full"]
     waiver = (await ledger.events(kind=svc.WAIVING))[0].event
     assert waiver.level is Level.WARNING and set(waiver.data["denials"]) == {"full", "hot"}
 
@@ -154,6 +157,65 @@ async def test_real_refusals_everywhere_fail_without_a_waiver(
     }
     assert (await kinds(ledger, out.subject))[-1] == svc.FAILED
     assert await ledger.placements() == []
+
+
+def counting_admits(ledger: InMemoryLedger, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The nodes the ledger was asked to admit on (each one guarded transaction)."""
+    tried: list[str] = []
+    admit = ledger.admit
+
+    async def counted(request: AdmitRequest, **kwargs: Audit | None) -> Admission:
+        tried.append(request.node)
+        return await admit(request, **kwargs)
+
+    monkeypatch.setattr(ledger, "admit", counted)
+    return tried
+
+
+async def test_a_full_fleet_refuses_after_one_guarded_attempt_naming_every_node(
+    ledger: InMemoryLedger, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in "abcdef":
+        await node(ledger, name, threads=1)  # 3 vCPUs each
+    snapshot = NodeSnapshot(ledger, clock, DemandPolicy().target_load, max_age=60)
+    place = PlacementService(
+        ledger, clock, ledger.event_sink(), DemandPolicy(), Random(3), snapshot
+    ).place
+    for name in "abcdef":
+        assert (await place(PlacementRequest("team", Resources(3, 1, 1), node=name))).placed
+    tried = counting_admits(ledger, monkeypatch)
+    out = await place(PlacementRequest("team", SMALL))
+    assert not out.placed and len(tried) == 1
+    assert {n: sorted(d.exceeded) for n, d in out.denials.items()} == {
+        n: ["cpus"] for n in "abcdef"
+    }
+    # One refusal event for the one try; the failure details every node; the rest are named.
+    refusals = [r.event.data for r in await ledger.events(subject=out.subject, kind=svc.REFUSED)]
+    assert [e["node"] for e in refusals] == tried
+    failed = (await ledger.events(subject=out.subject, kind=svc.FAILED))[0].event.data
+    assert sorted(failed["denials"]) == list("abcdef")
+    final = (await ledger.events(subject=out.subject, kind=svc.FINAL_CANDIDATES))[0].event.data
+    assert sorted(final["presumed_full"]) == sorted(set("abcdef") - {*tried})
+
+
+async def test_a_stale_snapshot_never_refuses_a_node_that_has_room_again(
+    ledger: InMemoryLedger, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await node(ledger, "a", threads=1)
+    await node(ledger, "b", threads=1)
+    snapshot = NodeSnapshot(ledger, clock, DemandPolicy().target_load, max_age=60)
+    place = PlacementService(
+        ledger, clock, ledger.event_sink(), DemandPolicy(), Random(3), snapshot
+    ).place
+    full = [await place(PlacementRequest("team", Resources(3, 1, 1), node=n)) for n in "ab"]
+    assert len(await snapshot.candidates()) == 2  # read with both nodes full
+    assert full[1].placement is not None
+    await ledger.release(full[1].placement.id)  # "b" has room again; the snapshot says not
+    reads = snapshot.reads
+    tried = counting_admits(ledger, monkeypatch)
+    out = await place(PlacementRequest("team", SMALL))
+    assert out.placement is not None and out.placement.node == "b"
+    assert snapshot.reads == reads + 1 and tried == ["b"]  # one read confirmed "a", not "b"
 
 
 async def test_no_candidates_is_a_refusal_not_an_error(
@@ -175,6 +237,44 @@ async def test_a_repeated_request_id_returns_the_first_placement(
     assert not other_ns.replayed
     assert len(await ledger.placements()) == 2
     assert (await ledger.node("a")).used.cpus == 2  # type: ignore[union-attr]
+
+
+async def test_a_request_id_costs_a_first_request_no_read_of_earlier_placements(
+    ledger: InMemoryLedger, clock: VirtualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The admission's own INSERT (the UNIQUE request id) finds a repeat: no look-up before it.
+    await node(ledger, "a")
+    looked_up: list[str] = []
+    read = ledger.placement_by_request
+
+    async def counted(namespace: str, request_id: str) -> object:
+        looked_up.append(request_id)
+        return await read(namespace, request_id)
+
+    monkeypatch.setattr(ledger, "placement_by_request", counted)
+    place = service(ledger, clock).place
+    first = await place(PlacementRequest("team", SMALL, request_id="job-1"))
+    assert first.placed and not first.replayed and looked_up == []
+    again = await place(PlacementRequest("team", SMALL, request_id="job-1"))
+    assert again.replayed and again.placement == first.placement
+    with pytest.raises(svc.RequestIdReused):
+        await place(PlacementRequest("team", Resources(2, 1024, 10), request_id="job-1"))
+    assert len(await ledger.placements()) == 1
+
+
+async def test_a_replay_answers_even_when_its_node_and_every_candidate_left(
+    ledger: InMemoryLedger, clock: VirtualClock
+) -> None:
+    await node(ledger, "a")
+    place = service(ledger, clock).place
+    first = await place(PlacementRequest("team", SMALL, request_id="job-1"))
+    await ledger.cordon("a")
+    # No candidate reaches the ledger: the walk's end reads the earlier placement.
+    again = await place(PlacementRequest("team", SMALL, request_id="job-1"))
+    assert again.replayed and again.placement == first.placement
+    forced = await place(PlacementRequest("team", SMALL, request_id="job-1", node="a"))
+    assert forced.replayed and forced.placement == first.placement
+    assert len(await ledger.placements()) == 1
 
 
 async def test_a_forced_node_is_the_only_candidate(
@@ -304,11 +404,14 @@ def test_the_container_builds_the_service_from_settings(tmp_path: Path) -> None:
 async def test_the_walk_s_audit_commits_with_the_admission(
     ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
-    await node(ledger, "a", threads=1, load=0.0)  # drawn first, too small: refused
+    await node(ledger, "a", threads=1, load=0.0)  # drawn first, full since the read: refused
     await node(ledger, "b", load=2.0)
     sink = _Recorder()  # not the ledger's sink: what reaches the table came with the admission
-    s = PlacementService(ledger, clock, sink, DemandPolicy(), Random(7))
-    out = await s.place(PlacementRequest("team", Resources(4, 1024, 10)))
+    snapshot = NodeSnapshot(ledger, clock, DemandPolicy().target_load, max_age=60)
+    s = PlacementService(ledger, clock, sink, DemandPolicy(), Random(7), snapshot)
+    await snapshot.candidates()  # read while "a" has room, so the walk tries it
+    await ledger.admit(AdmitRequest("team", "a", Resources(3, 1024, 10)))
+    out = await s.place(PlacementRequest("team", Resources(1, 1024, 10)))
     assert out.placement is not None and out.placement.node == "b"
     committed = [r.event for r in await ledger.events(subject=out.subject)]
     kinds_ = [e.kind for e in committed]

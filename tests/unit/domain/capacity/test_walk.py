@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -106,3 +106,44 @@ def test_a_waived_attempt_admits_without_the_demand_budget() -> None:
     assert Attempt("a", enforce_demand=True).target_load(0.75) == 0.75
     assert Attempt("a", enforce_demand=False).target_load(0.75) == WAIVED_TARGET_LOAD
     assert DEMAND_CLAUSE not in node_guard(WAIVED_TARGET_LOAD).measures
+
+
+def presuming(denials: dict[str, Denial]) -> Callable[[str], Denial | None]:
+    return denials.get
+
+
+def test_presumed_refusals_are_not_tried_and_a_recheck_confirming_them_ends_the_walk() -> None:
+    walk = Walk(["a", "b", "c"], presuming({"a": CPUS, "c": CPUS}))
+    tried = drive(walk, {("b", True): CPUS})
+    assert [t.node for t in tried] == ["b"] and walk.needs_recheck
+    walk.rechecked(presuming({"a": CPUS, "c": CPUS}))
+    assert drive(walk, {}) == [] and not walk.needs_recheck and walk.admitted_on is None
+    assert walk.denials == {"a": CPUS, "b": CPUS, "c": CPUS} and set(walk.presumed) == {"a", "c"}
+
+
+def test_a_recheck_that_finds_room_tries_those_candidates_in_drawn_order() -> None:
+    walk = Walk(["a", "b", "c"], presuming({"a": CPUS, "b": CPUS, "c": CPUS}))
+    assert drive(walk, {}) == [] and walk.needs_recheck
+    walk.rechecked(presuming({"b": CPUS}))  # "a" and "c" may have room now
+    tried = drive(walk, {("a", True): CPUS})
+    assert [(t.node, t.enforce_demand) for t in tried] == [("a", True), ("c", True)]
+    assert walk.admitted_on == "c" and set(walk.presumed) == {"b"}
+
+
+def test_a_walk_that_tried_nothing_tries_its_first_presumed_candidate() -> None:
+    # Only the admission transaction can say whether the namespace side refuses first.
+    walk = Walk(["a", "b"], presuming({"a": CPUS, "b": CPUS}))
+    assert walk.next_attempt() is None and walk.needs_recheck
+    walk.rechecked(None)
+    tried = drive(walk, {("a", True): CLUSTER})
+    assert [t.node for t in tried] == ["a"] and walk.attempts == 1
+    assert walk.denials == {"a": CLUSTER, "b": CPUS} and not walk.needs_recheck
+
+
+def test_presumed_refusals_are_never_waived_but_demand_only_ones_still_are() -> None:
+    walk = Walk(["a", "b"], presuming({"a": CPUS}))
+    tried = drive(walk, {("b", True): DEMAND})
+    walk.rechecked(None)
+    tried += drive(walk, {("b", True): DEMAND})
+    assert [(t.node, t.enforce_demand) for t in tried] == [("b", True), ("b", False)]
+    assert walk.waived and walk.admitted_on == "b"

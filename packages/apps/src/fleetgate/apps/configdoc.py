@@ -55,6 +55,8 @@ DESCRIPTIONS: dict[str, str] = {
     "capacity.demand_decay_seconds": "Time for a placement's demand charge to decay to zero.",
     "capacity.ranking_seed": "Seed of the candidate ranking's random draw (unset: random).",
     "capacity.snapshot_seconds": "Longest age of the node snapshot placements rank (0: none).",
+    "database_pool.size": "Database connections each process keeps open and reuses.",
+    "database_pool.overflow": "Connections opened beyond `size` under a burst, closed after.",
     "claims.enforcement": "`advisory`: a claim reports overage; `hard`: it refuses it (403).",
     "admission.group_commit_max_batch": (
         "Most concurrent admissions committed in one transaction (1: group commit off)."

@@ -101,6 +101,16 @@ class DatabaseRetrySettings(_Section):
     multi_primary_serialize_writers: bool = True
 
 
+class DatabasePoolSettings(_Section):
+    """The connections each process keeps open to the database (a server database's pool)."""
+
+    # Kept open and reused: enough for the API's concurrent requests (the group-commit writer,
+    # the snapshot's read, replays, refusals' events), so a steady load opens no new sessions.
+    size: int = Field(16, ge=1)
+    # Opened beyond ``size`` under a burst and closed again when returned.
+    overflow: int = Field(16, ge=0)
+
+
 class ClaimSettings(_Section):
     """How a namespace's active claim binds its own placements."""
 
@@ -167,6 +177,7 @@ class Settings(BaseSettings):
     database_session_variables: dict[str, str] = Field(default_factory=dict)
     database_timeouts: DatabaseTimeoutSettings = Field(default_factory=DatabaseTimeoutSettings)
     database_retry: DatabaseRetrySettings = Field(default_factory=DatabaseRetrySettings)
+    database_pool: DatabasePoolSettings = Field(default_factory=DatabasePoolSettings)
     cluster: str = "fake"
     cluster_options: dict[str, Any] = Field(default_factory=dict)
     log_format: Literal["console", "json"] = "console"
@@ -202,6 +213,7 @@ class Settings(BaseSettings):
             "session_variables": dict(self.database_session_variables),
             "timeouts": self.database_timeouts.model_dump(),
             "retry": self.database_retry.model_dump(),
+            "pool": self.database_pool.model_dump(),
             "group_commit": {
                 "max_batch": self.admission.group_commit_max_batch,
                 "max_wait_ms": self.admission.group_commit_max_wait_ms,

@@ -23,6 +23,8 @@ def admission_labels(outcome: PlaceOutcome) -> tuple[str, str]:
     """The ``(stage, outcome)`` labels of a decided admission (a replay counts as admitted)."""
     if outcome.placement is None:
         return refusal_stage(d.stage.value for d in outcome.denials.values()), REFUSED
+    if outcome.replayed:  # it carries the first admission's facts, but nothing was waived now
+        return NO_STAGE, ADMITTED
     if outcome.claim_over_limit:
         return NO_STAGE, OVER_CLAIM
     if outcome.waived:

@@ -1,51 +1,62 @@
-"""The ``place`` use case: rank the candidates, walk them, waive demand once, report.
+"""The ``place`` use case: load the candidates, let the domain decide, commit each try.
 
 It depends only on the CapacityLedger port, the domain, a Clock and an EventSink, so the same
 code runs against any ledger plugin. Every decision is the domain's: which nodes are
 candidates (``ranking.eligible``, over a ``NodeSnapshot`` of the ledger's nodes), their order
-(``ranking.Candidates``, drawn lazily one candidate per try), when the waiver pass runs and
-over which candidates (``walk.Walk``), the demand charge (``demand.charge``). The service only
-drives the ledger through those decisions and reports them as audit events (capacity spec 4.5,
-names exact), delivered in one batch when the walk is over.
+(``ranking.Candidates``, drawn lazily one candidate per try), which candidates a read already
+shows full (``presumption``), when the waiver pass runs and over which candidates
+(``walk.Walk``), the demand charge (``demand.charge``), and what the walk reports: its audit
+events and the answer's facts (``report.WalkReport``, ``report.PlacementFacts``). The service
+only loads, drives the ledger through those decisions, and delivers the report.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from random import Random
-from typing import Any
 
 from fleetgate.apps.services.audit import AuditEvents, Trail
 from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.services.walking import try_candidates
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail
+from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound, PlacementNotFound
 from fleetgate.domain.capacity.model import (
     Admission,
     AdmitRequest,
     MoveRequest,
+    NodeState,
     Placement,
     PlacementRequest,
     Release,
     replay_mismatch,
 )
+from fleetgate.domain.capacity.presumption import presumed_refusal
 from fleetgate.domain.capacity.ranking import CandidateOrder, Candidates
-from fleetgate.domain.capacity.walk import Attempt, Walk
+from fleetgate.domain.capacity.report import (
+    FAILED,
+    FINAL_CANDIDATES,
+    OVER_CLAIM,
+    OVER_GUARD,
+    PLACED,
+    REFUSED,
+    UNGUARDED,
+    WAIVING,
+    WRITE_FAILED,
+    PlacementFacts,
+    WalkReport,
+)
+from fleetgate.domain.capacity.walk import Attempt, Presume, Walk
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import Admissions, Clock, EventSink
 
-PLACED = "instance placed"
-REFUSED = "schedule candidate refused by capacity guard"
-WAIVING = "no candidate admitted and some refused on demand alone, waiving demand guard"
-FAILED = "schedule failed, every candidate refused by capacity guard"
-FINAL_CANDIDATES = "schedule final candidates"
-UNGUARDED = "instance placed without capacity guard"
-OVER_GUARD = "placement recorded despite exceeding capacity guard"
-OVER_CLAIM = "placement admitted over namespace capacity claim"
-WRITE_FAILED = "instance placement write failed"
+# The walk's events are the domain's report's (``report``); these are the other use cases'.
+#: Presumptions remembered at most (then forgotten at once; a fleet's worth is a few thousand).
+PRESUMPTIONS_KEPT = 20_000
+
 RELEASED = "instance placement released"
 RELEASE_FAILED = "instance placement release failed"
 CLAMPED = "capacity counter clamped at zero"
@@ -76,10 +87,6 @@ class PlaceOutcome:
         return self.placement is not None
 
 
-def _dims(dimensions: Sequence[DimensionDetail]) -> list[dict[str, Any]]:
-    return [d.as_dict() for d in dimensions]
-
-
 class RequestIdReused(ValueError):
     """A ``request_id`` already placed a different request: replaying it would answer wrongly."""
 
@@ -98,6 +105,85 @@ def same_request(placement: Placement, request: PlacementRequest) -> Placement:
     if fields:
         raise RequestIdReused(placement, fields)
     return placement
+
+
+class _Placing:
+    """One ``place`` call's walk: the domain's decisions, its report, and each try's commit."""
+
+    def __init__(
+        self,
+        service: PlacementService,
+        request: PlacementRequest,
+        candidates: Candidates,
+        mark: int,
+    ) -> None:
+        self._service = service
+        self._request = request
+        self._mark = mark
+        self._demand = charge(request.resources.cpus, service.policy.demand_per_vcpu)
+        self._read: dict[str, NodeState] = {}
+        order = candidates.order(service._rng)
+        # A forced node or an unguarded write is always tried: only the guard may refuse it.
+        presumes = request.node is None and request.enforce
+        self.walk = Walk(self._drawn(order), self._presume if presumes else None)
+        self.report = WalkReport(
+            service._event, str(uuid.uuid4()), request, candidates, order, self.walk
+        )
+        self.audit: Trail[Admission] = Trail(lambda _: [])
+
+    def _drawn(self, order: CandidateOrder) -> Iterator[str]:
+        for r in order:
+            self._read[r.node.name] = r.node
+            yield r.node.name
+
+    def _presume(self, name: str) -> Denial | None:
+        return self._presumed(self._read.get(name))
+
+    def _presumed(self, node: NodeState | None) -> Denial | None:
+        # A node gone since the read is tried: the ledger says so.
+        if node is None:
+            return None
+        target_load = self._service.policy.target_load
+        return self._service.presumed(node, self._request.resources, self._demand, target_load)
+
+    async def recheck(self) -> Presume | None:
+        """Presumptions from a read started after the walk began (None: its own read was)."""
+        snapshot = self._service.snapshot
+        if snapshot.max_age <= 0:
+            return None
+        fresh = await snapshot.read_since(self._mark)
+        return lambda name: self._presumed(fresh.get(name))
+
+    async def attempt(self, step: Attempt) -> Admission | None:
+        """Try ``step`` in one guarded ledger transaction; None when its node has left."""
+        request, report, service = self._request, self.report, self._service
+        report.attempting(step)
+        attempts = self.walk.attempts
+        self.audit = Trail(lambda made: report.admitted(made, attempts, step.enforce_demand))
+        try:
+            admission = await service._ledger.admit(
+                AdmitRequest(
+                    namespace=request.namespace,
+                    node=step.node,
+                    resources=request.resources,
+                    demand=self._demand,
+                    target_load=step.target_load(service.policy.target_load),
+                    enforce=request.enforce,
+                    request_id=request.request_id,
+                    placement_id=report.subject,
+                ),
+                audit=self.audit.events_of,
+            )
+        except NodeNotFound:
+            if request.node is not None:
+                raise
+            # The node left the ledger after the snapshot was read: for this walk it is a
+            # refusal (no room there), never an error; the next candidate is tried.
+            report.gone(step)
+            return None
+        if admission.denial is not None:
+            report.refused(step, admission.denial)
+        return admission
 
 
 class PlacementService:
@@ -120,6 +206,27 @@ class PlacementService:
         self._rng = rng or Random()
         # Without one, the nodes are read for every request (a snapshot of age 0).
         self.snapshot = snapshot or NodeSnapshot(ledger, clock, self.policy.target_load)
+        self._presumptions: dict[tuple[object, ...], Denial | None] = {}
+
+    def presumed(
+        self, node: NodeState, resources: Resources, demand: float, target_load: float
+    ) -> Denial | None:
+        """``presumption.presumed_refusal``, remembered for the node's figures as read.
+
+        A full fleet refuses every request on every node with the same details until the
+        nodes change, and the guard's evaluator that details a refusal costs more than the
+        rest of a refusal: each (node state, request) is judged once.
+        """
+        key = (
+            node.name, node.schedulable, node.used, node.limits, node.expected_demand,
+            node.metrics, resources, demand, target_load,
+        )  # fmt: skip
+        if key in self._presumptions:
+            return self._presumptions[key]
+        if len(self._presumptions) >= PRESUMPTIONS_KEPT:
+            self._presumptions.clear()
+        denial = self._presumptions[key] = presumed_refusal(node, resources, demand, target_load)
+        return denial
 
     async def _candidates(self, request: PlacementRequest) -> Candidates:
         if request.node is not None:
@@ -136,82 +243,46 @@ class PlacementService:
         return await self._candidates(request)
 
     async def place(self, request: PlacementRequest) -> PlaceOutcome:
-        """Admit ``request`` on the best candidate that has room, or report every refusal."""
-        ns = request.namespace
-        if request.request_id is not None:
-            existing = await self._ledger.placement_by_request(ns, request.request_id)
-            if existing is not None:
-                return PlaceOutcome(existing.id, same_request(existing, request), replayed=True)
-        subject = str(uuid.uuid4())
-        candidates = await self._candidates(request)
-        order = candidates.order(self._rng)
-        walk = Walk(r.node.name for r in order)
-        events: list[Event] = []
+        """Admit ``request`` on the best candidate that has room, or report every refusal.
 
-        async def emit() -> None:
-            # Reported first, as the spec orders the events, but written once the walk is
-            # over: only then is it known which candidates were drawn.
-            events.insert(0, self._final_candidates(subject, ns, candidates, order))
-            await self._events.emit(events)
-
-        demand = charge(request.resources.cpus, self.policy.demand_per_vcpu)
-        attempts = 0
-
-        audit: Trail[Admission] | None = None
-
-        async def attempt(step: Attempt) -> Admission | None:
-            nonlocal attempts, audit
-            if step.opens_waiver:
-                events.append(self._event.walked(WAIVING, subject, ns, walk))
-            attempts += 1
-            audit = self._audit(subject, ns, candidates, order, events, request, attempts, step)
-            try:
-                admission = await self._ledger.admit(
-                    AdmitRequest(
-                        namespace=ns,
-                        node=step.node,
-                        resources=request.resources,
-                        demand=demand,
-                        target_load=step.target_load(self.policy.target_load),
-                        enforce=request.enforce,
-                        request_id=request.request_id,
-                        placement_id=subject,
-                    ),
-                    audit=audit.events_of,
-                )
-            except NodeNotFound:
-                if request.node is not None:
-                    raise
-                # The node left the ledger after the snapshot was read: for this walk it
-                # is a refusal (no room there), never an error; the next candidate is tried.
-                events.append(self._gone_event(subject, ns, step.node, step))
-                return None
-            if admission.denial is not None:
-                events.append(self._event.refused(REFUSED, subject, ns, step, admission.denial))
-            return admission
-
+        Load the candidates, let the domain's walk decide whom to try (and its report say
+        why), and commit each try through the ledger; the admission's events commit with it.
+        """
+        # No read for an earlier placement with this request id first: the admission
+        # transaction finds it itself (the placements' UNIQUE(namespace, request_id) refuses
+        # its INSERT and the ledger answers with the earlier placement), so a request id costs
+        # a first request nothing. Only a walk that never reached the ledger reads it here.
+        mark = self.snapshot.mark()
         try:
-            admission = await try_candidates(walk, attempt)
+            candidates = await self._candidates(request)
+        except NodeNotFound:
+            earlier = await self._replay(request)
+            if earlier is None:
+                raise
+            return earlier
+        placing = _Placing(self, request, candidates, mark)
+        try:
+            admission = await try_candidates(placing.walk, placing.attempt, placing.recheck)
         except LedgerUnavailable as exc:
-            events.append(self._event(WRITE_FAILED, subject, ns, Level.ERROR, error=str(exc)))
-            await emit()
+            await self._events.emit(placing.report.write_failed(exc))
             raise
         if admission is not None and admission.replayed and admission.placement is not None:
-            # Another request with this id won the race (or a batch found it taken).
-            await emit()
-            replayed = same_request(admission.placement, request)
-            return PlaceOutcome(replayed.id, replayed, replayed=True)
+            # The request id already placed: a replay records no change, so the walk so far
+            # (refusals of nodes that left the ledger, at most) is not reported.
+            return await self._replayed(same_request(admission.placement, request))
+        walk, report = placing.walk, placing.report
         tried = tuple(walk.candidates)
         if walk.admitted_on is None:
-            events.append(self._event.walked(FAILED, subject, ns, walk))
-            await emit()
-            return PlaceOutcome(subject, None, dict(walk.denials), tried, walk.waived)
-        assert admission is not None and audit is not None  # the walk ended on an admission
+            if admission is None and (replay := await self._replay(request)) is not None:
+                return replay  # no candidate reached the ledger to find the earlier placement
+            await self._events.emit(report.failed())
+            return PlaceOutcome(report.subject, None, dict(walk.denials), tried, walk.waived)
+        assert admission is not None and admission.placement is not None
         # The ledger wrote these in the admission's transaction; emitted only to the other
         # sinks now (the ledger's own sink knows them and skips them).
-        await self._events.emit(audit.delivered(admission))
+        await self._events.emit(placing.audit.delivered(admission))
         return PlaceOutcome(
-            subject,
+            admission.placement.id,
             admission.placement,
             dict(walk.denials),
             tried,
@@ -219,117 +290,31 @@ class PlacementService:
             claim_over_limit=admission.claim_over_limit,
         )
 
-    def _audit(
-        self,
-        subject: str,
-        ns: str,
-        candidates: Candidates,
-        order: CandidateOrder,
-        events: list[Event],
-        request: PlacementRequest,
-        attempts: int,
-        attempt: Attempt,
-    ) -> Trail[Admission]:
-        """The events an admission on this attempt commits with it (spec 4.5's order)."""
-        return Trail(
-            lambda admission: [
-                self._final_candidates(subject, ns, candidates, order),
-                *events,
-                *self._admitted_events(admission, request, attempts, attempt.enforce_demand),
-            ]
+    async def _replay(self, request: PlacementRequest) -> PlaceOutcome | None:
+        """The earlier placement of ``request``'s id as a replay (RequestIdReused if it differs)."""
+        if request.request_id is None:
+            return None
+        found = await self._ledger.placement_by_request(request.namespace, request.request_id)
+        if found is None:
+            return None
+        return await self._replayed(same_request(found, request))
+
+    async def _replayed(self, placement: Placement) -> PlaceOutcome:
+        # A replay answers as the first answer did: its facts are read back from its events.
+        facts = await self.facts(placement)
+        return PlaceOutcome(
+            placement.id,
+            placement,
+            waived=facts.demand_waived,
+            replayed=True,
+            claim_over_limit=facts.over_claim,
         )
 
-    def _final_candidates(
-        self, subject: str, ns: str, candidates: Candidates, order: CandidateOrder
-    ) -> Event:
-        # The candidates the walk drew, in order, not the whole fleet: listing 10,000 nodes with
-        # their weights on every placement cost more than the placement (docs/decisions.md).
-        drawn = order.drawn
-        return self._event(
-            FINAL_CANDIDATES,
-            subject,
-            ns,
-            candidates=[r.node.name for r in drawn],
-            weights={r.node.name: round(r.weight, 4) for r in drawn},
-            buckets={r.node.name: r.bucket for r in drawn},
-            candidate_count=len(candidates),
-            lowest_bucket=candidates.bands[0].bucket if candidates.bands else None,
+    async def facts(self, placement: Placement) -> PlacementFacts:
+        """How ``placement``'s admission went, read back from its audit events."""
+        return PlacementFacts.from_events(
+            r.event for r in await self._ledger.events(subject=placement.id, limit=100)
         )
-
-    def _gone_event(self, subject: str, ns: str, node: str, attempt: Attempt) -> Event:
-        return self._event(
-            REFUSED,
-            subject,
-            ns,
-            node=node,
-            enforce_demand=attempt.enforce_demand,
-            failing_stage="node",
-            dimensions=[],
-            demand_only=False,
-            cordoned=False,
-            reason="node left the ledger",
-        )
-
-    def _admitted_events(
-        self, admission: Admission, request: PlacementRequest, attempts: int, enforce_demand: bool
-    ) -> list[Event]:
-        placement = admission.placement
-        assert placement is not None
-        node = admission.node
-        ns = placement.namespace
-        out = [
-            self._event(
-                PLACED,
-                placement.id,
-                ns,
-                node=placement.node,
-                previous_node=None,
-                placement_attempts=attempts,
-                enforce=request.enforce,
-                enforce_demand=enforce_demand,
-                cpus=placement.resources.cpus,
-                memory_mb=placement.resources.memory_mb,
-                disk_gb=placement.resources.disk_gb,
-                claim_id=placement.claim_id,
-                **(
-                    {}
-                    if node is None
-                    else {
-                        "node_used_cpus": node.used.cpus,
-                        "node_used_memory_mb": node.used.memory_mb,
-                        "node_used_disk_gb": node.used.disk_gb,
-                        "node_expected_demand": node.expected_demand,
-                    }
-                ),
-            )
-        ]
-        if not request.enforce:
-            out.append(self._event(UNGUARDED, placement.id, ns, Level.ERROR, node=placement.node))
-        for bypassed in admission.bypassed:
-            out.append(
-                self._event(
-                    OVER_GUARD,
-                    placement.id,
-                    ns,
-                    Level.ERROR,
-                    node=placement.node,
-                    **bypassed.as_dict(),
-                )
-            )
-        if admission.claim_over_limit:
-            out.append(
-                self._event(
-                    OVER_CLAIM,
-                    placement.id,
-                    ns,
-                    Level.WARNING,
-                    node=placement.node,
-                    namespace=ns,
-                    claim=admission.claim_id,
-                    claim_dimensions=_dims(admission.claim_over_limit),
-                )
-            )
-        return out
 
     async def release(self, namespace: str, placement_id: str) -> Release:
         """Release a placement of ``namespace`` (idempotent: ``released`` false when gone)."""
@@ -404,3 +389,25 @@ class PlacementService:
         # A refused move changed nothing: its refusals are delivered best-effort.
         await self._events.emit(events if result.denial is not None else trail.delivered(result))
         return result
+
+
+# The walk's event names are the domain report's; said here too, beside this use case's own.
+__all__ = [
+    "CLAMPED",
+    "FAILED",
+    "FINAL_CANDIDATES",
+    "MOVED",
+    "OVER_CLAIM",
+    "OVER_GUARD",
+    "PLACED",
+    "REFUSED",
+    "RELEASED",
+    "RELEASE_FAILED",
+    "UNGUARDED",
+    "WAIVING",
+    "WRITE_FAILED",
+    "PlaceOutcome",
+    "PlacementService",
+    "RequestIdReused",
+    "same_request",
+]

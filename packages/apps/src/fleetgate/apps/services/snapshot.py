@@ -11,6 +11,10 @@ read the fleet once per request. The age is measured from when the read *started
 request ranks on nodes read more than ``max_age`` seconds before it asked. ``max_age`` 0 reads
 the ledger on every request, as before. ``invalidate`` drops the snapshot at once: the API
 calls it after it changed a node, so a node it added is a candidate for the next request.
+
+``read_since`` answers a walk about to refuse: the nodes from a read that *started* after the walk
+began (``mark``), so a refusal never rests on a snapshot older than the request. Walks waiting
+for such a read at the same time share it, and it becomes the snapshot the next requests rank.
 """
 
 from __future__ import annotations
@@ -43,6 +47,10 @@ class NodeSnapshot:
         self._lock_loop: asyncio.AbstractEventLoop | None = None
         #: How many times the ledger's nodes were read (for tests and diagnosis).
         self.reads = 0
+        # Reads started so far, and which of them the snapshot's nodes come from.
+        self._started = 0
+        self._read_seq = 0
+        self._by_name: dict[str, NodeState] | None = None
 
     async def candidates(self, pool: str | None = None) -> Candidates:
         """The schedulable nodes of ``pool`` (every pool when None), ready to draw an order."""
@@ -55,6 +63,19 @@ class NodeSnapshot:
                 if not self._fresh():  # the refresh we waited for may have done it
                     await self._refresh()
         return self._pool(pool)
+
+    def mark(self) -> int:
+        """A point in the snapshot's reads: ``read_since(mark)`` waits for a later one."""
+        return self._started
+
+    async def read_since(self, mark: int) -> dict[str, NodeState]:
+        """Every node of the ledger by name, from a read started after ``mark`` was taken."""
+        async with self._refresh_lock():
+            if self._read_seq <= mark:  # the snapshot's read began before the walk did
+                await self._refresh()
+        if self._by_name is None:
+            self._by_name = {n.name: n for n in self._nodes}
+        return self._by_name
 
     def invalidate(self) -> None:
         """Forget the snapshot: the next request reads the ledger again."""
@@ -69,9 +90,13 @@ class NodeSnapshot:
         generation = self._generation
         started = self._clock.now().timestamp()
         self.reads += 1
+        self._started += 1
+        seq = self._started
         nodes = await self._ledger.nodes()
         self._nodes = nodes
         self._pools = {}
+        self._by_name = None
+        self._read_seq = seq
         # An invalidate() during the read may concern a change the read did not see.
         self._read_at = started if generation == self._generation else None
 

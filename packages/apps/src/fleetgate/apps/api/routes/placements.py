@@ -2,14 +2,14 @@
 
 A repeated ``request_id`` answers with the first result and admits nothing; the answer carries
 ``Idempotent-Replayed: true``. The same id with a different size (or forced node) is 409
-``request_id_reused`` naming the fields that differ, never the first answer. The first
-admission's waiver and over-claim facts are read back from its audit events, so the replayed
+``request_id_reused`` naming the fields that differ, never the first answer. The service reads
+the first admission's waiver and over-claim facts back from its audit events, so the replayed
 body is the first body.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
@@ -32,9 +32,9 @@ from fleetgate.apps.api.schemas import (
     PlacementCreate,
     PlacementSummary,
 )
-from fleetgate.apps.services.placement import OVER_CLAIM, PLACED, PlaceOutcome, RequestIdReused
+from fleetgate.apps.services.placement import PlaceOutcome, RequestIdReused
 from fleetgate.domain.capacity.claims import ClaimEnforcement
-from fleetgate.domain.capacity.denials import DimensionDetail, Stage
+from fleetgate.domain.capacity.denials import Stage
 from fleetgate.domain.capacity.model import Placement, PlacementRequest
 
 if TYPE_CHECKING:
@@ -69,26 +69,11 @@ _LINKS = {
 
 
 async def _with_facts(request: Request, placement: Placement) -> PlacementBody:
-    """The placement with how its admission went, read back from its audit events."""
-    found = await container_of(request).ledger().events(subject=placement.id, limit=100)
-    waived = False
-    over: tuple[DimensionDetail, ...] = ()
-    for recorded in found:
-        data: dict[str, Any] = recorded.event.data
-        if recorded.event.kind == PLACED:
-            waived = data.get("enforce_demand") is False
-        elif recorded.event.kind == OVER_CLAIM:
-            over = tuple(
-                DimensionDetail(
-                    dimension=d["dimension"],
-                    limit=d["limit"],
-                    used=d["used"],
-                    requested=d["requested"],
-                    exceeded=d["exceeded"],
-                )
-                for d in data.get("claim_dimensions", [])
-            )
-    return PlacementBody.admitted(placement, demand_waived=waived, over_claim=over)
+    """The placement with how its admission went (the service reads its recorded facts)."""
+    facts = await container_of(request).placement_service().facts(placement)
+    return PlacementBody.admitted(
+        placement, demand_waived=facts.demand_waived, over_claim=facts.over_claim
+    )
 
 
 def _refusal(outcome: PlaceOutcome, hard_claims: bool) -> ApiError:
@@ -115,6 +100,11 @@ def _refusal(outcome: PlaceOutcome, hard_claims: bool) -> ApiError:
     )
 
 
+def _hard_claims(container: Container) -> bool:
+    """Whether a claim's refusal is a 403 (hard enforcement) rather than part of a 507."""
+    return container.settings().claims.enforcement is ClaimEnforcement.HARD
+
+
 def _reused(exc: RequestIdReused) -> ApiError:
     """409: the request id already made a different placement (an idempotency key's rule)."""
     return ApiError(
@@ -133,7 +123,7 @@ async def _dry_run(container: Container, placement: PlacementRequest) -> JSONRes
     found = result.trial
     if found.node is None:
         outcome = PlaceOutcome("", None, found.denials, found.candidates)
-        refusal = _refusal(outcome, container.settings().claims.enforcement == "hard")
+        refusal = _refusal(outcome, _hard_claims(container))
         refusal.details.pop("audit_subject", None)  # nothing was recorded to read back
         refusal.details["dry_run"] = True
         raise refusal
@@ -170,7 +160,6 @@ async def _dry_run(container: Container, placement: PlacementRequest) -> JSONRes
 @access(admin_only=False, missing="namespace")
 async def create_placement(
     request: Request,
-    response: Response,
     ns: Namespace,
     body: PlacementCreate,
     dry_run: Annotated[
@@ -203,14 +192,16 @@ async def create_placement(
     except RequestIdReused as exc:
         raise _reused(exc) from exc
     if outcome.placement is None:
-        raise _refusal(outcome, container.settings().claims.enforcement is ClaimEnforcement.HARD)
-    response.headers["Location"] = f"/v1/namespaces/{ns}/placements/{outcome.placement.id}"
+        raise _refusal(outcome, _hard_claims(container))
+    headers = {"Location": f"/v1/namespaces/{ns}/placements/{outcome.placement.id}"}
     if outcome.replayed:
-        response.headers["Idempotent-Replayed"] = "true"
-        return await _with_facts(request, outcome.placement)
-    return PlacementBody.admitted(
+        headers["Idempotent-Replayed"] = "true"
+    placed = PlacementBody.admitted(
         outcome.placement, demand_waived=outcome.waived, over_claim=outcome.claim_over_limit
     )
+    # Answered as built: returned as a model, the body would be validated a second time against
+    # the response model and walked by the JSON encoder, on every placement.
+    return JSONResponse(placed.model_dump(mode="json"), status.HTTP_201_CREATED, headers)
 
 
 @router.get(
