@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from random import Random
+from typing import Protocol
 
 from fleetgate.apps.services.audit import AuditEvents, Trail
 from fleetgate.apps.services.snapshot import NodeSnapshot
@@ -51,7 +52,7 @@ from fleetgate.domain.capacity.report import (
 )
 from fleetgate.domain.capacity.walk import Attempt, Presume, Walk
 from fleetgate.domain.events import Event, Level
-from fleetgate.domain.ports import Admissions, Clock, EventSink
+from fleetgate.domain.ports import Admissions, AuditTrail, Clock, EventSink
 
 # The walk's events are the domain's report's (``report``); these are the other use cases'.
 #: Presumptions remembered at most (then forgotten at once; a fleet's worth is a few thousand).
@@ -186,12 +187,16 @@ class _Placing:
         return admission
 
 
+class PlacementLedger(Admissions, AuditTrail, Protocol):
+    """What placing needs: the admissions, and a replay's facts read back from its events."""
+
+
 class PlacementService:
     """Places, releases and moves placements through a CapacityLedger."""
 
     def __init__(
         self,
-        ledger: Admissions,
+        ledger: PlacementLedger,
         clock: Clock,
         events: EventSink,
         policy: DemandPolicy | None = None,
