@@ -25,7 +25,15 @@ def several_hosts(url: str) -> str:
     parsed = make_url(url)
     dead = free_ports(1)[0]
     default = 3306 if parsed.get_backend_name() == "mysql" else 5432
-    hosts = f"host=127.0.0.1:{dead}&host={parsed.host}:{parsed.port or default}"
+    # A server reached through its Unix socket (pgserver's PostgreSQL 16) names the socket's
+    # directory in ``host=`` and no port: asyncpg takes it with the default port as the host.
+    socket = parsed.query.get("host")
+    own = (
+        f"{socket}:{parsed.port or default}"
+        if socket
+        else f"{parsed.host}:{parsed.port or default}"
+    )
+    hosts = f"host=127.0.0.1:{dead}&host={own}"
     base = parsed.set(host=None, port=None, query={}).render_as_string(hide_password=False)
     extra = "&target_session_attrs=read-write" if parsed.get_backend_name() == "postgresql" else ""
     return f"{base}?{hosts}{extra}"
