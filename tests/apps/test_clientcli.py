@@ -195,12 +195,14 @@ def test_status_summarises_every_pool_like_kubectl_get(pools_base: str) -> None:
 SERVER_SIDE = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "fleetgate.adapters")
 #: What the start-up work took out (docs/performance.md, CLI start-up): httpx and what it pulls
 #: in (httpcore, h11, anyio or trio, its command-line tool's click, rich and pygments), pydantic
-#: (typer's adapters, the client's bodies) and the API's schemas.
+#: (typer's adapters, the client's bodies, a write's local check of its body) and the API's
+#: schemas.
 STARTUP_BUDGET = (*SERVER_SIDE, "httpx", "httpcore", "h11", "anyio", "trio", "click", "pygments",
                   "pydantic", "pydantic_core", "fleetgate.apps.api")  # fmt: skip
-#: A write that builds a request body checks it with the API's own schema (pydantic) first.
-WRITE_BUDGET = tuple(m for m in STARTUP_BUDGET if m not in {"pydantic", "pydantic_core",
-                                                              "fleetgate.apps.api"})  # fmt: skip
+#: What ``check`` loads only for ``--ledger``/``--ledger-snapshot``: the forecast, its event
+#: loop and the capacity domain.
+LEDGER_FORECAST = ("fleetgate.apps.ledgerforecast", "asyncio", "fleetgate.domain.capacity")
+SNAPSHOT = "nodes:\n  - {name: n-1, pool: general, cpus: 24, memoryMb: 32768, diskGb: 100}\n"
 _RUN_AND_REPORT = """
 import json, sys
 sys.argv = ["fleetgate", *json.loads(sys.argv[1])]
@@ -243,15 +245,36 @@ def test_client_commands_and_check_import_nothing_of_the_server(base: str, tmp_p
         ("check", str(policy), "--expire-after", "14d"),
         ("check", str(policy), "--expire-after", "14d", "-o", "json"),
         ("version",),
-    ]
+        # The writes with a body send it as given: the API's 422 is the one check of it.
+        ("place", NS, "--cpus", "1", "--memory-mb", "1", "--dry-run", *auth),
+        ("claims", "create", "team-budget", "--cpus", "1", "--memory-mb", "1", "--expires-in",
+         "1h", "-o", "name", *auth),
+        ("node", "put", "hv-budget", "--threads", "2", "--memory-mb", "64", "--disk-gb", "1",
+         "--label", "tier=gold", *auth),
+        ("tokens", "create", "team-budget", "-o", "name", *auth),
+    ]  # fmt: skip
     for command in commands:
         loaded = loaded_modules(*command)
         assert within(loaded, STARTUP_BUDGET) == [], command
-        if command[0] != "check":  # check prints its tables with rich
+        assert within(loaded, LEDGER_FORECAST) == [], command
+        if command[0] != "check" or "json" in command:  # rich prints check's tables, no more
             assert within(loaded, ("rich",)) == [], command
-    # A write with a body loads pydantic to check it, and still nothing else of the list.
-    place = loaded_modules("place", NS, "--cpus", "1", "--memory-mb", "1", "--dry-run", *auth)
-    assert within(place, WRITE_BUDGET) == [] and within(place, ("pydantic",)) != []
+    # A refused body is the API's 422 (exit 2) or refusal (exit 1): no schema of the client's.
+    # The error line masks URL passwords with the adapters' one rule (redaction.redact), a
+    # module on the standard library alone: not the plugin machinery, nothing more of the list.
+    masking = ["fleetgate.adapters", "fleetgate.adapters.urlredaction"]
+    for refused in (("place", NS, "--cpus", "-1", "--memory-mb", "1", *auth),
+                    ("claims", "update", NS, "no-such-claim", "--cpus", "2", *auth)):  # fmt: skip
+        loaded = loaded_modules(*refused)
+        assert within(loaded, STARTUP_BUDGET) == masking, refused
+        assert within(loaded, ("pydantic", "rich", "pluggy", *LEDGER_FORECAST)) == [], refused
+    # The forecast loads when asked for, and the probe sees it.
+    snapshot = tmp_path / "ledger.yaml"
+    snapshot.write_text(SNAPSHOT)
+    forecast = loaded_modules("check", str(policy), "--expire-after", "14d", "-o", "json",
+                              "--ledger-snapshot", str(snapshot))  # fmt: skip
+    assert "fleetgate.apps.ledgerforecast" in forecast and "asyncio" in forecast
+    assert within(forecast, STARTUP_BUDGET) == []
     # The probe does see them when they are imported: a database command loads SQLAlchemy.
     db = f"sqlite+aiosqlite:///{tmp_path / 'probe.db'}"
     assert "sqlalchemy" in loaded_modules("db", "current", FLEETGATE_DATABASE_URL=db)

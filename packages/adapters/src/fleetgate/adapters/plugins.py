@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 import pluggy
 
 from fleetgate.adapters import hookspecs
+from fleetgate.adapters.urlredaction import redact_urls as redact_urls
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.ports import CapacityLedger, Clock, ClusterGateway
 from fleetgate.domain.rotation.context import MachineConfig
@@ -40,10 +40,6 @@ def plugin_manager(allow: set[str] | None = None) -> pluggy.PluginManager:
     return pm
 
 
-#: ``scheme://user:password@``: the password part of any URL inside a longer text.
-_URL_PASSWORD = re.compile(r"(\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)([^\s@]*)(@)")
-
-
 def redact_url(url: str) -> str:
     """``url`` as it may be shown: the password replaced by ``***`` (SQLAlchemy's rendering)."""
     from sqlalchemy.engine import make_url
@@ -53,11 +49,6 @@ def redact_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except (ArgumentError, ValueError):  # not a URL SQLAlchemy reads: mask it textually
         return redact_urls(url)
-
-
-def redact_urls(text: str) -> str:
-    """``text`` with the password of every ``scheme://user:password@`` URL in it hidden."""
-    return _URL_PASSWORD.sub(r"\1***\3", text)
 
 
 def scheme_of(url: str) -> str:

@@ -6,6 +6,10 @@ HTTP API's ``POST /v1/rotation/check``). Exit status: 0 without a fatal finding,
 (and, with ``strict``, with a warning too: CI fails on what a person would be warned of), 2 for
 invalid input (the message names the file and field, or the option). The verdict line under the
 findings says the same as the exit status: OK only when there is no finding at all.
+
+A run imports what it uses: the ledger forecast (asyncio, the capacity domain) only with
+``--ledger``/``--ledger-snapshot``, rich only to print a table or an error (``-o json`` of a
+clean run never loads it), so the command starts at once (docs/performance.md, CLI start-up).
 """
 
 from __future__ import annotations
@@ -14,12 +18,10 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
-from rich.console import Console
-from rich.table import Table
 
-from fleetgate.apps import ledgerforecast
 from fleetgate.apps.clientoutput import dump_yaml
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.redaction import error_markup
@@ -31,8 +33,6 @@ from fleetgate.apps.services.check import (
     parse_expire_after,
     parse_grace_period,
 )
-from fleetgate.domain.capacity.errors import LedgerError
-from fleetgate.domain.capacity.headroom import PoolHeadroom
 from fleetgate.domain.durations import DurationError
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.rotation.budget_forecast import BudgetForecast
@@ -48,6 +48,11 @@ from fleetgate.domain.rotation.formulas import (
 from fleetgate.domain.rotation.policy import PolicyError, ResolvedPolicy, RotationPolicy
 from fleetgate.domain.rotation.windows import Interval
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from fleetgate.domain.capacity.headroom import PoolHeadroom
+
 __all__ = [
     "EXIT_FATAL",
     "EXIT_INVALID",
@@ -58,7 +63,7 @@ __all__ = [
 
 EXIT_OK, EXIT_FATAL, EXIT_INVALID = 0, 1, 2
 #: Reads the ledger forecast (``--ledger`` / ``--ledger-snapshot``); raises on bad input.
-LedgerSource = Callable[[], list[PoolHeadroom]]
+LedgerSource = Callable[[], "list[PoolHeadroom]"]
 
 
 def run_check(
@@ -75,45 +80,63 @@ def run_check(
     """Run ``fleetgate check`` and return its exit status (``strict``: warnings fail too;
     ``nodepool``: lay its disruption budgets over the windows from ``now`` on; ``ledger``: each
     pool's headroom against its largest node's placements, finding ``LedgerHeadroom``)."""
-    err = Console(stderr=True, highlight=False)
     headroom = None
     if ledger is not None:
+        from fleetgate.domain.capacity.errors import LedgerError
+
         try:
             headroom = ledger()
         except (ValueError, LedgerError, OSError) as exc:
-            err.print(error_markup(str(exc)), soft_wrap=True)
+            _errors(error_markup(str(exc)))
             return EXIT_INVALID
     budgets = None
     if nodepool is not None:
         try:
             budgets = read_nodepool_budgets(nodepool)
         except (OSError, yaml.YAMLError, BudgetError) as exc:
-            err.print(error_markup(f"--nodepool {nodepool}: {exc}"), soft_wrap=True)
+            _errors(error_markup(f"--nodepool {nodepool}: {exc}"))
             return EXIT_INVALID
     try:
         expiry = parse_expire_after(expire_after)
     except DurationError as exc:
-        err.print(error_markup(f"--expire-after: {exc}"), soft_wrap=True)
+        _errors(error_markup(f"--expire-after: {exc}"))
         return EXIT_INVALID
     try:
         grace = parse_grace_period(termination_grace_period)
     except DurationError as exc:
-        err.print(error_markup(f"--termination-grace-period: {exc}"), soft_wrap=True)
+        _errors(error_markup(f"--termination-grace-period: {exc}"))
         return EXIT_INVALID
     if nodes < 0:
-        err.print("[red]error:[/red] --nodes: must not be negative", soft_wrap=True)
+        _errors("[red]error:[/red] --nodes: must not be negative")
         return EXIT_INVALID
     inputs = CheckInputs(expiry, grace, nodes, budgets, now or datetime.now(UTC))
     try:
         results = check_all(load_policies(policy), inputs)
     except (PolicyFileError, PolicyError) as exc:
-        for line in getattr(exc, "errors", (str(exc),)):
-            err.print(error_markup(line), soft_wrap=True)
+        _errors(*(error_markup(line) for line in getattr(exc, "errors", (str(exc),))))
         return EXIT_INVALID
     _present(results, policy, fmt, headroom)
-    warned = any(r.findings for r in results) or bool(ledgerforecast.findings(headroom or []))
+    warned = any(r.findings for r in results) or bool(_ledger_findings(headroom))
     failed = any(r.fatal for r in results) or (strict and warned)
     return EXIT_FATAL if failed else EXIT_OK
+
+
+def _errors(*lines: str) -> None:
+    """Print rich-markup error lines on stderr (rich loads here: a clean run may not need it)."""
+    from rich.console import Console
+
+    err = Console(stderr=True, highlight=False)
+    for line in lines:
+        err.print(line, soft_wrap=True)
+
+
+def _ledger_findings(headroom: list[PoolHeadroom] | None) -> list[dict[str, str]]:
+    """The ``LedgerHeadroom`` findings; none (and no import of the forecast) without a ledger."""
+    if headroom is None:
+        return []
+    from fleetgate.apps import ledgerforecast
+
+    return ledgerforecast.findings(headroom)
 
 
 def _present(
@@ -121,24 +144,33 @@ def _present(
 ) -> None:
     """Print the results (and the ledger's headroom, when asked for) as ``--format`` asks."""
     if fmt in ("json", "yaml"):
-        ledger = {} if headroom is None else {"ledger": ledgerforecast.report(headroom)}
+        ledger = {}
+        if headroom is not None:
+            from fleetgate.apps import ledgerforecast
+
+            ledger = {"ledger": ledgerforecast.report(headroom)}
         reports = [r.report() | ledger for r in results]
         doc = reports[0] if len(reports) == 1 else reports
         print(json.dumps(doc, indent=2) if fmt == "json" else dump_yaml(doc))
     elif fmt == "name":  # the finding codes, one a line: what a script greps for
         codes = [f.code.value for r in results for f in r.derivation.findings]
         codes += [x.code.value for r in results if r.budgets for x in r.budgets.findings]
-        codes += [x["code"] for x in ledgerforecast.findings(headroom or [])]
+        codes += [x["code"] for x in _ledger_findings(headroom)]
         for code in dict.fromkeys(codes):
             print(code)
     else:  # table and wide: the table already shows every symbol and rule
+        from rich.console import Console
+
         out = Console(highlight=False)
         for r in results:
             _print_table(out, policy, r.policy, r.resolved, r.derivation)
             if r.budgets is not None:
                 _print_budgets(out, r.budgets)
-        for line in ledgerforecast.lines(headroom or []):
-            out.print(f"ledger: {line}", soft_wrap=True, markup=False)
+        if headroom is not None:
+            from fleetgate.apps import ledgerforecast
+
+            for line in ledgerforecast.lines(headroom):
+                out.print(f"ledger: {line}", soft_wrap=True, markup=False)
 
 
 def read_nodepool_budgets(path: Path) -> tuple[Budget, ...]:
@@ -153,6 +185,8 @@ def read_nodepool_budgets(path: Path) -> tuple[Budget, ...]:
 
 def _print_budgets(out: Console, f: BudgetForecast) -> None:
     """The windows of the next four weeks as the NodePool's budgets leave them."""
+    from rich.table import Table
+
     table = Table(title="windows under the NodePool's disruption budgets", title_justify="left")
     for column in ("window (UTC)", "usable to start rotations (UTC)"):
         table.add_column(column)
@@ -175,6 +209,8 @@ def _print_table(
     out: Console, path: Path, policy: RotationPolicy, r: ResolvedPolicy, d: Derivation
 ) -> None:
     """The human report: each symbol with its value and formula, then the findings."""
+    from rich.table import Table
+
     title = f"{policy.name or path.name} — {path}"
     table = Table(title=title, title_justify="left")
     table.add_column("symbol", style="bold")

@@ -177,9 +177,13 @@ def check(
 ) -> None:
     """Derive whether the maintenance windows can rotate the pool before its forced expiry."""
     from fleetgate.apps.check import run_check
-    from fleetgate.apps.ledgerforecast import source
 
     chosen = (output or fmt).value
+    forecast = None
+    if ledger is not None or ledger_snapshot is not None:  # only then the capacity domain loads
+        from fleetgate.apps.ledgerforecast import source
+
+        forecast = source(ledger, ledger_snapshot)
     code = run_check(
         policy,
         expire_after,
@@ -188,7 +192,7 @@ def check(
         chosen,
         strict,
         nodepool,
-        ledger=source(ledger, ledger_snapshot),
+        ledger=forecast,
     )
     raise typer.Exit(code)
 

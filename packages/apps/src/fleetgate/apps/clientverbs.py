@@ -3,8 +3,9 @@
 
 Shapes follow kubectl and openstack: the verb's subject is positional (``fleetgate release NS
 ID``, ``fleetgate node cordon NAME``), sizes are options named as the API names its fields. A
-request is checked with the API's own schema before it is sent (bad input: exit 2 naming the
-field); an answer is printed with ``-o`` like every listing; the exit codes are ``clientcli``'s.
+request is sent as the options give it and the API judges it (bad input: its 422 naming the
+field, exit 2); an answer is printed with ``-o`` like every listing; the exit codes are
+``clientcli``'s.
 """
 
 from __future__ import annotations
@@ -104,9 +105,7 @@ def place(
     output: OutputOpt = Output.table,
 ) -> None:
     """Admit a placement in NAMESPACE (507 with the per-dimension refusal when nothing fits)."""
-    from fleetgate.apps.api.schemas import PlacementCreate
-
-    body = request(PlacementCreate, cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb, node=node,
+    body = request(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb, node=node,
                    pool=pool, request_id=request_id)  # fmt: skip
     if dry_run:
         _print_one(call(server, token, lambda api: api.dry_run(namespace, body)), output,
@@ -173,9 +172,7 @@ def claims_create(
     output: OutputOpt = Output.table,
 ) -> None:
     """Reserve capacity for NAMESPACE until --expires-in or --expires-at (exactly one)."""
-    from fleetgate.apps.api.schemas import ClaimCreate
-
-    body = request(ClaimCreate, cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb,
+    body = request(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb,
                    expires_in_seconds=_seconds(expires_in), expires_at=expires_at)  # fmt: skip
     _print_one(call(server, token, lambda api: api.create_claim(namespace, body)), output,
                views.CLAIMS)  # fmt: skip
@@ -195,9 +192,7 @@ def claims_update(
     output: OutputOpt = Output.table,
 ) -> None:
     """Change only the limits and expiry given: grow (an admission), shrink, re-date."""
-    from fleetgate.apps.api.schemas import ClaimPatch
-
-    body = request(ClaimPatch, cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb,
+    body = request(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb,
                    expires_in_seconds=_seconds(expires_in), expires_at=expires_at)  # fmt: skip
     _print_one(call(server, token, lambda api: api.update_claim(namespace, claim_id, body)),
                output, views.CLAIMS)  # fmt: skip
@@ -246,15 +241,13 @@ def node_put(
     output: OutputOpt = Output.table,
 ) -> None:
     """Add the node, or replace its capacity, pool and labels (its counters are kept)."""
-    from fleetgate.apps.api.schemas import NodePut
-
     labels: dict[str, str] = {}
     for item in label or []:
         key, sep, value = item.partition("=")
         if not sep:
             raise fail(f"--label: {item!r} is not KEY=VALUE", EXIT_INVALID)
         labels[key] = value
-    body = request(NodePut, threads=threads, memory_mb=memory_mb, disk_gb=disk_gb, pool=pool,
+    body = request(threads=threads, memory_mb=memory_mb, disk_gb=disk_gb, pool=pool,
                    labels=labels)  # fmt: skip
     _print_one(call(server, token, lambda api: api.put_node(name, body)), output, views.NODES)
 

@@ -55,9 +55,9 @@ def hide_url_password(url: str | None) -> None:
 
 def redact(text: str) -> str:
     """``text`` with every credential it holds replaced by ``***``."""
-    # Imported here, not at the top: the client commands import this module and must start
-    # without the adapters' plugin machinery (they only need it when they have an error to print).
-    from fleetgate.adapters.plugins import redact_urls
+    # Imported here, not at the top: a client command that prints no error loads nothing of the
+    # adapters; one that does loads this one module (the standard library's re), not the plugins.
+    from fleetgate.adapters.urlredaction import redact_urls
 
     for value in sorted(_hidden, key=len, reverse=True):
         if value in text:
