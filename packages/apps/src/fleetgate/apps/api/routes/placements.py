@@ -9,7 +9,7 @@ body is the first body.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from fastapi.responses import JSONResponse
@@ -59,7 +59,7 @@ PlacementId = Annotated[ObjectId, Path(description="The placement's id.")]
 # the security scheme in the OpenAPI document. As a dependency it is solved on every request, so
 # the admission route, the hot path, names the scheme in its document instead (the same entry).
 _SECURED = [Depends(bearer_scheme)]
-_SECURITY = {"security": [{bearer_scheme.scheme_name: []}]}
+_SECURITY: dict[str, Any] = {"security": [{bearer_scheme.scheme_name: []}]}
 
 _LINKS = {
     "GetPlacement": {
