@@ -598,3 +598,37 @@ def _objects(
         build(extra),
         max_size=min(node.get("maxProperties", max_items), max_items),
     )
+
+
+#: Pieces a log line is drawn from: credential words and shapes in odd cases, the characters
+#: around them, and non-ASCII letters that ignore-case matching folds onto ASCII ones.
+LOG_PIECES = (
+    "Bearer ",
+    "BASIC ",
+    "authorization: ",
+    "Set-Cookie=",
+    "x-api_key=",
+    "APIKEY:",
+    "admin_TOKEN='",
+    "Password=",
+    "passwd: ",
+    "client_secret=",
+    "postgresql://u:",
+    "@db/x",
+    "://",
+    "\u212a",  # the Kelvin sign: matches k ignoring case
+    "\u017f",  # the long s: matches s ignoring case
+    "tO\u212aen=",
+    "pa\u017f\u017fword=",
+    '"',
+    "'",
+    " ",
+    "=",
+    ":",
+)
+
+
+def log_lines() -> st.SearchStrategy[str]:
+    """Text as a log line may hold it: ordinary words, credential shapes, and odd letters."""
+    piece = st.one_of(st.sampled_from(LOG_PIECES), st.text(max_size=8))
+    return st.lists(piece, max_size=12).map("".join)

@@ -294,3 +294,21 @@ async def test_no_free_pooled_connection_is_unavailable_within_the_pool_timeout(
             message = await unavailable_within(1.0, ledger.nodes)
         assert "no free database connection" in message
         await ledger.nodes()  # the connection is back: served
+
+
+async def _left_open(conn: Any) -> bool:
+    """One statement, then whether the server says a transaction is still open (asyncpg reads
+    the transaction status of the server's every ReadyForQuery)."""
+    await conn.execute(sa.text("SELECT 1"))
+    raw = await conn.get_raw_connection()
+    return bool(raw.driver_connection.is_in_transaction())
+
+
+async def test_a_one_statement_read_is_its_own_transaction_on_postgresql(
+    ledger: SqlLedger, backend: Backend
+) -> None:
+    """``read_one`` spares PostgreSQL the BEGIN and COMMIT round trips ``read`` sends."""
+    if backend.kind != "postgres":
+        pytest.skip("asyncpg reports the server's transaction status")
+    assert not await ledger.store.read_one(_left_open, what="probe")
+    assert await ledger.store.read(_left_open, what="probe")

@@ -93,8 +93,11 @@ def killer_of(backend: Backend) -> tuple[Any, Any]:
             cursor.close()
             conn.connection.dbapi_connection.close()
             return
-        cursor.execute(server_of(backend.kind).identity)
-        victim = cursor.fetchone()[0]
+        # A cursor of its own: the cut statement's rows stay its own (a read that needs no
+        # COMMIT, PostgreSQL's read_one, returns them; the dead connection fails its next user).
+        probe = conn.connection.dbapi_connection.cursor()
+        probe.execute(server_of(backend.kind).identity)
+        victim = probe.fetchone()[0]
         await_only(kill_session(killer, backend.kind, victim))
 
     return killer, cut

@@ -84,6 +84,10 @@ class DialectSupport:
     #: The database can hold fleetgate's admission functions (``fleetgate_admit`` and its batch
     #: form, written in PL/pgSQL): the ledger admits in one call where they are installed.
     admission_function = False
+    #: A statement outside an explicit transaction is its own transaction, with nothing else
+    #: to send: a one-statement read then needs no BEGIN and COMMIT round trips (``read_one``).
+    #: Alone in its transaction, one statement sees the same at every isolation level.
+    autocommit_reads = False
 
     # --- the plugin: the two ledger hooks every dialect module answers the same way ----------
 

@@ -153,6 +153,18 @@ class Store:
         """Run ``work`` in one read-only transaction, with retries."""
         return await self._run(work, what=what, read_only=True)
 
+    async def read_one(self, work: Work[T], *, what: str) -> T:
+        """Run ``work``, which sends exactly one statement, as a read, with retries.
+
+        Where the dialect allows it (``autocommit_reads``: PostgreSQL) the statement runs as its
+        own transaction, without the BEGIN and COMMIT round trips of ``read``; it sees what one
+        statement of a READ COMMITTED transaction would. Nothing is written, so a lost
+        connection is retried as any read's.
+        """
+        return await self._run(
+            work, what=what, read_only=True, autocommit=self.dialect.autocommit_reads
+        )
+
     async def _run(
         self,
         work: Work[T],
@@ -161,6 +173,7 @@ class Store:
         read_only: bool,
         isolation: str | None = None,
         retry: bool = True,
+        autocommit: bool = False,
     ) -> T:
         async def once() -> T:
             committing = False
@@ -170,6 +183,8 @@ class Store:
                         conn = await conn.execution_options(**{READ_ONLY: True})
                     if isolation is not None:
                         conn = await conn.execution_options(isolation_level=isolation)
+                    if autocommit:  # a read of one statement (read_one): never a write
+                        conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
                     try:
                         async with conn.begin():
                             result = await work(conn)

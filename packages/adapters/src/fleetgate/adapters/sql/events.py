@@ -156,7 +156,7 @@ async def read(
             for r in rows
         ]
 
-    return await store.read(work, what="read events")
+    return await store.read_one(work, what="read events")
 
 
 class SqlEventSink:

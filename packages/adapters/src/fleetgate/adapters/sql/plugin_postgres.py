@@ -44,6 +44,7 @@ class PostgresSupport(DialectSupport):
     name = "postgres"
     schemes = ("postgresql+asyncpg",)
     admission_function = True
+    autocommit_reads = True
 
     def retryable(self, error: DBAPIError) -> bool:
         """Serialization failure and deadlock."""

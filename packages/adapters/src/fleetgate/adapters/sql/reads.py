@@ -31,7 +31,7 @@ async def all_nodes(
         result = await conn.execute(query)
         return node_states(list(result.keys()), result.all())
 
-    return await store.read(work, what="read nodes")
+    return await store.read_one(work, what="read nodes")
 
 
 async def one_node(store: Store, name: str) -> NodeState | None:
@@ -98,7 +98,7 @@ async def placement_by_request(store: Store, namespace: str, request_id: str) ->
         row = (await conn.execute(query)).mappings().first()
         return None if row is None else placement(row)
 
-    return await store.read(work, what="read placement by request id")
+    return await store.read_one(work, what="read placement by request id")
 
 
 async def cluster_row(store: Store) -> ClusterState:
