@@ -260,13 +260,14 @@ def test_client_commands_and_check_import_nothing_of_the_server(base: str, tmp_p
         if command[0] != "check" or "json" in command:  # rich prints check's tables, no more
             assert within(loaded, ("rich",)) == [], command
     # A refused body is the API's 422 (exit 2) or refusal (exit 1): no schema of the client's.
-    # The error line masks URL passwords with the adapters' one rule (redaction.redact), a
-    # module on the standard library alone: not the plugin machinery, nothing more of the list.
-    masking = ["fleetgate.adapters", "fleetgate.adapters.urlredaction"]
+    # The error line is masked (redaction.redact): a line with no credential word needs none of
+    # the shapes; one with a word masks URL passwords with the adapters' one rule, a module on
+    # the standard library alone. Never the plugin machinery, nothing more of the list.
+    masking = {"fleetgate.adapters", "fleetgate.adapters.urlredaction"}
     for refused in (("place", NS, "--cpus", "-1", "--memory-mb", "1", *auth),
                     ("claims", "update", NS, "no-such-claim", "--cpus", "2", *auth)):  # fmt: skip
         loaded = loaded_modules(*refused)
-        assert within(loaded, STARTUP_BUDGET) == masking, refused
+        assert set(within(loaded, STARTUP_BUDGET)) <= masking, refused
         assert within(loaded, ("pydantic", "rich", "pluggy", *LEDGER_FORECAST)) == [], refused
     # The forecast loads when asked for, and the probe sees it.
     snapshot = tmp_path / "ledger.yaml"
