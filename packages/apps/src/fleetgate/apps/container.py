@@ -6,8 +6,10 @@ cluster plugin is chosen by configuration alone.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from datetime import datetime
+from pathlib import Path
 from random import Random
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +51,7 @@ from fleetgate.domain.rotation.policy import RotationPolicy
 
 if TYPE_CHECKING:  # imported where built: the API, `up` and the CLI need them, not every process
     from fleetgate.apps.services.simulation import SimulationWorld, Simulator
+    from fleetgate.apps.simulate.capacity import FleetLedger, LedgerRun
     from fleetgate.apps.simulate.recorder import Recorder
     from fleetgate.apps.up.runtime import Cadence, UpRuntime
     from fleetgate.apps.up.status import UpStatus
@@ -252,12 +255,27 @@ def simulation_world(
         from fleetgate.apps.simulate.capacity import LedgerController
 
         container.simulation_controller_kind.override(providers.Object(LedgerController))
+    clock = container.clock()
     return SimulationWorld(
-        clock=container.clock(),
+        clock=clock,
         cluster=container.simulated_cluster(),
         controller=container.simulation_controller(),
         recorder=container.simulation_recorder(),
+        ledgers=lambda spec: _simulation_ledger(container.plugin_manager(), clock, spec),
     )
+
+
+def _simulation_ledger(pm: pluggy.PluginManager, clock: Clock, spec: FleetLedger) -> LedgerRun:
+    # A simulation's ledger: SQLite in a directory of its own, on the run's virtual clock,
+    # through the plugin manager like any backend; the run removes the directory when read.
+    from fleetgate.apps.simulate.capacity import LedgerRun
+
+    workdir = tempfile.TemporaryDirectory(prefix="fleetgate-sim-")
+    url = f"sqlite+aiosqlite:///{Path(workdir.name) / 'ledger.db'}"
+    options = {"capacity": {}, "claims": {"enforcement": spec.enforcement}}
+    policy = DemandPolicy()
+    ledger = plugins.make_ledger(pm, url, options, clock, policy)
+    return LedgerRun(spec, ledger, policy, workdir.cleanup)
 
 
 def _simulator() -> Simulator:

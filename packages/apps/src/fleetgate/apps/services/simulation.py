@@ -22,7 +22,7 @@ from typing import Any
 from fleetgate.apps.controller.shell import RotationController
 from fleetgate.apps.services.bounded import run_bounded
 from fleetgate.apps.simulate import run
-from fleetgate.apps.simulate.capacity import LedgerController, LedgerRun
+from fleetgate.apps.simulate.capacity import FleetLedger, LedgerController, LedgerRun
 from fleetgate.apps.simulate.engine import DEFAULT_BUDGET, VirtualDriver
 from fleetgate.apps.simulate.fleet import Fleet
 from fleetgate.apps.simulate.lineage import Lineage, build_lineage
@@ -234,6 +234,8 @@ class SimulationWorld:
     cluster: SimulatedCluster
     controller: RotationController
     recorder: Recorder
+    ledgers: Callable[[FleetLedger], LedgerRun]
+    """A capacity ledger for a fleet that declares one (``fleet.ledger``, issue 33)."""
 
 
 WorldFactory = Callable[[datetime, RotationPolicy, bool], SimulationWorld]
@@ -277,7 +279,7 @@ class Simulator:
         plan = prepare(inputs)
         fleet = inputs.fleet
         world = self.world(inputs.start, inputs.policy, fleet.ledger is not None)
-        ledger = None if fleet.ledger is None else LedgerRun(fleet.ledger, world.clock)
+        ledger = None if fleet.ledger is None else world.ledgers(fleet.ledger)
         run.put_fleet(world.cluster, fleet, inputs.start, plan.provisioning, plan.drain, ledger)
         driver = VirtualDriver(
             world.controller, world.cluster, world.clock, budget=inputs.budget, on_advance=progress

@@ -25,16 +25,13 @@ internals: nodes are added through its public ``add_node``.
 
 from __future__ import annotations
 
-import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from random import Random
 from typing import Any
 
-from fleetgate.adapters import plugins
 from fleetgate.apps.controller.shell import PassResult, RotationController
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.relocation import RelocationCheck
@@ -241,15 +238,19 @@ class LedgerController(RotationController):
 class LedgerRun:
     """The ledger beside one simulation: set up, then read for the report."""
 
-    def __init__(self, spec: FleetLedger, clock: Any) -> None:
+    def __init__(
+        self,
+        spec: FleetLedger,
+        ledger: CapacityLedger,
+        policy: DemandPolicy,
+        cleanup: Callable[[], None],
+    ) -> None:
+        # The ledger is the composition root's (``container.simulation_world``); ``cleanup``
+        # removes what it was kept in once the run is read.
         self.spec = spec
-        self._dir = tempfile.TemporaryDirectory(prefix="fleetgate-sim-")
-        url = f"sqlite+aiosqlite:///{Path(self._dir.name) / 'ledger.db'}"
-        options = {"capacity": {}, "claims": {"enforcement": spec.enforcement}}
-        self.policy = DemandPolicy()
-        self.ledger: CapacityLedger = plugins.make_ledger(
-            plugins.plugin_manager(), url, options, clock, self.policy
-        )
+        self.ledger = ledger
+        self.policy = policy
+        self._cleanup = cleanup
         self.tally = Tally()
         self.ids: set[str] = set()
 
@@ -313,7 +314,7 @@ class LedgerRun:
             }
         finally:
             await self.ledger.close()
-            self._dir.cleanup()
+            self._cleanup()
 
     def events(self) -> list[dict[str, Any]]:
         """The ledger side's events, instants as RFC3339."""
