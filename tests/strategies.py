@@ -11,6 +11,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from fleetgate.domain.capacity.demand import MIN_DEMAND_PER_VCPU
+from fleetgate.domain.capacity.denials import Denial, DimensionDetail, Stage
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import ClusterState
 from fleetgate.domain.rotation.derive import DeriveInputs
@@ -123,6 +124,35 @@ def derive_inputs(draw: st.DrawFn) -> DeriveInputs:
 def small_resources(high: int = 50) -> st.SearchStrategy[Resources]:
     """Resources with every dimension in [0, high]: small, so collisions with limits are common."""
     return st.builds(Resources, st.integers(0, high), st.integers(0, high), st.integers(0, high))
+
+
+def _figures() -> st.SearchStrategy[float | int]:
+    # Ints too: a detail's figures are typed float, but nothing stops an int reaching one.
+    return st.one_of(st.integers(0, 10**6), st.floats(0, 1e9, allow_nan=False))
+
+
+def dimension_details() -> st.SearchStrategy[DimensionDetail]:
+    """One dimension of a refusal, sometimes with the demand clause's parts."""
+    parts = st.dictionaries(st.sampled_from(["cpu_load_1", "expected_demand"]), _figures())
+    return st.builds(
+        DimensionDetail,
+        st.sampled_from(["cpus", "memory_mb", "disk_gb", "demand"]),
+        _figures(),
+        _figures(),
+        _figures(),
+        st.booleans(),
+        parts,
+    )
+
+
+def denials() -> st.SearchStrategy[Denial]:
+    """A refusal at any stage, cordoned or not, with up to four dimensions."""
+    return st.builds(
+        Denial,
+        st.sampled_from(list(Stage)),
+        st.lists(dimension_details(), max_size=4).map(tuple),
+        st.booleans(),
+    )
 
 
 @st.composite

@@ -9,8 +9,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from fleetgate.apps.api.schemas import MAX_AMOUNT, Amount, NamespaceName, NodeName, RequestId
+from fleetgate.apps.api.schemas import (
+    MAX_AMOUNT,
+    Amount,
+    CandidateBody,
+    DimensionBody,
+    NamespaceName,
+    NodeName,
+    RequestId,
+)
+from fleetgate.domain.capacity.denials import Denial, DimensionDetail
 from fleetgate.domain.capacity.model import check_namespace, check_node_name, check_request_id
+from tests.strategies import denials, dimension_details
 
 NAMEISH = st.text(alphabet=st.sampled_from("aZ09._-/ \t!~é\x00"), max_size=260)
 
@@ -67,3 +77,18 @@ def test_amounts_are_bounded_json_integers(value: object, ok: bool) -> None:
     assert accepts(adapter, value) == ok
     if ok:
         assert type(adapter.validate_python(value)) is int
+
+
+@given(st.text(max_size=20), denials())
+def test_candidate_wire_is_the_models_dump(node: str, denial: Denial) -> None:
+    # The 507's candidates are built as plain data; they must be what the documented model dumps.
+    assert CandidateBody.wire(node, denial) == CandidateBody.of(node, denial).model_dump()
+
+
+@given(dimension_details())
+def test_dimension_wire_is_the_models_dump(detail: DimensionDetail) -> None:
+    wire = DimensionBody.wire(detail)
+    dumped = DimensionBody.of(detail).model_dump()
+    assert wire == dumped
+    # Equal is not enough for JSON: 4 and 4.0 compare equal but render differently.
+    assert [type(v) for v in wire.values()] == [type(v) for v in dumped.values()]

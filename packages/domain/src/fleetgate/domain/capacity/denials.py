@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from typing import Any
 
 from fleetgate.domain.capacity.guards import (
@@ -68,9 +69,13 @@ class Denial:
     dimensions: tuple[DimensionDetail, ...]
     cordoned: bool = False
 
-    @property
+    @cached_property
     def exceeded(self) -> frozenset[str]:
-        """The names of the dimensions that exceeded."""
+        """The names of the dimensions that exceeded.
+
+        Kept once computed (the value is frozen): a full fleet's refusals are the same remembered
+        denials on every request, and the walk, the events and the answer each ask for it.
+        """
         return frozenset(d.dimension for d in self.dimensions if d.exceeded)
 
     @property

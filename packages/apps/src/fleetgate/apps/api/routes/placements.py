@@ -86,21 +86,20 @@ def _refusal(outcome: PlaceOutcome, hard_claims: bool) -> ApiError:
     denials = outcome.denials
     if hard_claims and denials and all(d.stage is Stage.CLAIM for d in denials.values()):
         first = next(iter(denials.values()))
-        exceeded = [DimensionBody.of(d) for d in first.dimensions if d.exceeded]
         return ApiError(
             403,
             "claim_exceeded",
             "the namespace's capacity claim does not allow this placement",
-            dimensions=[d.model_dump() for d in exceeded],
+            dimensions=[DimensionBody.wire(d) for d in first.dimensions if d.exceeded],
             audit_subject=outcome.subject,
         )
-    candidates = [CandidateBody.of(node, denials[node]) for node in denials]
+    candidates = [CandidateBody.wire(node, denial) for node, denial in denials.items()]
     n = len(candidates)
     return ApiError(
         507,
         "insufficient_capacity",
         f"no node had capacity for this placement, {n} candidate(s) refused it",
-        candidates=[c.model_dump() for c in candidates],
+        candidates=candidates,
         audit_subject=outcome.subject,
     )
 
