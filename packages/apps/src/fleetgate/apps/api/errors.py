@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
+from fleetgate.apps.api.jsonbody import FastJSONResponse
 from fleetgate.domain.capacity.errors import (
     LedgerUnavailable,
     NodeExists,
@@ -164,7 +165,7 @@ def validation_error(
 
 def error_response(exc: ApiError) -> JSONResponse:
     """The response for an ApiError."""
-    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+    return FastJSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
 
 async def _api_error(_: Request, exc: Exception) -> JSONResponse:

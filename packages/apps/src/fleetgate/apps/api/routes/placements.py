@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
 from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.errors import ApiError, not_found
+from fleetgate.apps.api.jsonbody import FastJSONResponse
 from fleetgate.apps.api.observe import observed_admission
 from fleetgate.apps.api.paging import DEFAULT_PAGE, LINK_HEADER, PageSize, link_next_page
 from fleetgate.apps.api.schemas import (
@@ -206,7 +207,7 @@ async def create_placement(
     )
     # Answered as built: returned as a model, the body would be validated a second time against
     # the response model and walked by the JSON encoder, on every placement.
-    return JSONResponse(placed.model_dump(mode="json"), status.HTTP_201_CREATED, headers)
+    return FastJSONResponse(placed.model_dump(mode="json"), status.HTTP_201_CREATED, headers)
 
 
 @router.get(
