@@ -1,21 +1,33 @@
-"""The append-only audit trail: writing events, reading them back, and the ledger's EventSink."""
+"""The append-only audit trail: writing events, reading them back, and the ledger's EventSink.
+
+An event's ``data`` is bound as it is: the engine's JSON serializer (``engine.json_text``) writes
+its domain values (datetimes, enums) as their strings, in one pass.
+
+Events recorded on their own (:func:`record`, the sink) are committed in groups: while one
+group's transaction is in flight, every other ``record`` of the ledger queues, and the next
+group writes them all in one INSERT and one COMMIT (:class:`EventRecorder`).
+"""
 
 from __future__ import annotations
 
-import json
+import asyncio
+import contextlib
+import contextvars
 import logging
 import weakref
+from collections import deque
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql import prepared
-from fleetgate.adapters.sql.engine import Store, Work
+from fleetgate.adapters.sql.engine import CommitUnknown, Store, Work
 from fleetgate.adapters.sql.schema import events as events_table
 from fleetgate.adapters.sql.sqltypes import epoch, instant
+from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import RecordedEvent
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import AuditOf
@@ -25,16 +37,6 @@ R = TypeVar("R")
 _log = logging.getLogger("fleetgate.ledger.events")
 
 
-def _jsonable(value: object) -> str:
-    return value.isoformat() if isinstance(value, datetime) else str(value)
-
-
-def _plain(data: dict[str, Any]) -> dict[str, Any]:
-    # Events carry domain values (datetimes, enums); the JSON column takes their string forms.
-    loaded: dict[str, Any] = json.loads(json.dumps(data, default=_jsonable))
-    return loaded
-
-
 def _row(event: Event) -> dict[str, Any]:
     return {
         "at": epoch(event.at),
@@ -42,7 +44,7 @@ def _row(event: Event) -> dict[str, Any]:
         "subject": event.subject[:255],
         "namespace": event.namespace,
         "level": event.level.value,
-        "data": _plain(event.data),
+        "data": event.data,
     }
 
 
@@ -112,6 +114,123 @@ async def record(store: Store, batch: Sequence[Event]) -> None:
     await store.write(work, what="record events")
 
 
+#: Callers one group transaction carries at most: a few INSERTs' worth of rows, not one long lock.
+MAX_GROUP = 64
+#: The writer task's name (it exists only while records are queued or in flight).
+WRITER_TASK = "fleetgate-event-commit"
+_SHUT_DOWN = "record events: the ledger shut down while these events waited for their group"
+
+
+@dataclass
+class _Queued:
+    events: Sequence[Event]
+    #: True: committed with its group; False: the group failed, so record them alone.
+    committed: asyncio.Future[bool]
+
+
+class EventRecorder:
+    """:func:`record` for concurrent callers: those that queue while a group commits share the
+    next group's transaction (group commit for events written on their own).
+
+    A caller returns once its events are committed, or raises what today's :func:`record`
+    would. A group of one is :func:`record` itself. A larger group runs once, unretried: if it
+    fails, nothing of it committed, and each caller records its own events alone (with the
+    retries :func:`record` has), so one caller's bad row never loses another's events, and none
+    is written twice. A group whose COMMIT failed short of a refusal is :class:`CommitUnknown`
+    to every caller in it, never run again (as :func:`record` answers). A caller that stops
+    waiting changes nothing for the others: its events commit with their group or not at all.
+    """
+
+    def __init__(self, store: Store, max_group: int = MAX_GROUP) -> None:
+        self._store = store
+        self._max_group = max_group
+        self._queue: deque[_Queued] = deque()
+        self._writer: asyncio.Task[None] | None = None
+
+    async def record(self, batch: Sequence[Event]) -> None:
+        """Append ``batch``, in order, with the group the writer takes next."""
+        if not batch:
+            return
+        queued = _Queued(tuple(batch), asyncio.get_running_loop().create_future())
+        self._queue.append(queued)
+        if self._writer is None:
+            # Started in the caller's loop and ended once nothing is queued, so it never
+            # outlives its work or its loop; in an empty context, since it serves many callers.
+            self._writer = asyncio.create_task(
+                self._write(), name=WRITER_TASK, context=contextvars.Context()
+            )
+        if not await queued.committed:
+            await record(self._store, queued.events)
+
+    async def _write(self) -> None:
+        group: list[_Queued] = []
+        try:
+            while self._queue:
+                group = self._take()
+                if group:
+                    await self._commit(group)
+        except asyncio.CancelledError:  # the loop is shutting down: nobody is left hanging
+            for queued in [*group, *self._queue]:
+                _answer(queued, error=LedgerUnavailable(_SHUT_DOWN))
+            self._queue.clear()
+            raise
+        finally:
+            self._writer = None
+
+    def _take(self) -> list[_Queued]:
+        group: list[_Queued] = []
+        while self._queue and len(group) < self._max_group:
+            queued = self._queue.popleft()
+            if not queued.committed.cancelled():  # its caller stopped waiting before it ran
+                group.append(queued)
+        return group
+
+    async def _commit(self, group: list[_Queued]) -> None:
+        if len(group) == 1:
+            # Alone: today's path, run here so that callers arriving meanwhile form a group.
+            try:
+                await record(self._store, group[0].events)
+            except Exception as exc:
+                _answer(group[0], error=exc)
+            else:
+                _answer(group[0], committed=True)
+            return
+        rows = [e for queued in group for e in queued.events]
+
+        async def work(conn: AsyncConnection) -> None:
+            await insert_events(conn, rows)
+
+        try:
+            await self._store.write(work, what=f"record events of {len(group)}", retry=False)
+        except CommitUnknown as exc:
+            for queued in group:
+                _answer(queued, error=exc)
+        except Exception as exc:
+            # Nothing of the group committed: each caller records its own events alone.
+            _log.info("recording a group of %d alone after %s", len(group), exc)
+            for queued in group:
+                _answer(queued, committed=False)
+        else:
+            for queued in group:
+                _answer(queued, committed=True)
+
+    async def close(self) -> None:
+        """Let the writer finish what is queued (each caller gets its answer), then return."""
+        writer = self._writer
+        if writer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(writer)
+
+
+def _answer(queued: _Queued, *, committed: bool = False, error: Exception | None = None) -> None:
+    if queued.committed.done():  # its caller stopped waiting
+        return
+    if error is not None:
+        queued.committed.set_exception(error)
+    else:
+        queued.committed.set_result(committed)
+
+
 async def read(
     store: Store,
     *,
@@ -169,8 +288,8 @@ class SqlEventSink:
     refusal, a failure report): best-effort, by decision (docs/decisions.md).
     """
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, recorder: EventRecorder) -> None:
+        self._recorder = recorder
         self._committed: weakref.WeakValueDictionary[int, Event] = weakref.WeakValueDictionary()
 
     def committed(self, batch: Sequence[Event]) -> None:
@@ -182,6 +301,6 @@ class SqlEventSink:
         """Append the events not yet recorded; never raises (an audit failure is logged)."""
         fresh = [e for e in events if self._committed.pop(id(e), None) is not e]
         try:
-            await record(self._store, fresh)
+            await self._recorder.record(fresh)
         except Exception:
             _log.exception("could not record %d event(s) in the audit table", len(fresh))
