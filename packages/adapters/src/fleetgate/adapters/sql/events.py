@@ -10,14 +10,9 @@ group writes them all in one INSERT and one COMMIT (:class:`EventRecorder`).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import contextvars
 import logging
 import weakref
-from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
@@ -27,7 +22,7 @@ from fleetgate.adapters.sql import prepared
 from fleetgate.adapters.sql.engine import CommitUnknown, Store, Work
 from fleetgate.adapters.sql.schema import events as events_table
 from fleetgate.adapters.sql.sqltypes import epoch, instant
-from fleetgate.domain.capacity.errors import LedgerUnavailable
+from fleetgate.adapters.sql.writer_queue import Waiting, WriterQueue
 from fleetgate.domain.capacity.model import RecordedEvent
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import AuditOf
@@ -121,13 +116,6 @@ WRITER_TASK = "fleetgate-event-commit"
 _SHUT_DOWN = "record events: the ledger shut down while these events waited for their group"
 
 
-@dataclass
-class _Queued:
-    events: Sequence[Event]
-    #: True: committed with its group; False: the group failed, so record them alone.
-    committed: asyncio.Future[bool]
-
-
 class EventRecorder:
     """:func:`record` for concurrent callers: those that queue while a group commits share the
     next group's transaction (group commit for events written on their own).
@@ -143,59 +131,30 @@ class EventRecorder:
 
     def __init__(self, store: Store, max_group: int = MAX_GROUP) -> None:
         self._store = store
-        self._max_group = max_group
-        self._queue: deque[_Queued] = deque()
-        self._writer: asyncio.Task[None] | None = None
+        #: Each caller's answer: True once its group committed, False to record alone.
+        self._queue: WriterQueue[Sequence[Event], bool] = WriterQueue(
+            self._commit, room=max_group, name=WRITER_TASK, shut_down=_SHUT_DOWN
+        )
 
     async def record(self, batch: Sequence[Event]) -> None:
         """Append ``batch``, in order, with the group the writer takes next."""
         if not batch:
             return
-        queued = _Queued(tuple(batch), asyncio.get_running_loop().create_future())
-        self._queue.append(queued)
-        if self._writer is None:
-            # Started in the caller's loop and ended once nothing is queued, so it never
-            # outlives its work or its loop; in an empty context, since it serves many callers.
-            self._writer = asyncio.create_task(
-                self._write(), name=WRITER_TASK, context=contextvars.Context()
-            )
-        if not await queued.committed:
-            await record(self._store, queued.events)
+        batch = tuple(batch)
+        if not await self._queue.submit(batch):
+            await record(self._store, batch)
 
-    async def _write(self) -> None:
-        group: list[_Queued] = []
-        try:
-            while self._queue:
-                group = self._take()
-                if group:
-                    await self._commit(group)
-        except asyncio.CancelledError:  # the loop is shutting down: nobody is left hanging
-            for queued in [*group, *self._queue]:
-                _answer(queued, error=LedgerUnavailable(_SHUT_DOWN))
-            self._queue.clear()
-            raise
-        finally:
-            self._writer = None
-
-    def _take(self) -> list[_Queued]:
-        group: list[_Queued] = []
-        while self._queue and len(group) < self._max_group:
-            queued = self._queue.popleft()
-            if not queued.committed.cancelled():  # its caller stopped waiting before it ran
-                group.append(queued)
-        return group
-
-    async def _commit(self, group: list[_Queued]) -> None:
+    async def _commit(self, group: list[Waiting[Sequence[Event], bool]]) -> None:
         if len(group) == 1:
-            # Alone: today's path, run here so that callers arriving meanwhile form a group.
+            # Alone: today's path, run by the writer so that callers arriving meanwhile queue.
             try:
-                await record(self._store, group[0].events)
+                await record(self._store, group[0].item)
             except Exception as exc:
-                _answer(group[0], error=exc)
+                group[0].fail(exc)
             else:
-                _answer(group[0], committed=True)
+                group[0].settle(True)
             return
-        rows = [e for queued in group for e in queued.events]
+        rows = [e for waiting in group for e in waiting.item]
 
         async def work(conn: AsyncConnection) -> None:
             await insert_events(conn, rows)
@@ -203,32 +162,20 @@ class EventRecorder:
         try:
             await self._store.write(work, what=f"record events of {len(group)}", retry=False)
         except CommitUnknown as exc:
-            for queued in group:
-                _answer(queued, error=exc)
+            for waiting in group:
+                waiting.fail(exc)
         except Exception as exc:
             # Nothing of the group committed: each caller records its own events alone.
-            _log.info("recording a group of %d alone after %s", len(group), exc)
-            for queued in group:
-                _answer(queued, committed=False)
+            _log.info("recording a group of %d caller by caller after %s", len(group), exc)
+            for waiting in group:
+                waiting.settle(False)
         else:
-            for queued in group:
-                _answer(queued, committed=True)
+            for waiting in group:
+                waiting.settle(True)
 
     async def close(self) -> None:
         """Let the writer finish what is queued (each caller gets its answer), then return."""
-        writer = self._writer
-        if writer is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(writer)
-
-
-def _answer(queued: _Queued, *, committed: bool = False, error: Exception | None = None) -> None:
-    if queued.committed.done():  # its caller stopped waiting
-        return
-    if error is not None:
-        queued.committed.set_exception(error)
-    else:
-        queued.committed.set_result(committed)
+        await self._queue.close()
 
 
 async def read(
