@@ -9,6 +9,7 @@ build engines or transactions of their own.
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -41,6 +42,19 @@ class CommitUnknown(LedgerUnavailable):
 
     Whether the transaction committed is then unknown, so nothing may run it again.
     """
+
+
+def _string_form(value: object) -> str:
+    return value.isoformat() if isinstance(value, datetime) else str(value)
+
+
+def json_text(value: object) -> str:
+    """The text a JSON column stores: domain values (datetimes, enums...) as their strings.
+
+    The engine's one JSON serializer (every dialect's JSON type calls it), so an event's data
+    is serialized once, as it is bound, with no plain copy made of it first.
+    """
+    return json.dumps(value, default=_string_form)
 
 
 def _commit_unknown(what: str, failure: str, cause: BaseException | None) -> CommitUnknown:
@@ -99,7 +113,7 @@ class Store:
     def engine(self) -> AsyncEngine:
         """The engine, created on first use (creating one does not connect)."""
         if self._engine is None:
-            kwargs = self.dialect.engine_kwargs(self.options)
+            kwargs = {"json_serializer": json_text, **self.dialect.engine_kwargs(self.options)}
             self.dialect.bound_waits(self.url, kwargs, Timeouts.from_options(self.options))
             if "pool_timeout" in kwargs:  # a queue pool: a database in memory has one connection
                 kwargs.update(pool_sizes(self.options))

@@ -1,21 +1,28 @@
-"""The append-only audit trail: writing events, reading them back, and the ledger's EventSink."""
+"""The append-only audit trail: writing events, reading them back, and the ledger's EventSink.
+
+An event's ``data`` is bound as it is: the engine's JSON serializer (``engine.json_text``) writes
+its domain values (datetimes, enums) as their strings, in one pass.
+
+Events recorded on their own (:func:`record`, the sink) are committed in groups: while one
+group's transaction is in flight, every other ``record`` of the ledger queues, and the next
+group writes them all in one INSERT and one COMMIT (:class:`EventRecorder`).
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 import weakref
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql import prepared
-from fleetgate.adapters.sql.engine import Store, Work
+from fleetgate.adapters.sql.engine import CommitUnknown, Store, Work
 from fleetgate.adapters.sql.schema import events as events_table
 from fleetgate.adapters.sql.sqltypes import epoch, instant
+from fleetgate.adapters.sql.writer_queue import Waiting, WriterQueue
 from fleetgate.domain.capacity.model import RecordedEvent
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import AuditOf
@@ -25,16 +32,6 @@ R = TypeVar("R")
 _log = logging.getLogger("fleetgate.ledger.events")
 
 
-def _jsonable(value: object) -> str:
-    return value.isoformat() if isinstance(value, datetime) else str(value)
-
-
-def _plain(data: dict[str, Any]) -> dict[str, Any]:
-    # Events carry domain values (datetimes, enums); the JSON column takes their string forms.
-    loaded: dict[str, Any] = json.loads(json.dumps(data, default=_jsonable))
-    return loaded
-
-
 def _row(event: Event) -> dict[str, Any]:
     return {
         "at": epoch(event.at),
@@ -42,7 +39,7 @@ def _row(event: Event) -> dict[str, Any]:
         "subject": event.subject[:255],
         "namespace": event.namespace,
         "level": event.level.value,
-        "data": _plain(event.data),
+        "data": event.data,
     }
 
 
@@ -112,6 +109,75 @@ async def record(store: Store, batch: Sequence[Event]) -> None:
     await store.write(work, what="record events")
 
 
+#: Callers one group transaction carries at most: a few INSERTs' worth of rows, not one long lock.
+MAX_GROUP = 64
+#: The writer task's name (it exists only while records are queued or in flight).
+WRITER_TASK = "fleetgate-event-commit"
+_SHUT_DOWN = "record events: the ledger shut down while these events waited for their group"
+
+
+class EventRecorder:
+    """:func:`record` for concurrent callers: those that queue while a group commits share the
+    next group's transaction (group commit for events written on their own).
+
+    A caller returns once its events are committed, or raises what today's :func:`record`
+    would. A group of one is :func:`record` itself. A larger group runs once, unretried: if it
+    fails, nothing of it committed, and each caller records its own events alone (with the
+    retries :func:`record` has), so one caller's bad row never loses another's events, and none
+    is written twice. A group whose COMMIT failed short of a refusal is :class:`CommitUnknown`
+    to every caller in it, never run again (as :func:`record` answers). A caller that stops
+    waiting changes nothing for the others: its events commit with their group or not at all.
+    """
+
+    def __init__(self, store: Store, max_group: int = MAX_GROUP) -> None:
+        self._store = store
+        #: Each caller's answer: True once its group committed, False to record alone.
+        self._queue: WriterQueue[Sequence[Event], bool] = WriterQueue(
+            self._commit, room=max_group, name=WRITER_TASK, shut_down=_SHUT_DOWN
+        )
+
+    async def record(self, batch: Sequence[Event]) -> None:
+        """Append ``batch``, in order, with the group the writer takes next."""
+        if not batch:
+            return
+        batch = tuple(batch)
+        if not await self._queue.submit(batch):
+            await record(self._store, batch)
+
+    async def _commit(self, group: list[Waiting[Sequence[Event], bool]]) -> None:
+        if len(group) == 1:
+            # Alone: today's path, run by the writer so that callers arriving meanwhile queue.
+            try:
+                await record(self._store, group[0].item)
+            except Exception as exc:
+                group[0].fail(exc)
+            else:
+                group[0].settle(True)
+            return
+        rows = [e for waiting in group for e in waiting.item]
+
+        async def work(conn: AsyncConnection) -> None:
+            await insert_events(conn, rows)
+
+        try:
+            await self._store.write(work, what=f"record events of {len(group)}", retry=False)
+        except CommitUnknown as exc:
+            for waiting in group:
+                waiting.fail(exc)
+        except Exception as exc:
+            # Nothing of the group committed: each caller records its own events alone.
+            _log.info("recording a group of %d caller by caller after %s", len(group), exc)
+            for waiting in group:
+                waiting.settle(False)
+        else:
+            for waiting in group:
+                waiting.settle(True)
+
+    async def close(self) -> None:
+        """Let the writer finish what is queued (each caller gets its answer), then return."""
+        await self._queue.close()
+
+
 async def read(
     store: Store,
     *,
@@ -169,8 +235,8 @@ class SqlEventSink:
     refusal, a failure report): best-effort, by decision (docs/decisions.md).
     """
 
-    def __init__(self, store: Store) -> None:
-        self._store = store
+    def __init__(self, recorder: EventRecorder) -> None:
+        self._recorder = recorder
         self._committed: weakref.WeakValueDictionary[int, Event] = weakref.WeakValueDictionary()
 
     def committed(self, batch: Sequence[Event]) -> None:
@@ -182,6 +248,6 @@ class SqlEventSink:
         """Append the events not yet recorded; never raises (an audit failure is logged)."""
         fresh = [e for e in events if self._committed.pop(id(e), None) is not e]
         try:
-            await record(self._store, fresh)
+            await self._recorder.record(fresh)
         except Exception:
             _log.exception("could not record %d event(s) in the audit table", len(fresh))

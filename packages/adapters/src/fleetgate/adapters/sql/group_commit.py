@@ -1,7 +1,8 @@
 """Group commit: the admissions waiting at one moment, admitted in one transaction.
 
-One writer task per ledger takes every admission queued when it wakes (up to ``max_batch``),
-waits at most ``max_wait_ms`` for more (0 by default: a lone request waits for nothing), and:
+One writer task per ledger (``writer_queue``) takes every admission queued when it wakes (up to
+``max_batch``), waits at most ``max_wait_ms`` for more (0 by default: a lone request waits for
+nothing), and:
 
 - a batch of one runs the one-admission path (``admission.admit``) unchanged;
 - a batch of two or more runs in one ``Store.write`` transaction: the executor (each item with
@@ -22,12 +23,9 @@ that stops waiting changes nothing: its item commits with its batch or not at al
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import contextvars
 import logging
 import uuid
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -39,6 +37,7 @@ from fleetgate.adapters.sql import admission
 from fleetgate.adapters.sql.batch_items import BatchExecutor, BatchItem, ItemResult, Outcome
 from fleetgate.adapters.sql.engine import CommitUnknown, Store
 from fleetgate.adapters.sql.events import insert_events
+from fleetgate.adapters.sql.writer_queue import Waiting, WriterQueue
 from fleetgate.domain.capacity.claims import ClaimEnforcement
 from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound
 from fleetgate.domain.capacity.model import Admission, AdmitRequest
@@ -128,10 +127,8 @@ _ALONE = _Alone()
 _SHUT_DOWN = "admit: the ledger shut down while this admission waited for its batch"
 
 
-@dataclass
-class _Waiting:
-    item: BatchItem
-    answer: asyncio.Future[ItemResult | _Alone | Admission]
+_Answer = ItemResult | _Alone | Admission
+_Waiting = Waiting[BatchItem, _Answer]
 
 
 class GroupCommitter:
@@ -152,9 +149,13 @@ class GroupCommitter:
         self._executor = executor
         self._committed = committed
         self._one_call = one_call
-        self._pending: deque[_Waiting] = deque()
-        self._arrived = asyncio.Event()
-        self._writer: asyncio.Task[None] | None = None
+        self._queue: WriterQueue[BatchItem, _Answer] = WriterQueue(
+            self._run,
+            room=config.max_batch,
+            name=WRITER_TASK,
+            shut_down=_SHUT_DOWN,
+            max_wait=config.max_wait_ms / 1000.0,
+        )
         self._stats = GroupCommitStats()
 
     def stats(self) -> GroupCommitStats:
@@ -168,23 +169,9 @@ class GroupCommitter:
     async def admit(self, request: AdmitRequest, audit: Audit | None) -> Admission:
         """Queue ``request`` for the next batch and answer as the one-admission path would."""
         item = BatchItem(request, request.placement_id or str(uuid.uuid4()), _in_context(audit))
-        answer: asyncio.Future[ItemResult | _Alone | Admission] = (
-            asyncio.get_running_loop().create_future()
-        )
-        self._pending.append(_Waiting(item, answer))
-        if self._writer is None:
-            # A new writer (and its wake-up event) in the caller's loop: the last one ended
-            # when nothing was left, so no task outlives its work or its event loop.
-            # Its own empty context: the writer serves many requests, so it must not carry
-            # the first caller's context variables (request ids in logs) into the others'.
-            self._arrived = asyncio.Event()
-            self._writer = asyncio.create_task(
-                self._write(), name=WRITER_TASK, context=contextvars.Context()
-            )
-        self._arrived.set()
         # Cancelling this await cancels only the waiting: the writer skips a cancelled item it
         # has not taken yet, and one it has taken commits with its batch or not at all.
-        result = await answer
+        result = await self._queue.submit(item)
         if isinstance(result, Admission):
             return result
         if isinstance(result, _Alone):
@@ -218,58 +205,6 @@ class GroupCommitter:
 
     # the writer ---------------------------------------------------------------------------
 
-    def _take(self, room: int) -> list[_Waiting]:
-        taken: list[_Waiting] = []
-        while self._pending and len(taken) < room:
-            waiting = self._pending.popleft()
-            if not waiting.answer.cancelled():  # its caller stopped waiting before it ran
-                taken.append(waiting)
-        return taken
-
-    async def _write(self) -> None:
-        """Batch and run what is waiting until nothing is; then end (a new one starts later)."""
-        batch: list[_Waiting] = []
-        try:
-            while True:
-                self._arrived.clear()
-                batch = self._take(self.config.max_batch)
-                if not batch:
-                    if not self._pending:
-                        break
-                    continue
-                await self._fill(batch)
-                await self._run(batch)
-                batch = []
-        except asyncio.CancelledError:  # the loop is shutting down: nobody is left hanging
-            self._fail_all(batch, LedgerUnavailable(_SHUT_DOWN))
-            raise
-        except Exception as exc:  # pragma: no cover - a bug: answer everyone with it, and say so
-            _log.exception("the group-commit writer failed")
-            self._fail_all(batch, exc)
-        finally:
-            self._writer = None
-
-    def _fail_all(self, batch: list[_Waiting], error: Exception) -> None:
-        for waiting in [*batch, *self._pending]:
-            _fail(waiting, error)
-        self._pending.clear()
-
-    async def _fill(self, batch: list[_Waiting]) -> None:
-        """Wait up to ``max_wait_ms`` for more admissions, while the batch has room."""
-        wait = self.config.max_wait_ms / 1000.0
-        if wait <= 0:
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        while len(batch) < self.config.max_batch:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return
-            self._arrived.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), remaining)
-            batch += self._take(self.config.max_batch - len(batch))
-
     async def _run(self, batch: list[_Waiting]) -> None:
         if len(batch) == 1:
             await self._run_one(batch[0])
@@ -284,7 +219,7 @@ class GroupCommitter:
             )
         except CommitUnknown as exc:
             for waiting in batch:
-                _fail(waiting, exc)
+                waiting.fail(exc)
             return
         except Exception as exc:
             # Nothing of the batch committed: each item is admitted alone, by its own caller.
@@ -300,13 +235,13 @@ class GroupCommitter:
             )
             self._count(split_batches=1)
             for waiting in batch:
-                _settle(waiting, _ALONE)
+                waiting.settle(_ALONE)
             return
         admitted = [e for r in results if r.outcome is Outcome.ADMITTED for e in r.events]
         if admitted:
             self._committed(tuple(admitted))
         for waiting, result in zip(batch, results, strict=True):
-            _settle(waiting, result)
+            waiting.settle(result)
 
     async def _run_one(self, waiting: _Waiting) -> None:
         """A batch of one: the one-admission path itself, in the writer (the next batch waits)."""
@@ -322,9 +257,9 @@ class GroupCommitter:
                 one_call=self._one_call(),
             )
         except Exception as exc:
-            _fail(waiting, exc)
+            waiting.fail(exc)
             return
-        _settle(waiting, made)
+        waiting.settle(made)
 
     def _batch_work(self, items: list[BatchItem]) -> Callable[[AsyncConnection], Any]:
         executor = self._executor()
@@ -343,10 +278,7 @@ class GroupCommitter:
 
     async def close(self) -> None:
         """Let the writer finish what is queued (each caller gets its answer), then return."""
-        writer = self._writer
-        if writer is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.shield(writer)
+        await self._queue.close()
 
 
 def _in_context(audit: Audit | None) -> Audit | None:
@@ -357,16 +289,6 @@ def _in_context(audit: Audit | None) -> Audit | None:
     context = contextvars.copy_context()
     bound: Audit = audit
     return lambda admission: context.run(bound, admission)
-
-
-def _settle(waiting: _Waiting, result: ItemResult | _Alone | Admission) -> None:
-    if not waiting.answer.done():
-        waiting.answer.set_result(result)
-
-
-def _fail(waiting: _Waiting, error: Exception) -> None:
-    if not waiting.answer.done():
-        waiting.answer.set_exception(error)
 
 
 __all__ = [

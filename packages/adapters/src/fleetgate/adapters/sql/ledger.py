@@ -30,7 +30,6 @@ from fleetgate.adapters.sql import reconcile as reconcile_ops
 from fleetgate.adapters.sql.batch_items import BatchExecutor
 from fleetgate.adapters.sql.dialect import DialectSupport
 from fleetgate.adapters.sql.engine import Store
-from fleetgate.adapters.sql.events import record as record_event_rows
 from fleetgate.adapters.sql.group_commit import GroupCommitConfig, GroupCommitStats, GroupCommitter
 from fleetgate.domain.capacity.claims import (
     Claim,
@@ -99,7 +98,9 @@ class SqlLedger:
         self.demand = demand or DemandPolicy()
         self.enforcement = enforcement_from(options)
         self.store = Store(url, options, dialect or DialectSupport(), clock)
-        self._sink = events.SqlEventSink(self.store)
+        #: Events written on their own (the sink's, ``record_events``) commit in shared groups.
+        self._recorder = events.EventRecorder(self.store)
+        self._sink = events.SqlEventSink(self._recorder)
         #: Admit through the PostgreSQL function (decided at start: only if installed, current).
         self.one_call = False
         #: Run batches through the PostgreSQL batch function (the same decision, for it).
@@ -146,9 +147,11 @@ class SqlLedger:
         return current
 
     async def close(self) -> None:
-        """Finish the admissions already queued for a batch, then dispose of the connections."""
+        """Finish the admissions and events already queued for a group, then dispose of the
+        connections."""
         if self._batcher is not None:
             await self._batcher.close()
+        await self._recorder.close()
         await self.store.dispose()
 
     def _batch_executor(self) -> BatchExecutor:
@@ -307,9 +310,7 @@ class SqlLedger:
 
     async def record_events(self, events: Sequence[Event]) -> None:
         """Append events."""
-        # The parameter is named as the port names it (a caller may pass it by keyword), which
-        # hides the module of that name here: its function is imported by its own name.
-        await record_event_rows(self.store, events)
+        await self._recorder.record(events)
 
     # claims and the reconciler ---------------------------------------------------------------
 
