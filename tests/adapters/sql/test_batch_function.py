@@ -39,6 +39,7 @@ from tests.conftest import Backend
 from tests.invariants import check_ledger
 from tests.ledgers import START, empty
 from tests.strategies import admission_batches
+from tests.waiting import HANG_SECONDS
 
 HOUR = 3600
 SIZE = Resources(1, 1, 1)
@@ -259,6 +260,59 @@ async def test_a_batch_with_every_outcome_commits_exactly_its_admitted_items(
     assert await claim_used(ledger, "late-claim") == Resources()
     assert (await ledger.cluster()).unclaimed_used == Resources(5, 5, 5)  # old + 2 + 10
     assert await ledger.events() == []  # the executor writes no audit events itself
+
+
+async def test_the_function_bounds_its_own_lock_waits_for_the_call_alone(
+    ledger: SqlLedger, backend: Backend, outside: AsyncEngine
+) -> None:
+    # The caller waits for ever (lock_timeout 0) and sends no bound: the function's own SET
+    # clause makes the element waiting for a held row give up (lock_not_available) and go
+    # SOLO, the others commit; after the call the caller's setting is back.
+    postgres_only(backend)
+    await ledger.add_node(NodeSpec("a", Capacity(8, 8192, 80)))
+    await ledger.add_node(NodeSpec("held", Capacity(8, 8192, 80)))
+    items = [item("team", "a"), item("team", "held"), item("team", "a", Resources(2, 2, 2))]
+    async with ledger.store.engine.connect() as conn, outside.connect() as holder:
+        await holder.execute(
+            sa.text("UPDATE nodes SET updated_at = updated_at WHERE name = 'held'")
+        )
+        await conn.execute(sa.text("SET LOCAL lock_timeout = 0"))
+        results = await asyncio.wait_for(
+            postgres_batch_executor(conn, items, ledger.store.now_epoch(), ClaimEnforcement.HARD),
+            timeout=HANG_SECONDS,
+        )
+        assert (await conn.execute(sa.text("SHOW lock_timeout"))).scalar() == "0"
+        await conn.commit()
+        await holder.rollback()
+    assert [r.outcome for r in results] == [Outcome.ADMITTED, Outcome.SOLO, Outcome.ADMITTED]
+    assert "lock_not_available" in results[1].reason
+    node_a = await ledger.node("a")
+    assert node_a is not None and node_a.used == Resources(3, 3, 3)
+
+
+async def test_a_refusal_whose_twin_a_later_item_admits_is_read_for_after_the_commit(
+    ledger: SqlLedger, backend: Backend
+) -> None:
+    # The function looked for the request id before the later twin was written: that refusal
+    # is read for after the COMMIT (and finds the twin); one with no twin in the batch is not.
+    postgres_only(backend)
+    await ledger.add_node(NodeSpec("a", Capacity(8, 8192, 80)))
+    await ledger.add_node(NodeSpec("c", Capacity(1, 1024, 10)))
+    too_big = Resources(4, 2048, 20)
+    items = [
+        item("team", "c", too_big, request_id="twin"),
+        item("team", "c", too_big, request_id="alone"),
+        item("team", "nowhere", request_id="twin"),
+        item("team", "a", request_id="twin"),
+    ]
+    items = [BatchItem(it.request, f"p{i}", it.audit) for i, it in enumerate(items)]
+    async with ledger.store.engine.begin() as conn:
+        results = await postgres_batch_executor(conn, items, 0.0, ClaimEnforcement.HARD)
+    outcomes = [(r.outcome, r.repeat_checked) for r in results]
+    assert outcomes == [
+        (Outcome.REFUSED, False), (Outcome.REFUSED, True), (Outcome.NO_NODE, False),
+        (Outcome.ADMITTED, False),
+    ]  # fmt: skip
 
 
 async def test_advisory_overruns_and_unenforced_writes_go_solo_and_change_nothing(
