@@ -122,7 +122,7 @@ def test_only_the_refusals_look_for_an_earlier_placement() -> None:
     text = admit_function.definition()
     look = "IF p_request_id IS NOT NULL THEN PERFORM placements.id"
     # Before each refusal and each unknown node, never on the admitted path or the others.
-    assert text.count(look) == len(admit_function.REPEAT_CHECKED) + 1  # the claim's, twice
+    assert text.count(look) == len(admit_function.REPEAT_CHECKED)  # each returned in one place
     admitted = text.split("-- 3. The placement row")[1]
     assert look not in admitted
     for outcome in admit_function.REPEAT_CHECKED:
