@@ -3,20 +3,21 @@
 The function's SQL is generated, not written: each of its guarded UPDATEs is the statement
 ``prepared`` sends on the in-process path (so its ``WHERE`` is ``compile.where`` of the domain's
 guard, the one the property tests hold equal to the domain), compiled for PostgreSQL with the
-placeholders renamed to the function's arguments. Its order is the canonical one: the claim (or
-the cluster's unclaimed sums, then the check that no claim committed meanwhile), the node, the
-placement row. It never explains a refusal: it stops at the first guard that refused and returns
-that row, locked, so the domain evaluates the guard on it with no second read (the same verdict
-``guarded.charge`` reaches). Whatever the function does not finish (an advisory claim that goes
-over its limit, a row that admits under the lock after all) the caller finishes in Python, in the
-same transaction or a fresh one; nothing is ever committed half done, since the function runs
-inside the caller's transaction.
+placeholders renamed to the function's arguments. Its order is the canonical one: the claim (or the
+cluster's unclaimed sums, then the check that no claim committed meanwhile), the node, the placement
+row. It never explains a refusal: it stops at the first guard that refused and returns that row,
+locked, so the domain evaluates the guard on it with no second read (the same verdict
+``guarded.charge`` reaches). Before it answers a refusal or an unknown node it looks for an earlier
+placement of the request id (``DUPLICATE`` if there is one), so the caller needs no read of its own
+to tell a retry from a new request; the admitted path never looks. Whatever the function does not
+finish (an advisory claim that goes over its limit, a row that admits under the lock after all) the
+caller finishes in Python, in the same transaction or a fresh one; nothing is ever committed half
+done, since the function runs inside the caller's transaction.
 
-Alembic installs it (revision 0003); its comment holds the digest of its text, and the ledger
-uses it only when the installed digest is this code's (``installed``): a guard changed without a
-migration that reinstalls the function falls back to the in-process path instead of admitting
-by a stale rule.
-"""
+Alembic installs it (revision 0003; 0005 reinstalls it); its comment holds the digest of its text,
+and the ledger uses it only when the installed digest is this code's (``installed``): a guard
+changed without a migration that reinstalls the function falls back to the in-process path instead
+of admitting by a stale rule."""
 
 from __future__ import annotations
 

@@ -15,10 +15,15 @@ its id up): past 64 in one transaction PostgreSQL's per-backend cache of them ov
 every other session's visibility checks get slower until it ends. Group commit's bound on a
 batch should stay at or below 64 here.
 
-Alembic installs it (revision 0004). Its comment holds a digest of its own text *and* of
-``fleetgate_admit``'s, since it runs that function: the ledger uses it only while both are
-current (``installed``).
-"""
+The function bounds each lock wait itself (``SET lock_timeout``, see ``BATCH_LOCK_TIMEOUT_MS``):
+the setting holds for the call and the caller's value is back after it, so a batch sends no
+``SET LOCAL`` first. An element refused (or whose node is gone) was looked up by its request id
+before ``fleetgate_admit`` answered: its result says so (``repeat_checked``), and nothing reads
+for it after the COMMIT, unless a later element of the same batch admitted its twin.
+
+Alembic installs it (revision 0004, reinstalled by 0005). Its comment holds a digest of its own text
+*and* of ``fleetgate_admit``'s, since it runs that function: the ledger uses it only while both are
+current (``installed``)."""
 
 from __future__ import annotations
 
