@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 from collections.abc import AsyncIterator
+from importlib import import_module
 from typing import Any
 
 import pytest
@@ -21,7 +23,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
 
-from fleetgate.adapters.sql import admission, admit_function, batch_function
+from fleetgate.adapters.sql import admission, admit_function, batch_function, stored_functions
 from fleetgate.adapters.sql.batch_function import postgres_batch_executor
 from fleetgate.adapters.sql.batch_items import BatchItem, ItemResult, Outcome
 from fleetgate.adapters.sql.ledger import SqlLedger
@@ -37,9 +39,12 @@ from tests.conftest import Backend
 from tests.invariants import check_ledger
 from tests.ledgers import START, empty
 from tests.strategies import admission_batches
+from tests.waiting import HANG_SECONDS
 
 HOUR = 3600
 SIZE = Resources(1, 1, 1)
+#: The batch function's bound on one lock wait, as its definition sets it.
+BOUND = f"SET lock_timeout = '{batch_function.BATCH_LOCK_TIMEOUT_MS}ms'"
 
 
 def postgres_only(backend: Backend) -> None:
@@ -193,6 +198,9 @@ async def test_a_batch_with_every_outcome_commits_exactly_its_admitted_items(
         ours, holding_b = await pid_of(conn), await pid_of(node_holder)
         # Our session is the one to find the deadlock (the outside one would after a minute).
         await conn.execute(sa.text("SET LOCAL deadlock_timeout = '1s'"))
+        # The waits below last longer than the function's bound on a lock wait: lifted inside
+        # this transaction alone (DDL is transactional), and put back before the COMMIT.
+        await conn.execute(sa.text(f"ALTER FUNCTION {batch_function.SIGNATURE} RESET lock_timeout"))
         await node_holder.execute(sa.text("SET deadlock_timeout = '60s'"))
         await node_holder.execute(
             sa.text("UPDATE nodes SET updated_at = updated_at WHERE name = 'b'")
@@ -219,6 +227,7 @@ async def test_a_batch_with_every_outcome_commits_exactly_its_admitted_items(
         )
         await cluster_holder.rollback()
         results = await batch
+        await conn.execute(sa.text(f"ALTER FUNCTION {batch_function.SIGNATURE} {BOUND}"))
         await conn.commit()
         await crossing
         await node_holder.rollback()
@@ -251,6 +260,59 @@ async def test_a_batch_with_every_outcome_commits_exactly_its_admitted_items(
     assert await claim_used(ledger, "late-claim") == Resources()
     assert (await ledger.cluster()).unclaimed_used == Resources(5, 5, 5)  # old + 2 + 10
     assert await ledger.events() == []  # the executor writes no audit events itself
+
+
+async def test_the_function_bounds_its_own_lock_waits_for_the_call_alone(
+    ledger: SqlLedger, backend: Backend, outside: AsyncEngine
+) -> None:
+    # The caller waits for ever (lock_timeout 0) and sends no bound: the function's own SET
+    # clause makes the element waiting for a held row give up (lock_not_available) and go
+    # SOLO, the others commit; after the call the caller's setting is back.
+    postgres_only(backend)
+    await ledger.add_node(NodeSpec("a", Capacity(8, 8192, 80)))
+    await ledger.add_node(NodeSpec("held", Capacity(8, 8192, 80)))
+    items = [item("team", "a"), item("team", "held"), item("team", "a", Resources(2, 2, 2))]
+    async with ledger.store.engine.connect() as conn, outside.connect() as holder:
+        await holder.execute(
+            sa.text("UPDATE nodes SET updated_at = updated_at WHERE name = 'held'")
+        )
+        await conn.execute(sa.text("SET LOCAL lock_timeout = 0"))
+        results = await asyncio.wait_for(
+            postgres_batch_executor(conn, items, ledger.store.now_epoch(), ClaimEnforcement.HARD),
+            timeout=HANG_SECONDS,
+        )
+        assert (await conn.execute(sa.text("SHOW lock_timeout"))).scalar() == "0"
+        await conn.commit()
+        await holder.rollback()
+    assert [r.outcome for r in results] == [Outcome.ADMITTED, Outcome.SOLO, Outcome.ADMITTED]
+    assert "lock_not_available" in results[1].reason
+    node_a = await ledger.node("a")
+    assert node_a is not None and node_a.used == Resources(3, 3, 3)
+
+
+async def test_a_refusal_whose_twin_a_later_item_admits_is_read_for_after_the_commit(
+    ledger: SqlLedger, backend: Backend
+) -> None:
+    # The function looked for the request id before the later twin was written: that refusal
+    # is read for after the COMMIT (and finds the twin); one with no twin in the batch is not.
+    postgres_only(backend)
+    await ledger.add_node(NodeSpec("a", Capacity(8, 8192, 80)))
+    await ledger.add_node(NodeSpec("c", Capacity(1, 1024, 10)))
+    too_big = Resources(4, 2048, 20)
+    items = [
+        item("team", "c", too_big, request_id="twin"),
+        item("team", "c", too_big, request_id="alone"),
+        item("team", "nowhere", request_id="twin"),
+        item("team", "a", request_id="twin"),
+    ]
+    items = [BatchItem(it.request, f"p{i}", it.audit) for i, it in enumerate(items)]
+    async with ledger.store.engine.begin() as conn:
+        results = await postgres_batch_executor(conn, items, 0.0, ClaimEnforcement.HARD)
+    outcomes = [(r.outcome, r.repeat_checked) for r in results]
+    assert outcomes == [
+        (Outcome.REFUSED, False), (Outcome.REFUSED, True), (Outcome.NO_NODE, False),
+        (Outcome.ADMITTED, False),
+    ]  # fmt: skip
 
 
 async def test_advisory_overruns_and_unenforced_writes_go_solo_and_change_nothing(
@@ -454,38 +516,74 @@ async def test_a_batch_admits_what_one_by_one_admits(
 # --- the migration -----------------------------------------------------------------------------
 
 
-async def test_revision_0004_downgrades_and_upgrades_again(
+async def test_revisions_0005_and_0004_downgrade_and_upgrade_again(
     ledger: SqlLedger, backend: Backend
 ) -> None:
-    async def present() -> tuple[bool, bool]:
+    async def installed() -> tuple[str | None, str | None]:
+        """Each function's digest comment (None: not there), and that of the batch's setting."""
         async with ledger.store.engine.connect() as conn:
             found = await conn.execute(
-                sa.text("SELECT to_regprocedure(:a) IS NOT NULL, to_regprocedure(:b) IS NOT NULL"),
+                sa.text(
+                    "SELECT obj_description(to_regprocedure(:a), 'pg_proc'),"
+                    " obj_description(to_regprocedure(:b), 'pg_proc')"
+                ),
                 {"a": admit_function.SIGNATURE, "b": batch_function.SIGNATURE},
             )
             admit, batch = found.one()
-            return bool(admit), bool(batch)
+            return admit, batch
 
-    def downgrade(conn: sa.Connection) -> str | None:
+    def downgrade(conn: sa.Connection, revision: str) -> str | None:
         cfg = alembic_config()
         cfg.attributes["connection"] = conn
-        command.downgrade(cfg, "0003_admit_function")
+        command.downgrade(cfg, revision)
         return current_revision(conn)
 
-    async with ledger.store.engine.connect() as conn:
-        assert await conn.run_sync(downgrade) == "0003_admit_function"
-        await conn.commit()
-    try:
-        if backend.kind == "postgres":
-            assert await present() == (True, False)
-            async with ledger.store.engine.connect() as conn:
-                assert not await batch_function.installed(conn)
-                assert await admit_function.installed(conn)
-    finally:
-        assert await ledger.migrate() == "0004_admit_batch_function"
-    if backend.kind == "postgres":
-        assert await present() == (True, True)
+    async def down_to(revision: str) -> None:
         async with ledger.store.engine.connect() as conn:
+            assert await conn.run_sync(downgrade, revision) == revision
+            await conn.commit()
+
+    then = import_module("fleetgate.adapters.sql.migrations.versions.0005_function_repeat_check")
+    # The kept text is the one its digest was made of (as each function's ``digest`` makes it).
+    digests = {
+        then.ADMIT_0004: then.ADMIT_0004,
+        then.BATCH_0004: f"{then.BATCH_0004}\n{then.ADMIT_0004_DIGEST}",
+    }
+    for text, digest in ((then.ADMIT_0004, then.ADMIT_0004_DIGEST),
+                         (then.BATCH_0004, then.BATCH_0004_DIGEST)):  # fmt: skip
+        assert hashlib.sha256(digests[text].encode()).hexdigest()[:32] == digest
+    assert "SET lock_timeout" not in then.BATCH_0004 and "duplicate" in then.BATCH_0004
+    assert "PERFORM placements" not in then.ADMIT_0004
+    try:
+        await down_to("0004_admit_batch_function")
+        if backend.kind == "postgres":
+            # Revision 0004's functions, as its code recorded them: this code's are not there,
+            # so this code admits in-process (the 0004 code would find them current).
+            assert await installed() == (
+                stored_functions.marker(then.ADMIT_0004_DIGEST),
+                stored_functions.marker(then.BATCH_0004_DIGEST),
+            )
+            async with ledger.store.engine.connect() as conn:
+                assert not await admit_function.installed(conn)
+                assert not await batch_function.installed(conn)
+                setting = await conn.execute(
+                    sa.text("SELECT proconfig FROM pg_proc WHERE oid = to_regprocedure(:b)"),
+                    {"b": batch_function.SIGNATURE},
+                )
+                assert setting.scalar() is None  # 0004's batch carried no lock_timeout
+        await down_to("0003_admit_function")
+        if backend.kind == "postgres":
+            admit, batch = await installed()
+            assert admit == stored_functions.marker(then.ADMIT_0004_DIGEST) and batch is None
+    finally:
+        assert await ledger.migrate() == "0005_function_repeat_check"
+    if backend.kind == "postgres":
+        assert await installed() == (
+            stored_functions.marker(admit_function.digest()),
+            stored_functions.marker(batch_function.digest()),
+        )
+        async with ledger.store.engine.connect() as conn:
+            assert await admit_function.installed(conn)
             assert await batch_function.installed(conn)
             stale = f"COMMENT ON FUNCTION {batch_function.SIGNATURE} IS 'fleetgate 0'"
             await conn.exec_driver_sql(stale)

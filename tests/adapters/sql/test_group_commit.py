@@ -724,3 +724,53 @@ async def test_an_item_whose_row_another_transaction_holds_does_not_hold_up_its_
     assert ledger.group_commit_stats().solo_admissions == 1
     assert len(await placed_events(ledger)) == 3
     await assert_counters_match_placements(ledger)
+
+
+# --- what a batch sends besides its admissions ------------------------------------------------
+
+#: More than a node of ``Capacity(1, 1024, 10)`` allows (3 vCPUs, 1024 MB, 10 GB) everywhere.
+TOO_BIG = Resources(4, 2048, 20)
+
+
+async def test_a_batch_reads_only_for_refusals_its_executor_did_not_look_up(
+    ledger: SqlLedger, backend: Backend
+) -> None:
+    # A refused retry whose first attempt was admitted is answered with that placement; a
+    # refused new request with its refusal. PostgreSQL's batch function looked for both request
+    # ids itself before refusing: only the repeat's placement is read after the COMMIT. The
+    # savepoint executor looks for neither, so each refusal is followed by a read.
+    await ledger.add_node(NodeSpec("a", BIG))
+    await ledger.add_node(NodeSpec("full", Capacity(1, 1024, 10)))
+    first = await ledger.admit(req("a", TOO_BIG, request_id="r1"))
+    assert first.admitted
+    before = ledger.group_commit_stats()
+    statements: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        statements.append(" ".join(statement.split()).upper())
+
+    engine = ledger.store.engine.sync_engine
+    sa.event.listen(engine, "before_cursor_execute", record)
+    try:
+        repeat, refused, fresh = await asyncio.gather(
+            ledger.admit(req("full", TOO_BIG, request_id="r1")),
+            ledger.admit(req("full", TOO_BIG, request_id="new")),
+            ledger.admit(req("a", request_id="fresh")),
+        )
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", record)
+    assert ledger.group_commit_stats().since(before).batches == 1
+    assert repeat.replayed and repeat.placement == first.placement
+    assert refused.denial is not None and not refused.replayed
+    assert fresh.admitted
+    reads = [s for s in statements if s.startswith("SELECT") and "FROM PLACEMENTS" in s]
+    bounds = [s for s in statements if s.startswith("SET LOCAL")]
+    if ledger.one_call and ledger.batch_call:
+        # One call (which bounds its own lock waits: no SET LOCAL), then the repeat's read.
+        assert statements[0].startswith("SELECT FG_INDEX") and len(reads) == 1, statements
+        assert len(statements) == 2 and bounds == [], statements
+    else:
+        assert len(reads) == 2, statements
+        expected = [f"SET LOCAL LOCK_TIMEOUT = '{batch_function.BATCH_LOCK_TIMEOUT_MS}MS'"]
+        assert bounds == (expected if backend.kind == "postgres" else []), statements
+    assert [p.request_id for p in await ledger.placements()].count("r1") == 1

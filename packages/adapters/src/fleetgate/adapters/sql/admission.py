@@ -80,11 +80,26 @@ def lock_held(error: DBAPIError) -> bool:
 
 
 class Refused(Exception):
-    """Raised inside the transaction to roll it back; carries the denial out."""
+    """Raised inside the transaction to roll it back; carries the denial out.
 
-    def __init__(self, denial: Denial) -> None:
+    ``repeat_checked``: the refusal was decided after looking for an earlier placement of the
+    request id and finding none (the PostgreSQL function does), so no read of it follows.
+    """
+
+    def __init__(self, denial: Denial, *, repeat_checked: bool = False) -> None:
         super().__init__(denial.describe())
         self.denial = denial
+        self.repeat_checked = repeat_checked
+
+
+class NodeGone(NodeNotFound):
+    """``NodeNotFound`` after looking for an earlier placement of the request id: there is none."""
+
+    repeat_checked = True
+
+
+class Duplicate(Exception):
+    """The function found the request id already placed instead of answering its refusal."""
 
 
 @dataclass(frozen=True)
@@ -349,8 +364,10 @@ async def admit_by_function(
         return await after_claim(conn, request, placement_id, now, claimed, [], audit)
     if outcome == admit_function.CLAIM_APPEARED:
         raise ClaimAppeared(request.namespace)
+    if outcome == admit_function.DUPLICATE:
+        raise Duplicate(request.request_id)
     if outcome == admit_function.NO_NODE:
-        raise NodeNotFound(request.node)
+        raise NodeGone(request.node)
     if outcome == admit_function.NO_CLUSTER:
         raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`")
     stages = {
@@ -364,7 +381,7 @@ async def admit_by_function(
     denial = deny(refusing, guard_row(admit_function.typed(table, result.refused)), params)
     if denial is None:
         raise Recheck(outcome)  # the row changed between the UPDATE and its lock
-    raise Refused(denial)
+    raise Refused(denial, repeat_checked=True)  # the function found no earlier placement
 
 
 async def admit(
@@ -415,14 +432,22 @@ async def admit(
                 continue  # run again: the claim is visible now, so this time it is charged
             except Recheck:
                 by_function = False  # rolled back: the in-process path re-reads under lock
+            except Duplicate:
+                # Read as the UNIQUE key's repeat is (below); released since, its request id
+                # is free again and the request is admitted afresh.
+                replay = await replay_of(store, request)
+                if replay is not None:
+                    return replay
         raise LedgerUnavailable(
             f"admit onto {request.node}: claims of {request.namespace} kept changing"
         )
     except (Refused, NodeNotFound, IntegrityError) as exc:
         # One answer for all three: a repeat of an earlier request answers with its placement
         # (a racing twin committed first, its node has left since, or it no longer fits);
-        # otherwise a refusal is the result and anything else is raised as it was.
-        replay = await replay_of(store, request)
+        # otherwise a refusal is the result and anything else is raised as it was. The
+        # function looked for the placement already (``repeat_checked``): no second read.
+        checked = isinstance(exc, Refused | NodeGone) and exc.repeat_checked
+        replay = None if checked else await replay_of(store, request)
         if replay is not None:
             return replay
         if isinstance(exc, Refused):

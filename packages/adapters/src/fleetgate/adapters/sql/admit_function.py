@@ -3,20 +3,21 @@
 The function's SQL is generated, not written: each of its guarded UPDATEs is the statement
 ``prepared`` sends on the in-process path (so its ``WHERE`` is ``compile.where`` of the domain's
 guard, the one the property tests hold equal to the domain), compiled for PostgreSQL with the
-placeholders renamed to the function's arguments. Its order is the canonical one: the claim (or
-the cluster's unclaimed sums, then the check that no claim committed meanwhile), the node, the
-placement row. It never explains a refusal: it stops at the first guard that refused and returns
-that row, locked, so the domain evaluates the guard on it with no second read (the same verdict
-``guarded.charge`` reaches). Whatever the function does not finish (an advisory claim that goes
-over its limit, a row that admits under the lock after all) the caller finishes in Python, in the
-same transaction or a fresh one; nothing is ever committed half done, since the function runs
-inside the caller's transaction.
+placeholders renamed to the function's arguments. Its order is the canonical one: the claim (or the
+cluster's unclaimed sums, then the check that no claim committed meanwhile), the node, the placement
+row. It never explains a refusal: it stops at the first guard that refused and returns that row,
+locked, so the domain evaluates the guard on it with no second read (the same verdict
+``guarded.charge`` reaches). Before it answers a refusal or an unknown node it looks for an earlier
+placement of the request id (``DUPLICATE`` if there is one), so the caller needs no read of its own
+to tell a retry from a new request; the admitted path never looks. Whatever the function does not
+finish (an advisory claim that goes over its limit, a row that admits under the lock after all) the
+caller finishes in Python, in the same transaction or a fresh one; nothing is ever committed half
+done, since the function runs inside the caller's transaction.
 
-Alembic installs it (revision 0003); its comment holds the digest of its text, and the ledger
-uses it only when the installed digest is this code's (``installed``): a guard changed without a
-migration that reinstalls the function falls back to the in-process path instead of admitting
-by a stale rule.
-"""
+Alembic installs it (revision 0003; 0005 reinstalls it); its comment holds the digest of its text,
+and the ledger uses it only when the installed digest is this code's (``installed``): a guard
+changed without a migration that reinstalls the function falls back to the in-process path instead
+of admitting by a stale rule."""
 
 from __future__ import annotations
 
@@ -71,6 +72,12 @@ NO_CLUSTER: Final = "no_cluster"
 NO_NODE: Final = "no_node"
 #: A refusal, by the stage whose guard refused it.
 REFUSED: Final = {"claim": "refused_claim", "cluster": "refused_cluster", "node": "refused_node"}
+#: Refused (or its node gone), but the request id already has a placement: the caller reads it
+#: and answers the replay, as when the placement row's UNIQUE key finds the repeat.
+DUPLICATE: Final = "duplicate"
+#: The outcomes the function returns only after it looked for an earlier placement of the
+#: request id and found none: the caller answers them with no read of its own.
+REPEAT_CHECKED: Final = frozenset({NO_NODE, *REFUSED.values()})
 
 _PG = postgresql.dialect(paramstyle="named")  # type: ignore[no-untyped-call]
 _SIZE = Resources(1, 1, 1)
@@ -81,6 +88,7 @@ _ARGUMENT_OF: Final = {
     "k_expires_at": "p_now",
     "k_name": "p_node",
     "k_namespace": "p_namespace",
+    "k_request_id": "p_request_id",
     "k_now": "p_now",
     "k_id": str(CLUSTER_ID),
     "g_demand": "p_demand",
@@ -124,8 +132,26 @@ def _touch(table: sa.Table, keys: prepared.Keys) -> str:
     return _sql(statement.returning(*table.c))
 
 
+#: Whether the request id already has a placement (the UNIQUE key's columns: one index probe).
+_EARLIER: Final = sa.select(placements.c.id).where(
+    placements.c.namespace == sa.bindparam("k_namespace"),
+    placements.c.request_id == sa.bindparam("k_request_id"),
+)
+
+
 def _stop(outcome: str, refused: str = "NULL", claim: str = "NULL") -> str:
-    return f"RETURN QUERY SELECT '{outcome}'::text, {claim}::text, {refused}::json, NULL::json;"
+    answer = f"RETURN QUERY SELECT '{outcome}'::text, {claim}::text, {refused}::json, NULL::json;"
+    if outcome not in REPEAT_CHECKED:
+        return answer
+    # Before a refusal (never on the admission path): a retry whose first attempt was admitted
+    # gets its placement, not the refusal. At READ COMMITTED this statement sees every placement
+    # committed before it started, so it finds what the caller's own read after the refusal
+    # used to find; the caller no longer sends that read.
+    earlier = _sql(_EARLIER).replace("SELECT", "PERFORM", 1)
+    return (
+        f"IF p_request_id IS NOT NULL THEN {earlier}; "
+        f"IF FOUND THEN {_stop(DUPLICATE)} RETURN; END IF; END IF; {answer}"
+    )
 
 
 def _refused(table: sa.Table, keys: prepared.Keys, stage: str, missing: str) -> str:
@@ -290,10 +316,12 @@ __all__ = [
     "ARGUMENTS",
     "CLAIM_APPEARED",
     "CLAIM_OVER",
+    "DUPLICATE",
     "NAME",
     "NO_CLUSTER",
     "NO_NODE",
     "REFUSED",
+    "REPEAT_CHECKED",
     "arguments_for",
     "call",
     "definition",

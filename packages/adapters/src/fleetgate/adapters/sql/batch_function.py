@@ -15,13 +15,19 @@ its id up): past 64 in one transaction PostgreSQL's per-backend cache of them ov
 every other session's visibility checks get slower until it ends. Group commit's bound on a
 batch should stay at or below 64 here.
 
-Alembic installs it (revision 0004). Its comment holds a digest of its own text *and* of
-``fleetgate_admit``'s, since it runs that function: the ledger uses it only while both are
-current (``installed``).
-"""
+The function bounds each lock wait itself (``SET lock_timeout``, see ``BATCH_LOCK_TIMEOUT_MS``):
+the setting holds for the call and the caller's value is back after it, so a batch sends no
+``SET LOCAL`` first. An element refused (or whose node is gone) was looked up by its request id
+before ``fleetgate_admit`` answered: its result says so (``repeat_checked``), and nothing reads
+for it after the COMMIT, unless a later element of the same batch admitted its twin.
+
+Alembic installs it (revision 0004, reinstalled by 0005). Its comment holds a digest of its own text
+*and* of ``fleetgate_admit``'s, since it runs that function: the ledger uses it only while both are
+current (``installed``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -47,8 +53,14 @@ NAME: Final = "fleetgate_admit_batch"
 ARGUMENTS: Final = tuple((name, f"{sql_type}[]") for name, sql_type in admit_function.ARGUMENTS)
 SIGNATURE: Final = f"{NAME}({', '.join(t for _, t in ARGUMENTS)})"
 
-#: An element's request id is already taken (the placements' UNIQUE(namespace, request_id)).
-DUPLICATE: Final = "duplicate"
+#: An element's request id is already taken: the placements' UNIQUE(namespace, request_id)
+#: met it, or ``fleetgate_admit`` found it before answering a refusal (the same outcome).
+DUPLICATE: Final = admit_function.DUPLICATE
+#: How long an element may wait for one lock: long enough for another process's batch to commit
+#: (a few ms), short next to the second PostgreSQL waits before it looks for a deadlock. The
+#: function carries it (``SET lock_timeout``), so it holds for the call and the caller's value
+#: is back when the call returns: the batch sends no ``SET LOCAL`` of its own.
+BATCH_LOCK_TIMEOUT_MS: Final = 50
 #: The errors an element meets alone, by PL/pgSQL condition name, as the outcome they report.
 RETRIED: Final = {
     "deadlock_detected": "deadlock",
@@ -119,7 +131,8 @@ END
     returns = "TABLE({} integer, {} text, {} text, {} json, {} json)".format(*_RESULT)
     return (
         f"CREATE OR REPLACE FUNCTION {NAME}({arguments}) RETURNS {returns} "
-        f"LANGUAGE plpgsql AS $fleetgate${body}$fleetgate$"
+        f"LANGUAGE plpgsql SET lock_timeout = '{BATCH_LOCK_TIMEOUT_MS}ms' "
+        f"AS $fleetgate${body}$fleetgate$"
     )
 
 
@@ -207,8 +220,8 @@ async def _result(
         return _solo(_SOLO_REASONS[outcome])
     if outcome == DUPLICATE:
         return ItemResult(Outcome.DUPLICATE)
-    if outcome == admit_function.NO_NODE:
-        return ItemResult(Outcome.NO_NODE)
+    if outcome == admit_function.NO_NODE:  # its request id was looked for first: no repeat
+        return ItemResult(Outcome.NO_NODE, repeat_checked=True)
     if outcome == admit_function.NO_CLUSTER:
         raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`")
     if outcome not in _REFUSING:  # pragma: no cover - the function returns only the above
@@ -219,7 +232,7 @@ async def _result(
     denial = deny(refusing, row_then, request.guard_params())
     if denial is None:  # the row changed between the guarded UPDATE and its lock
         return _solo("the refused row admits under the lock after all")
-    return ItemResult(Outcome.REFUSED, denial=denial)
+    return ItemResult(Outcome.REFUSED, denial=denial, repeat_checked=True)
 
 
 async def postgres_batch_executor(
@@ -242,11 +255,36 @@ async def postgres_batch_executor(
     ]
     for i, row in zip(sent, await call(conn, elements), strict=True):
         results[i] = await _result(conn, items[i], row, now)
-    return results
+    return _twins_admitted_later(items, results)
+
+
+def _twins_admitted_later(
+    items: Sequence[BatchItem], results: list[ItemResult]
+) -> list[ItemResult]:
+    """A refusal whose request id a *later* item of the batch admitted is read for after all.
+
+    The function looked for an earlier placement when it refused, before the later twin was
+    written; after the COMMIT the twin is there, and the group committer's read finds it, as
+    it did before the function looked (the refusal stands only if that read finds nothing).
+    """
+    admitted = {
+        (r.admission.placement.namespace, r.admission.placement.request_id)
+        for r in results
+        if r.admission is not None and r.admission.placement is not None
+    }
+    return [
+        dataclasses.replace(result, repeat_checked=False)
+        if result.repeat_checked
+        and item.request.request_id is not None
+        and (item.request.namespace, item.request.request_id) in admitted
+        else result
+        for item, result in zip(items, results, strict=True)
+    ]
 
 
 __all__ = [
     "ARGUMENTS",
+    "BATCH_LOCK_TIMEOUT_MS",
     "DUPLICATE",
     "NAME",
     "RETRIED",

@@ -11,6 +11,8 @@ the items' order. Its contract, which every executor keeps and the batch tests c
 - an ``ADMITTED`` item's counters and placement row are written; its audit events are *not*:
   they are returned in ``events`` and the group committer inserts every item's events in one
   statement, after the last admission and before the COMMIT;
+- it bounds its own lock waits where the database would wait long (``bound_batch_waits``):
+  the batch holds earlier items' rows while a later item waits, out of the canonical order;
 - an error that leaves the transaction unusable (a lost connection, MariaDB's deadlock, which
   rolls back the whole transaction) is raised: the group committer then splits the batch and
   admits each item alone, on the one-admission path with its own retries (nothing of the
@@ -72,6 +74,10 @@ class ItemResult:
     events: Sequence[Event] = field(default=())
     #: Why an item went SOLO (for logs and tests).
     reason: str = ""
+    #: REFUSED or NO_NODE after the executor itself looked for an earlier placement of the
+    #: request id and found none (PostgreSQL's function does, before it answers a refusal):
+    #: the group committer then answers with no read of its own.
+    repeat_checked: bool = False
 
 
 class BatchExecutor(Protocol):

@@ -192,9 +192,10 @@ class GroupCommitter:
             return result.admission
         if result.outcome is Outcome.SOLO:
             return await self._alone(request, item.audit)
-        replay = await admission.replay_of(self.store, request)
-        if replay is not None:
-            return replay
+        if not result.repeat_checked:  # else: no earlier placement when it was refused
+            replay = await admission.replay_of(self.store, request)
+            if replay is not None:
+                return replay
         if result.outcome is Outcome.REFUSED:
             return Admission(denial=result.denial)
         if result.outcome is Outcome.NO_NODE:
@@ -265,7 +266,6 @@ class GroupCommitter:
         executor = self._executor()
 
         async def work(conn: AsyncConnection) -> list[ItemResult]:
-            await self.store.dialect.bound_batch_waits(conn)
             now = self.store.now_epoch()
             results = await executor(conn, items, now, self.enforcement)
             if len(results) != len(items):  # pragma: no cover - an executor's contract

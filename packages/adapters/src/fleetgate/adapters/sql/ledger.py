@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
+from sqlalchemy.ext.asyncio import AsyncConnection
+
 from fleetgate.adapters.sql import (
     admission,
     admit_function,
@@ -27,7 +29,7 @@ from fleetgate.adapters.sql import (
 )
 from fleetgate.adapters.sql import claims as claim_ops
 from fleetgate.adapters.sql import reconcile as reconcile_ops
-from fleetgate.adapters.sql.batch_items import BatchExecutor
+from fleetgate.adapters.sql.batch_items import BatchExecutor, BatchItem, ItemResult
 from fleetgate.adapters.sql.dialect import DialectSupport
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.group_commit import GroupCommitConfig, GroupCommitStats, GroupCommitter
@@ -161,8 +163,19 @@ class SqlLedger:
         (one round trip for the whole batch); else each item in a savepoint of its own.
         """
         if self.one_call and self.batch_call:
-            return batch_function.postgres_batch_executor
-        return batch_savepoints.admit_each
+            return batch_function.postgres_batch_executor  # bounds its waits itself (SET clause)
+        return self._admit_each
+
+    async def _admit_each(
+        self,
+        conn: AsyncConnection,
+        items: Sequence[BatchItem],
+        now: float,
+        enforcement: ClaimEnforcement,
+    ) -> list[ItemResult]:
+        """The savepoint executor, after the dialect bounded the batch's lock waits."""
+        await self.store.dialect.bound_batch_waits(conn)
+        return await batch_savepoints.admit_each(conn, items, now, enforcement)
 
     def group_commit_stats(self) -> GroupCommitStats:
         """What group commit has done so far (zeros when it is off)."""

@@ -18,6 +18,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql import node_writes
+from fleetgate.adapters.sql.batch_function import BATCH_LOCK_TIMEOUT_MS
 from fleetgate.adapters.sql.dialect import DialectSupport, Timeouts, error_code
 from fleetgate.domain.capacity.dimensions import ALLOCATION
 from fleetgate.domain.capacity.reconcile import NodeResult
@@ -26,10 +27,6 @@ from fleetgate.domain.capacity.reconcile import NodeResult
 RETRYABLE = frozenset({"40001", "40P01"})
 #: Arbitrary but fixed key of the advisory lock that serialises migrations.
 MIGRATION_LOCK_KEY = 0x666C6774
-#: How long an item of a group-commit batch may wait for one lock (see ``bound_batch_waits``):
-#: long enough for another process's batch to commit (a few ms), short next to the second a
-#: deadlock would cost.
-BATCH_LOCK_TIMEOUT_MS = 50
 #: SQLSTATE classes and codes that mean the database cannot serve us now: connection
 #: exceptions (08), insufficient resources (53: too many connections, disk full), operator
 #: intervention (57: terminated, shutting down, cannot connect now, statement timeout), invalid
@@ -70,6 +67,9 @@ class PostgresSupport(DialectSupport):
 
     async def bound_batch_waits(self, conn: AsyncConnection) -> None:
         """``lock_timeout`` for the batch's transaction, far below ``deadlock_timeout`` (1 s).
+
+        Only for the savepoint executor: the batch function carries the same bound itself
+        (its ``SET`` clause, ``batch_function.BATCH_LOCK_TIMEOUT_MS``), with no statement.
 
         PostgreSQL looks for a deadlock only after a wait of ``deadlock_timeout``: a batch in a
         cycle would stall every caller of the batch and the other transaction for a second
