@@ -33,6 +33,7 @@ from fleetgate.domain.capacity.dimensions import ALLOCATION, Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, NodeSpec
 from fleetgate.domain.events import Event, Level
+from tests.adapters.sql.test_admit_function import recorded
 from tests.adapters.sql.test_concurrency import (
     assert_counters_match_placements,
     burst_onto_room_for_five,
@@ -744,21 +745,12 @@ async def test_a_batch_reads_only_for_refusals_its_executor_did_not_look_up(
     first = await ledger.admit(req("a", TOO_BIG, request_id="r1"))
     assert first.admitted
     before = ledger.group_commit_stats()
-    statements: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        statements.append(" ".join(statement.split()).upper())
-
-    engine = ledger.store.engine.sync_engine
-    sa.event.listen(engine, "before_cursor_execute", record)
-    try:
+    with recorded(ledger) as statements:
         repeat, refused, fresh = await asyncio.gather(
             ledger.admit(req("full", TOO_BIG, request_id="r1")),
             ledger.admit(req("full", TOO_BIG, request_id="new")),
             ledger.admit(req("a", request_id="fresh")),
         )
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", record)
     assert ledger.group_commit_stats().since(before).batches == 1
     assert repeat.replayed and repeat.placement == first.placement
     assert refused.denial is not None and not refused.replayed
