@@ -11,9 +11,13 @@ the machine that was busy and its load average, and ends with the over-commit ch
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from rich.console import Console
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import create_async_engine
 
 from benchmarks import wrk
 from benchmarks.admission import NAMESPACE
@@ -33,9 +37,15 @@ INTRO = (
     " processes from `/proc` over the measured run, divided by the placements it made (201s; on"
     " the full fleet, by the 507s it answered). Machine busy is the share of both cores busy"
     " during the run (wrk and every other process included); load is the 1-minute load average"
-    " at the cell's end. The over-commit check runs after every cell."
+    " at the cell's end. Sessions opened counts the database sessions opened during the measured"
+    " run, read before and after it on one held connection (PostgreSQL: this cell's database,"
+    " from its statistics, which each session reports lazily, so within one either way; MariaDB:"
+    " server-wide, so on an idle machine): about 0 means the pool kept its connections, no"
+    " churn. The over-commit check runs after every cell."
 )
 FLEET = 100
+#: Reads how many sessions the database server has opened so far (None: SQLite has none).
+Counter = Callable[[], Awaitable[int | None]]
 #: The nodes of the full-fleet cell: each filled to its limit by one placement.
 FULL_FLEET = 20
 CONNECTIONS = (8, 32)
@@ -62,6 +72,8 @@ class WrkCell:
     machine_busy: float
     load: float
     check: Check
+    #: Database sessions opened during the measured run (None: SQLite, which has none).
+    sessions: int | None = None
 
     @property
     def placed(self) -> int:
@@ -87,21 +99,65 @@ def _matrix(sizes: Sizes) -> tuple[tuple[int, ...], tuple[int, ...], float]:
     return PROCESSES, CONNECTIONS, sizes.cell_seconds
 
 
+@asynccontextmanager
+async def session_counter(target: Target, url: str) -> AsyncIterator[Counter]:
+    """A way to read the sessions the database server has opened so far (None for SQLite).
+
+    PostgreSQL counts them per database (``pg_stat_database.sessions``, this cell's own
+    database), MariaDB only server-wide (``Connections``, so anything else connecting meanwhile
+    counts too). Both are read on one connection held for the whole cell, which adds none.
+    """
+    if target.kind == "sqlite":
+
+        async def nothing() -> int | None:
+            return None
+
+        yield nothing
+        return
+    query = text(
+        "SELECT sessions FROM pg_stat_database WHERE datname = current_database()"
+        if target.kind == "postgres"
+        else "SELECT VARIABLE_VALUE FROM information_schema.GLOBAL_STATUS"
+        " WHERE VARIABLE_NAME = 'CONNECTIONS'"
+    )
+    engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+
+            async def count() -> int | None:
+                return int((await conn.execute(query)).scalar_one())
+
+            yield count
+    finally:
+        await engine.dispose()
+
+
 async def _cell(
-    server: Server, connections: int, seconds: float, request_ids: str | None
-) -> tuple[wrk.WrkRun, float, float]:
+    server: Server,
+    connections: int,
+    seconds: float,
+    request_ids: str | None,
+    sessions: Counter,
+) -> tuple[wrk.WrkRun, float, float, int | None]:
     # A short warm-up on the same server (its connections, its snapshot), then the measurement.
     warm = None if request_ids is None else request_ids + "-warm"
     wrk.run(server.base, PATH, TOKEN, SIZE.as_dict(), connections=connections, seconds=1,
             request_ids=warm)  # fmt: skip
+    opened_before = await sessions()
     cpu_before, (busy_before, all_before) = server_cpu(server.pid), machine_busy()
     measured = wrk.run(
         server.base, PATH, TOKEN, SIZE.as_dict(),
         connections=connections, seconds=seconds, request_ids=request_ids,
     )  # fmt: skip
     cpu_after, (busy_after, all_after) = server_cpu(server.pid), machine_busy()
+    opened_after = await sessions()
     spent = all_after - all_before
-    return measured, cpu_after - cpu_before, (busy_after - busy_before) / spent if spent else 0.0
+    busy = (busy_after - busy_before) / spent if spent else 0.0
+    # The second count's own session is in it: not the server's.
+    opened = (
+        None if opened_after is None or opened_before is None else opened_after - opened_before - 1
+    )
+    return measured, cpu_after - cpu_before, busy, opened
 
 
 async def fill(ledger: SqlLedger) -> None:
@@ -125,16 +181,17 @@ async def run_target(target: Target, sizes: Sizes, console: Console) -> list[Wrk
             ", full fleet" if full else (", request_id" if ids else "")
         )
         with console.status(label):
-            async with serve(target, url, n) as server:
+            async with serve(target, url, n) as server, session_counter(target, url) as sessions:
                 prefix = f"{os.getpid()}-{len(cells)}" if ids else None
-                run, cpu, busy = await _cell(server, c, seconds, prefix)
+                run, cpu, busy, opened = await _cell(server, c, seconds, prefix, sessions)
         cell = WrkCell(
-            target.label, n, c, ids, full, run, cpu, busy, os.getloadavg()[0], await check(ledger)
-        )
+            target.label, n, c, ids, full, run, cpu, busy, os.getloadavg()[0], await check(ledger),
+            opened,
+        )  # fmt: skip
         cells.append(cell)
         console.print(
             f"  {label}: {rate(cell.per_second)}/s p50 {run.p50_ms:.1f} ms "
-            f"p99 {run.p99_ms:.1f} ms server CPU {cell.cpu_ms:.2f} ms "
+            f"p99 {run.p99_ms:.1f} ms server CPU {cell.cpu_ms:.2f} ms sessions {opened} "
             f"statuses {run.statuses} check {cell.check.summary()}"
         )
 
@@ -167,6 +224,7 @@ def table(cells: list[WrkCell]) -> Table:
             "p99 ms",
             "server CPU ms/placement",
             "statuses",
+            "sessions opened",
             "machine busy",
             "load (1 min)",
             "over-commit check",
@@ -184,6 +242,7 @@ def table(cells: list[WrkCell]) -> Table:
             f"{c.run.p99_ms:.1f}",
             f"{c.cpu_ms:.2f}",
             statuses + (f", socket errors: {c.run.errors}" if c.run.errors else ""),
+            "—" if c.sessions is None else f"{c.sessions:,}",
             f"{c.machine_busy:.0%}",
             f"{c.load:.1f}",
             f"{c.check.summary()} ({c.check.placements:,} placements)",
