@@ -15,6 +15,7 @@ its own node snapshot; a node changed through one worker reaches the others' pla
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib.util
 import logging
 import os
@@ -89,12 +90,34 @@ def cheap_access_log() -> None:
     access.propagate = False
 
 
+#: Allocations between two collections of the youngest generation (Python's default: 700).
+GC_YOUNG_THRESHOLD = 10_000
+
+
+def settle_heap() -> None:
+    """Once a serving process has started: its start-up objects out of the collector's way.
+
+    The modules, the schemas, the container and the ledger live as long as the process, yet
+    every full collection walked them all: under a steady load of placements the cyclic garbage
+    collector took about a fifth of the server's CPU (measured with ``gc.callbacks``, 13 full
+    collections of ~0.13 s in 10 s). Frozen, they are never scanned again; a larger youngest
+    generation makes collections rarer. Nothing is leaked: objects freed by reference count are
+    freed as before, and cycles made after this are collected as before.
+    """
+    gc.collect()
+    gc.freeze()
+    _young, *older = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
+
+
 def worker_app() -> object:
     """The app of one worker process (``--workers``): built from the environment, as a factory."""
     settings = load_settings()
     configure_logging(settings.log_format)
     cheap_access_log()
-    return create_app(build_container(settings))
+    app = create_app(build_container(settings))
+    settle_heap()
+    return app
 
 
 async def _migrate(settings: Settings) -> None:
@@ -237,6 +260,7 @@ async def _serve(container: Container, server: uvicorn.Server, sock: socket.sock
     """Start the ledger (a failure is StartupFailed, one line), serve, close the ledger."""
     ledger: LedgerLifecycle = container.ledger()
     await start_ledger(ledger, container.settings().database_url)
+    settle_heap()
     host, port = sock.getsockname()[:2]
     _log.info("serving the API", url=f"http://{host}:{port}")
     try:
