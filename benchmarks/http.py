@@ -125,6 +125,7 @@ async def serve(target: Target, url: str, processes: int | None = None) -> Async
     base = f"http://127.0.0.1:{port}"
     try:
         await _wait_ready(base, process)
+        await _wait_listening(port, processes or 1, process)
         yield Server(base, process.pid)
     finally:
         # No graceful drain: requests a capped cell abandoned are not worth serving.
@@ -134,6 +135,33 @@ async def serve(target: Target, url: str, processes: int | None = None) -> Async
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def listening(port: int) -> int:
+    """Sockets listening on ``port`` (Linux ``/proc/net/tcp*``): one per worker once all serve."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            count += state == "0A" and int(local.rsplit(":", 1)[1], 16) == port
+    return count
+
+
+async def _wait_listening(port: int, processes: int, process: subprocess.Popen[bytes]) -> None:
+    # Ready is one worker's answer; each worker listens on a socket of its own, and the kernel
+    # gives a connection only to a socket that listens: a cell started before every worker did
+    # would measure fewer workers than it says.
+    deadline = time.monotonic() + STARTUP_SECONDS
+    while listening(port) < processes:
+        if process.poll() is not None:
+            raise RuntimeError(f"fleetgate api exited with {process.returncode}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"fewer than {processes} workers of fleetgate api listen")
+        await asyncio.sleep(0.2)
 
 
 async def _wait_ready(base: str, process: subprocess.Popen[bytes]) -> None:

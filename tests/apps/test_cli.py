@@ -156,8 +156,19 @@ def test_a_database_scheme_nobody_serves_is_invalid_configuration(tmp_path: Path
     assert one_error_line(out).startswith("error: database_url: no installed plugin serves")
 
 
-def test_a_port_in_use_is_one_error_line_and_exit_1(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("workers", "holder_shares"),
+    [("1", False), ("2", False), ("2", True)],
+    ids=["one worker", "workers", "workers, port held by SO_REUSEPORT sockets"],
+)
+def test_a_port_in_use_is_one_error_line_and_exit_1(
+    tmp_path: Path, workers: str, holder_shares: bool
+) -> None:
+    # Workers listen on sockets of their own with SO_REUSEPORT; a port another server holds the
+    # same way (another fleetgate with workers) is refused all the same, never shared.
     with socket.socket() as taken:
+        if holder_shares:
+            taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
@@ -167,6 +178,8 @@ def test_a_port_in_use_is_one_error_line_and_exit_1(tmp_path: Path) -> None:
             "api",
             "--port",
             str(port),
+            "--workers",
+            workers,
             FLEETGATE_DATABASE_URL=url,
             FLEETGATE_API__ADMIN_TOKEN="tok-port-in-use",
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import io
 import logging
@@ -32,6 +33,7 @@ from fleetgate.apps.api.server import (
 )
 from fleetgate.apps.settings import ApiSettings, Settings
 from tests.servers import FLEETGATE, free_port, stop, wait_until_serving
+from tests.waiting import HANG_SECONDS
 
 ADMIN_TOKEN = "real-server-admin-token"
 
@@ -226,3 +228,76 @@ class _Node:
     def __init__(self, payload: object) -> None:
         self.me = self
         self.payload = payload
+
+
+def _listening(port: int) -> int:
+    return sum(
+        1
+        for table in ("/proc/net/tcp", "/proc/net/tcp6")
+        if Path(table).exists()
+        for line in Path(table).read_text().splitlines()[1:]
+        if line.split()[3] == "0A" and int(line.split()[1].rsplit(":", 1)[1], 16) == port
+    )
+
+
+def _connections_per_process(parent: int, port: int) -> dict[int, int]:
+    """Established connections to ``port`` each child of ``parent`` holds (Linux ``/proc``)."""
+    accepted = {
+        fields[9]
+        for table in ("/proc/net/tcp", "/proc/net/tcp6")
+        if Path(table).exists()
+        for fields in (line.split() for line in Path(table).read_text().splitlines()[1:])
+        if fields[3] == "01" and int(fields[1].rsplit(":", 1)[1], 16) == port
+    }
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    held: dict[int, int] = {}
+    for pid in children:
+        count = 0
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                link = os.readlink(fd)
+                count += link.startswith("socket:[") and link[8:-1] in accepted
+        held[int(pid)] = count
+    return held
+
+
+def test_workers_listen_on_sockets_of_their_own_and_share_the_connections(
+    tmp_path: Path,
+) -> None:
+    # With one shared socket the kernel gave a burst of new connections to whichever worker
+    # accepted first, often all of them; each worker's own SO_REUSEPORT socket spreads them.
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
+    env["FLEETGATE_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'spread.db'}"
+    env["FLEETGATE_API__ADMIN_TOKEN"] = "spread-admin-token"
+    proc = subprocess.Popen(
+        [str(FLEETGATE), "api", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    clients: list[socket.socket] = []
+    try:
+        deadline = time.monotonic() + HANG_SECONDS
+        while _listening(port) < 2:
+            assert proc.poll() is None and time.monotonic() < deadline, "workers never listened"
+            time.sleep(0.2)
+        for _ in range(32):
+            client = socket.create_connection(("127.0.0.1", port), timeout=HANG_SECONDS)
+            client.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert client.recv(12).startswith(b"HTTP/1.1 200")
+            clients.append(client)
+        held = _connections_per_process(proc.pid, port)
+        # 32 connections hashed by address onto two sockets: all on one is a 1 in 2**31 draw.
+        assert sum(held.values()) == 32, held
+        assert sum(1 for n in held.values() if n > 0) == 2, held
+    finally:
+        for client in clients:
+            client.close()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            assert proc.wait(timeout=HANG_SECONDS) == 0
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()

@@ -129,14 +129,38 @@ async def _migrate(settings: Settings) -> None:
 
 
 def _run_workers(settings: Settings, host: str, port: int, workers: int) -> int:
-    # The socket is closed whatever happens next: a database that cannot be reached is one line
-    # (cli.main), not that line and a ResourceWarning about the socket.
-    with _bound(host, port) as sock:
+    # The sockets are closed whatever happens next: a database that cannot be reached is one
+    # line (cli.main), not that line and a ResourceWarning about the sockets.
+    sockets = _worker_sockets(host, port, workers)
+    try:
         asyncio.run(_migrate(settings))  # a failure is one line, as for a single process
         assert settings.api.admin_token is not None
         os.environ[ADMIN_TOKEN_ENV] = settings.api.admin_token
         with _shared_metrics_dir():
-            return _serve_workers(host, port, workers, sock)
+            return _serve_workers(host, port, workers, sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _worker_sockets(host: str, port: int, workers: int) -> list[socket.socket]:
+    """A listening socket per worker, all on one address (``SO_REUSEPORT``, see ``workers``).
+
+    The address is taken first without ``SO_REUSEPORT``, so a port another server holds (even
+    another fleetgate with sockets of its own) is refused as before, and port 0 picks one port
+    for all of them.
+    """
+    with _bound(host, port) as probe:
+        port = probe.getsockname()[1]
+    sockets: list[socket.socket] = []
+    try:
+        for _ in range(workers):
+            sockets.append(_bound(host, port, reuse_port=True))
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
 
 
 @contextmanager
@@ -154,8 +178,8 @@ def _shared_metrics_dir() -> Iterator[None]:
             del os.environ[MULTIPROC_ENV]
 
 
-def _serve_workers(host: str, port: int, workers: int, sock: socket.socket) -> int:
-    from uvicorn.supervisors.multiprocess import Multiprocess
+def _serve_workers(host: str, port: int, workers: int, sockets: list[socket.socket]) -> int:
+    from fleetgate.apps.api.workers import Workers
 
     config = uvicorn.Config(
         f"{__name__}:worker_app",
@@ -174,12 +198,12 @@ def _serve_workers(host: str, port: int, workers: int, sock: socket.socket) -> i
         loop=fast_loop(),
         http=fast_http(),
     )
-    # uvicorn's supervisor handles SIGINT/SIGTERM itself: it stops the workers and returns.
-    Multiprocess(config, sockets=[sock]).run()
+    # The supervisor handles SIGINT/SIGTERM itself: it stops the workers and returns.
+    Workers(config, sockets).run()
     return EXIT_OK
 
 
-def _listening_socket(host: str, port: int) -> socket.socket:
+def _listening_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     # Made here rather than by uvicorn's bind_socket, which leaves the protocol 0: asyncio turns
     # on TCP_NODELAY only for sockets that say they are TCP, so each response on a kept-alive
     # connection then waited some 40 ms for the client's delayed ACK (Nagle's algorithm).
@@ -187,6 +211,8 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
     except OSError:
         sock.close()
@@ -248,10 +274,10 @@ def run_api(host: str | None, port: int | None, workers: int = 1) -> int:
             signal.signal(signum, handler)
 
 
-def _bound(host: str, port: int) -> socket.socket:
+def _bound(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """The listening socket, or StartupFailed naming the address (a taken port, say)."""
     try:
-        return _listening_socket(host, port)
+        return _listening_socket(host, port, reuse_port=reuse_port)
     except OSError as exc:
         raise StartupFailed(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
 
