@@ -7,7 +7,6 @@ Each session installs the locked workspace into its own uv virtualenv and calls 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -57,33 +56,42 @@ def _clusters() -> ModuleType:
     return tests.clusters
 
 
-def serves(url: str) -> bool:
-    """Whether something accepts TCP connections at ``url``'s host and port."""
+def accepts(kind: str, url: str) -> bool:
+    """Whether the ``kind`` server at ``url`` lets the URL's user into its database (asked with
+    the server's own client): a server that merely listens may not, as a freshly installed
+    MariaDB (root by socket only) or PostgreSQL (passwords over TCP) does not."""
     parts = urlsplit(url)
+    host, user, database = parts.hostname or "127.0.0.1", parts.username or "", parts.path[1:]
+    if kind == "mariadb":
+        port = parts.port or 3306
+        ask = ["mariadb", "--protocol=tcp", f"--host={host}", f"--port={port}", f"--user={user}"]
+        ask += ["--connect-timeout=5", "--execute=SELECT 1", database]
+    else:
+        conninfo = f"host={host} port={parts.port or 5432} user={user} dbname={database}"
+        ask = ["psql", "--no-password", "-Atc", "SELECT 1", f"{conninfo} connect_timeout=5"]
     try:
-        with socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 0), 3):
-            return True
-    except OSError:
+        answer = subprocess.run(ask, capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
         return False
+    return answer.returncode == 0
 
 
 @contextmanager
 def database_servers(session: nox.Session, *kinds: str) -> Iterator[dict[str, str]]:
     """The URL variable of each server in ``kinds`` ("mariadb", "postgres"): as set in the
-    environment; else the machine's own server on its standard port; else, where nothing serves
-    that port, a server started here on a reserved port and stopped when this exits."""
+    environment; else the machine's own server on its standard port where it lets the default
+    URL in; else a server started here on a reserved port and stopped when this exits."""
     with ExitStack() as stack:
         urls: dict[str, str] = {}
         for kind in kinds:
             variable, default = SERVERS[kind]
             url = os.environ.get(variable) or default
-            if variable not in os.environ and not serves(default):
+            if variable not in os.environ and not accepts(kind, default):
                 clusters = _clusters()
                 server = clusters.MariaDB() if kind == "mariadb" else clusters.Postgres()
                 stack.enter_context(server)
                 url = server.url()
-                where = urlsplit(default).netloc.split("@")[-1]
-                session.log(f"nothing serves {where}: {kind} started at {url} ({server.base})")
+                session.log(f"{default} does not serve: {kind} started at {url} ({server.base})")
             urls[variable] = url
         yield urls
 

@@ -1,5 +1,6 @@
 """noxfile.py's choice of database servers: the configured URL, else the machine's own server on
-its standard port, else one the session starts on a reserved port and stops afterwards."""
+its standard port where it lets the default URL in, else one the session starts on a reserved
+port and stops afterwards. Asked of the real servers (the machine's, and ones started here)."""
 
 from __future__ import annotations
 
@@ -19,38 +20,36 @@ class Session:
         self.logged.append(message)
 
 
-@pytest.fixture
-def nothing_served(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    """Standard URLs on ports nothing listens on, and no URL variable set."""
-    ports = dict(zip(noxfile.SERVERS, free_ports(len(noxfile.SERVERS)), strict=True))
-    for kind, (variable, default) in noxfile.SERVERS.items():
-        monkeypatch.delenv(variable, raising=False)
-        dead = default.replace(":3306/", f":{ports[kind]}/").replace(":5432/", f":{ports[kind]}/")
-        monkeypatch.setitem(noxfile.SERVERS, kind, (variable, dead))
-    return ports
+def unusable(kind: str) -> str:
+    """The kind's default URL made useless: a port nothing listens on (MariaDB), or a user the
+    server does not know (PostgreSQL: it listens, and refuses the login)."""
+    default = noxfile.SERVERS[kind][1]
+    if kind == "mariadb":
+        return default.replace(":3306/", f":{free_ports(1)[0]}/")
+    return default.replace("//postgres@", "//no_such_user@")
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["mariadb", "postgres"])
-def test_where_nothing_serves_the_standard_port_a_server_is_started_for_the_session(
-    kind: str, nothing_served: dict[str, int]
+def test_where_the_default_url_is_not_served_a_server_is_started_for_the_session(
+    kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    session = Session()
     variable = noxfile.SERVERS[kind][0]
+    default = unusable(kind)
+    monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setitem(noxfile.SERVERS, kind, (variable, default))
+    assert not noxfile.accepts(kind, default)
+    session = Session()
     with noxfile.database_servers(session, kind) as urls:  # type: ignore[arg-type]
         assert list(urls) == [variable]
-        assert noxfile.serves(urls[variable])
-        assert f":{nothing_served[kind]}/" not in urls[variable]
+        assert urls[variable] != default
+        assert noxfile.accepts(kind, urls[variable])
         (logged,) = session.logged
-        assert logged.startswith(
-            f"nothing serves 127.0.0.1:{nothing_served[kind]}: {kind} started at {urls[variable]} ("
-        )
-    assert not noxfile.serves(urls[variable])
+        assert logged.startswith(f"{default} does not serve: {kind} started at {urls[variable]} (")
+    assert not noxfile.accepts(kind, urls[variable])
 
 
-def test_a_url_in_the_environment_is_used_as_it_is(
-    monkeypatch: pytest.MonkeyPatch, nothing_served: dict[str, int]
-) -> None:
+def test_a_url_in_the_environment_is_used_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FLEETGATE_POSTGRES_URL", "postgresql+asyncpg://u@db.example:1/x")
     session = Session()
     with noxfile.database_servers(session, "postgres") as urls:  # type: ignore[arg-type]
@@ -58,10 +57,15 @@ def test_a_url_in_the_environment_is_used_as_it_is(
     assert session.logged == []
 
 
-def test_the_machines_own_server_is_used_where_it_serves(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("kind", ["mariadb", "postgres"])
+def test_the_machines_own_server_is_used_where_it_lets_the_default_url_in(
+    kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("FLEETGATE_MARIADB_URL", raising=False)
-    monkeypatch.setattr(noxfile, "serves", lambda url: True)
-    with noxfile.database_servers(Session(), "mariadb") as urls:  # type: ignore[arg-type]
-        assert urls == {"FLEETGATE_MARIADB_URL": noxfile.SERVERS["mariadb"][1]}
+    """This machine's servers (3306, 5432) let root and postgres into ``test`` without a password,
+    as the test sessions need."""
+    variable, default = noxfile.SERVERS[kind]
+    monkeypatch.delenv(variable, raising=False)
+    session = Session()
+    with noxfile.database_servers(session, kind) as urls:  # type: ignore[arg-type]
+        assert urls == {variable: default}
+    assert session.logged == []
