@@ -45,9 +45,9 @@ PG_BIN = Path("/usr/lib/postgresql/15/bin")
 #: How long a node may take to start, join (SST included) or stop on a loaded 2-core machine.
 START_SECONDS = 600.0
 STOP_SECONDS = 120.0
-#: How often a rejoining node is started before its failure is the test's: a state transfer that
+#: How often a joining node is started before its failure is the caller's: a state transfer that
 #: fails (the joiner aborts) is retried from an empty datadir on newly reserved ports.
-REJOIN_ATTEMPTS = 3
+JOIN_ATTEMPTS = 3
 #: The status variables that together say a Galera node is synced with a primary component.
 GALERA_READY = {"wsrep_local_state_comment": "Synced", "wsrep_ready": "ON", "wsrep_connected": "ON"}
 #: The machine's own servers, never ours.
@@ -544,9 +544,9 @@ class Galera(MariaDB):
 
     A node is *ready* when it is synced with a primary component (its state transfer done):
     ``wsrep_local_state_comment`` is ``Synced``, ``wsrep_ready`` and ``wsrep_connected`` are
-    ``ON``. ``kill`` waits for every node to be ready first; ``rejoin`` waits for the others to
-    have dropped the killed node, then for it to be ready, and starts it again when its state
-    transfer fails.
+    ``ON``. ``kill`` waits for every node to be ready first; a joiner (at start, or ``rejoin``
+    after a kill) waits for the others to be synced among themselves, then for itself to be
+    ready, and is started again when its state transfer fails.
     """
 
     prefix = "fleetgate-galera-"
@@ -566,9 +566,8 @@ class Galera(MariaDB):
         self._launch(first, "--wsrep-new-cluster")
         self._wait_ready(first)
         self._grant_root(first)
-        for node in self.nodes[1:]:
-            self._launch(node)
-            self._wait_ready(node)
+        for i, node in enumerate(self.nodes[1:], start=1):
+            self._join(node, self.nodes[:i])
         self.wait_ready()
 
     def _config_lines(self, node: MariaNode) -> list[str]:
@@ -624,27 +623,32 @@ class Galera(MariaDB):
 
     def rejoin(self, index: int) -> None:
         """Start a stopped node again as a joiner (IST or SST from the others); wait until every
-        node is synced in a cluster of ``size``.
-
-        The others must first have dropped the dead node from their view. A joiner that exits
-        (a failed state transfer aborts it) is started again, up to ``REJOIN_ATTEMPTS`` times,
-        from an empty datadir (the failed one is kept beside it) on newly reserved ports.
-        """
+        node is synced in a cluster of ``size``."""
         node = self.nodes[index]
-        others = [n for n in self.nodes if n is not node]
-        for attempt in range(1, REJOIN_ATTEMPTS + 1):
-            self.wait_ready(others)
-            # A crashed node's grastate says it is not safe to bootstrap from; joining is fine.
+        # A crashed node's grastate says it is not safe to bootstrap from; joining is fine.
+        self._join(node, [n for n in self.nodes if n is not node])
+        self.wait_ready()
+
+    def _join(self, node: MariaNode, members: list[MariaNode]) -> None:
+        """Start ``node`` as a joiner of ``members`` and wait until it is ready.
+
+        The members must first be synced among themselves (after a kill: have dropped the dead
+        node from their view). A joiner that exits (a failed state transfer aborts it) is
+        started again, up to ``JOIN_ATTEMPTS`` times, from an empty datadir (the failed one
+        is kept beside it) on newly reserved ports, and says so on stderr.
+        """
+        for attempt in range(1, JOIN_ATTEMPTS + 1):
+            self.wait_ready(members)
             self._launch(node)
             try:
                 self._wait_ready(node)
-                break
+                return
             except NodeExited as exc:
                 self.failed = True  # whatever follows, keep the logs of this attempt
-                if attempt == REJOIN_ATTEMPTS:
+                if attempt == JOIN_ATTEMPTS:
                     raise
                 print(
-                    f"rejoin attempt {attempt} of {REJOIN_ATTEMPTS} failed ({exc}); "
+                    f"join attempt {attempt} of {JOIN_ATTEMPTS} failed ({exc}); "
                     "starting it again from an empty datadir on new ports",
                     file=sys.stderr,
                     flush=True,
@@ -655,7 +659,6 @@ class Galera(MariaDB):
                 self._assign_ports(node)
                 for member in self.nodes:
                     self._write_config(member)
-        self.wait_ready()
 
 
 # --------------------------------------------------------------------------- PostgreSQL
