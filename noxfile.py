@@ -310,14 +310,23 @@ def demo(session: nox.Session) -> None:
 
 #: What CI runs, in two lanes that run side by side: the SQLite suite is CPU-bound in Python,
 #: the server suites wait on their databases half the time, so together they fit two cores.
-#: The cluster lanes (issue 29) take a few minutes each, one per lane.
+#: The cluster lanes (issue 29) take a few minutes each, one per lane; so does each newer
+#: Python's core (about two server suites: its PostgreSQL half, and its unit and SQLite halves).
 CI_LANES = (
-    ("lint", "typecheck", "tests", "tests_postgres(version='16')", "tests_failover"),
+    (
+        "lint",
+        "typecheck",
+        "tests",
+        "tests_postgres(version='16')",
+        "tests_failover",
+        "tests_newer_python(3.12)",
+    ),
     (
         "tests_mariadb(regime='default')",
         "tests_mariadb(regime='snapshot')",
         "tests_postgres(version='15')",
         "tests_galera",
+        "tests_newer_python(3.13)",
     ),
 )
 

@@ -81,8 +81,9 @@ class Need:
     package: str
 
 
-#: What the test suite needs beyond Python and uv. The MariaDB and PostgreSQL servers are
-#: started by the test sessions themselves (on free ports) when the machine serves none.
+#: What the test suite needs beyond Python and uv (the clients mariadb and psql come with the
+#: servers). The test sessions start MariaDB and PostgreSQL servers of their own, on free
+#: ports, where the machine's do not serve or do not let them in.
 TEST_NEEDS = (
     Need("Chromium (the dashboard's browser tests)", "/usr/bin/chromium", "chromium"),
     Need("ChromeDriver (drives Chromium)", "/usr/bin/chromedriver", "chromium-driver"),
