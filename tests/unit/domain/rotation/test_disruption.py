@@ -75,6 +75,37 @@ def test_pod_opt_out_values(value: str | None, started: timedelta | None, active
     assert pod_opt_out_active(pod(value, started), NOW) is active
 
 
+# Karpenter's own cases (pkg/utils/pod/suite_test.go, IsDoNotDisruptActive: a Pod started 10m
+# ago) and the values it ignores because Go's time.ParseDuration refuses them (issue 43).
+@pytest.mark.parametrize(
+    ("value", "active"),
+    [
+        ("true", True),
+        ("invalid-format", False),
+        ("0s", False),
+        ("-5m", False),
+        ("15m", True),
+        ("5m", False),
+        ("10m", False),  # ran out exactly now
+        ("10m1ns", True),  # a nanosecond more still holds, as Go compares nanoseconds
+        ("2h", True),
+        (" 2h", False),  # whitespace: Go reads a unit " " or "h " and refuses it
+        ("2h ", False),
+        ("2h\n", False),  # what a YAML "|" block gives
+        ("\t2h", False),
+        ("2562047h", True),  # just inside Go's limit of 2^63-1 ns
+        ("2562048h", False),  # past it: Go refuses, so Karpenter ignores the annotation
+        ("9223372036854775808ns", False),
+        ("1d", False),
+        ("+2h", True),  # Go takes a sign
+        ("1.5h", True),
+        ("٣h", False),  # a non-ASCII digit
+    ],
+)
+def test_karpenters_reading_of_a_duration_opt_out(value: str, active: bool) -> None:
+    assert pod_opt_out_active(pod(value, started=timedelta(minutes=10)), NOW) is active
+
+
 def test_only_active_pods_opt_out() -> None:
     assert not pod_opt_out_active(pod("true", phase="Succeeded"), NOW)
     assert not pod_opt_out_active(pod("true", phase="Failed"), NOW)

@@ -7,9 +7,12 @@ would refuse to disrupt, nor start a surge in a pool where Karpenter will not pr
   controllers set it before a replacement) or a NodeClaim whose ``DisruptionReason`` condition
   is True is already being replaced; a ``Drifted`` claim will be;
 - a Pod annotated ``karpenter.sh/do-not-disrupt`` blocks its node's disruption while it is
-  active (not Succeeded/Failed, not terminating) and the value is ``"true"``, or a positive
-  Go duration that has not yet run out since the Pod's ``status.startTime`` (no start time:
-  still blocking). Any other value is ignored, as Karpenter ignores it;
+  active (not Succeeded/Failed, not terminating) and the value is ``"true"``, or a duration that
+  Go's ``time.ParseDuration`` reads as greater than 0 and that has not yet run out since the
+  Pod's ``status.startTime`` (no start time: still blocking). Any other value is ignored, as
+  Karpenter ignores it (``pkg/utils/pod/scheduling.go``: ``parseDoNotDisrupt``,
+  ``IsDoNotDisruptActive``): whitespace (``" 2h"``, ``"2h\\n"`` from a YAML block), days
+  (``"1d"``), a value past Go's limit (``"2562048h"``), zero or a negative one;
 - a static NodePool (``spec.replicas`` set) or one whose ``Ready`` condition is not True gets
   no surge node for a pending placeholder; a pool at ``spec.limits.nodes`` gets none either;
 - a NodePool's disruption budgets count its initialized nodes, and take off what they allow the
@@ -25,7 +28,7 @@ from datetime import datetime, timedelta
 from itertools import compress, repeat
 from operator import attrgetter, is_not, not_
 
-from fleetgate.domain.durations import parse_duration
+from fleetgate.domain.durations import DurationError, parse_go_duration
 from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT, TRUE
 from fleetgate.domain.rotation.cluster import NodeView, PodView, PoolObservation
 from fleetgate.domain.rotation.findings import Finding, FindingCode, finding
@@ -60,14 +63,19 @@ def node_disrupted(node: NodeView) -> bool:
 
 
 def _opt_out_duration(value: str) -> timedelta | None:
-    """A do-not-disrupt duration as Go's ``time.ParseDuration`` reads it; None if invalid."""
-    if "d" in value:  # fleetgate's durations take days; Go's (and so Karpenter's) do not
-        return None
+    """How long a do-not-disrupt duration holds, as Karpenter reads it; None: Karpenter ignores it.
+
+    Go's nanoseconds become the whole microseconds that keep the comparison exact: a Pod of age
+    ``a`` (whole microseconds) is protected while ``a < d`` nanoseconds, that is while ``a`` is
+    below ``d`` rounded up to a microsecond.
+    """
     try:
-        duration = parse_duration(value)
-    except ValueError:
+        nanoseconds = parse_go_duration(value)
+    except DurationError:
         return None
-    return duration if duration > timedelta(0) else None
+    if nanoseconds <= 0:
+        return None
+    return timedelta(microseconds=-(-nanoseconds // 1_000))
 
 
 def pod_opt_out_active(pod: PodView, now: datetime) -> bool:
