@@ -53,7 +53,9 @@ CONTINUOUS_WINDOW_PERIOD = timedelta(minutes=1)
 """P of a schedule that is open all week (reference issue #62): the controller's decision grid."""
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MINUTES_PER_DAY = 24 * 60
-_CLOCK = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
+# The CRD's pattern; matched whole, as Go anchors it ("01:00\n" is no time: Python's "$" would
+# let the newline through).
+_CLOCK = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
 
 
 class WindowError(ValueError):
@@ -137,7 +139,7 @@ def parse_clock(text: str, *, allow_midnight_end: bool = False) -> int | None:
     """ "HH:MM" (00:00..23:59, or "24:00" when allowed) to minutes after midnight, or None."""
     if allow_midnight_end and text == "24:00":
         return _MINUTES_PER_DAY
-    match = _CLOCK.match(text)
+    match = _CLOCK.fullmatch(text)
     return int(match[1]) * 60 + int(match[2]) if match else None
 
 
