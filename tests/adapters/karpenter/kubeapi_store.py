@@ -23,7 +23,11 @@ from typing import Any
 
 import yaml
 
-from tests.adapters.karpenter.kubeapi_eviction import budget_status, check_eviction
+from tests.adapters.karpenter.kubeapi_eviction import (
+    budget_status,
+    check_eviction,
+    check_eviction_name,
+)
 from tests.adapters.karpenter.kubeapi_rules import on_create, on_update
 from tests.adapters.karpenter.kubeapi_schema import Schema, admit, crd_schema
 from tests.adapters.karpenter.kubeapi_semantics import (
@@ -181,9 +185,10 @@ class ObjectStore:
         self._bump(res, obj, "MODIFIED")
         return copy.deepcopy(obj)
 
-    def delete(self, kind: str, name: str, namespace: str = "") -> None:
-        """Delete as a client's DELETE does (finalizers wait; a bound Pod terminates)."""
-        self._delete(self.resource(kind), namespace, name, None)
+    def delete(self, kind: str, name: str, namespace: str = "", options: Obj | None = None) -> None:
+        """Delete as a client's DELETE with ``options`` (DeleteOptions: ``gracePeriodSeconds``,
+        ``preconditions``) does: finalizers wait; a bound Pod terminates."""
+        self._delete(self.resource(kind), namespace, name, options)
 
     def compact(self) -> None:
         """Forget the change history (etcd compaction): older resourceVersions now answer 410."""
@@ -249,9 +254,11 @@ class ObjectStore:
         finally:
             self._refreshing = False
 
-    def evict(self, namespace: str, name: str, body: Obj | None = None) -> Obj:
-        """``POST pods/<name>/eviction``: delete the Pod as a DELETE would, unless a
-        PodDisruptionBudget forbids it (see ``kubeapi_eviction``); the Pod as it is left."""
+    def evict(self, namespace: str, name: str, body: Obj | None) -> Obj:
+        """``POST pods/<name>/eviction`` with the Eviction ``body``: delete the Pod as a DELETE
+        with its ``deleteOptions`` would, unless the real server's checks refuse first (see
+        ``kubeapi_eviction``); the Pod as it is left."""
+        check_eviction_name(name, body)
         res = self.resource("Pod")
         pod = self._existing(res, namespace, name)
         budgets = [
@@ -260,7 +267,7 @@ class ObjectStore:
             if k[0].kind == "PodDisruptionBudget" and k[1] == namespace
         ]
         pods = [o for k, o in self._objects.items() if k[0].kind == "Pod" and k[1] == namespace]
-        check_eviction(pod, budgets, pods, body)
+        check_eviction(pod, budgets, pods)
         options = (body or {}).get("deleteOptions") or None
         return copy.deepcopy(self._delete(res, namespace, name, options))
 
