@@ -80,13 +80,20 @@ def test_without_ledger_placements_the_report_has_no_ledger_part() -> None:
         ({"nodes": {"ghost": {}}}, "fleet.ledger.nodes.ghost: not a listed node"),
         ({"nodes": {"a": {"cpu": 0}}}, "fleet.ledger.nodes.a.cpu: must be a whole number from 1"),
         (
-            {"nodes": {"a": {"placements": [{"cpus": -1}]}}},
+            {"nodes": {"a": {"placements": [{"cpus": -1, "memoryMb": 1, "diskGb": 1}]}}},
             "fleet.ledger.nodes.a.placements[0].cpus",
         ),
         ({"enforcement": "strict"}, "fleet.ledger.enforcement"),
-        ({"addNodes": [{"cpu": 4}]}, "fleet.ledger.addNodes[0]: must be a mapping with at"),
-        ({"claims": [{"namespace": "Bad"}]}, "fleet.ledger.claims[0].namespace"),
-        ({"spare": 1}, "fleet.ledger: unknown keys ['spare']"),
+        ({"addNodes": [{"cpu": 4}]}, "fleet.ledger.addNodes[0].at: required"),
+        (
+            {"claims": [{"namespace": "Bad", "cpus": 1, "memoryMb": 1, "diskGb": 1}]},
+            "fleet.ledger.claims[0].namespace",
+        ),
+        ({"spare": 1}, "fleet.ledger.spare: unknown key"),
+        (
+            {"nodes": {"a": {"placements": [{"cpus": 13, "memoryMb": 1, "diskGb": 1}]}}},
+            "fleet.ledger.nodes.a.placements[0].cpus: puts node a at 13 vCPU, above its limit",
+        ),
     ],
 )
 def test_a_bad_ledger_section_names_the_field(ledger: dict[str, Any], message: str) -> None:
