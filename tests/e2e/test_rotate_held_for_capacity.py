@@ -40,12 +40,15 @@ SMALL = {"cpu": 4_000, "memory": 16 * GIB, "pods": 110_000}
 SIZE = Resources(4, 1024, 5)
 
 
-def rig(clock: VirtualClock, young: bool) -> tuple[FakeCluster, str, list[str]]:
+def rig(
+    clock: VirtualClock, young: bool, cluster: FakeCluster | None = None
+) -> tuple[FakeCluster, str, list[str]]:
     """One pool launching big nodes: ``big`` (24 vCPU limit) and two small ones (12), oldest
-    first; ``young``: the small ones are too young to rotate yet."""
-    cluster: FakeCluster = plugins.make_cluster(
-        plugins.plugin_manager(allow={"fake"}), "fake", {}, clock
-    )
+    first; ``young``: the small ones are too young to rotate yet. On ``cluster`` if given (an
+    application's own), else on a new fake cluster."""
+    now = clock.now()
+    if cluster is None:
+        cluster = plugins.make_cluster(plugins.plugin_manager(allow={"fake"}), "fake", {}, clock)
     cluster.add_pool(
         "general",
         expire_after="14d",
@@ -56,12 +59,12 @@ def rig(clock: VirtualClock, young: bool) -> tuple[FakeCluster, str, list[str]]:
     )
     # Workloads leave 1 vCPU free on every node: each placeholder needs a new node.
     big = cluster.add_node(
-        "general", created_at=T0 - timedelta(hours=3), allocatable=BIG, workload={"cpu": 7_000}
+        "general", created_at=now - timedelta(hours=3), allocatable=BIG, workload={"cpu": 7_000}
     )
     small = [
         cluster.add_node(
             "general",
-            created_at=T0 if young else T0 - timedelta(hours=2),
+            created_at=now if young else now - timedelta(hours=2),
             allocatable=SMALL,
             workload={"cpu": 3_000},
         )

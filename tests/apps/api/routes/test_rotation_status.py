@@ -8,9 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from fleetgate.apps.api.schemas.status import PoolRotationBody
+from fleetgate.apps.clientoutput import Output, render
+from fleetgate.apps.clientviews import STATUS
 from fleetgate.apps.settings import ControllerSettings
+from fleetgate.domain.rotation.ledger_gate import ledger_hold
 from tests.apps.api.conftest import ADMIN, Api, api_settings, running_api
 from tests.conftest import Backend
+from tests.e2e.test_rotate_held_for_capacity import load_placements, rig
 
 POLICY = """\
 apiVersion: fleetgate.io/v1alpha1
@@ -69,3 +74,47 @@ async def test_the_rotation_status_needs_a_token(rotation_api: Api) -> None:
     assert (await rotation_api.client.get("/v1/rotation/status")).status_code == 401
     ok = await rotation_api.client.get("/v1/rotation/status", headers=ADMIN)
     assert ok.status_code == 200
+
+
+HELD_POLICY = """\
+apiVersion: fleetgate.io/v1alpha1
+kind: RotationPolicy
+metadata: {name: everything}
+spec:
+  nodePoolSelector: {}
+  ageThreshold: 1h
+  maintenanceWindows:
+    - {timezone: UTC, days: [Mon, Tue, Wed, Thu, Fri, Sat, Sun], start: "00:00", end: "24:00"}
+  surge: {cooldownAfter: 2m}
+"""
+
+
+async def test_during_a_ledger_hold_the_status_reports_what_the_controller_decided(
+    sqlite_backend: Backend, tmp_path: Path
+) -> None:
+    """Issue 41 item 7: with the node sync on, the status said ``ledger_hold: null`` while the
+    controller held the pool (its Event and the dashboard said so). Both now come from one
+    wiring: the API's status judges with the controller's own ledger gate."""
+    path = tmp_path / "policy.yaml"
+    path.write_text(HELD_POLICY)
+    ctl = ControllerSettings(policies=[path], sync_ledger=True, leader_election=False)
+    async for api in running_api(api_settings(sqlite_backend, controller=ctl)):
+        cluster, big, small = rig(api.clock, young=True, cluster=api.container.cluster())
+        await api.container.node_sync().sync()
+        await load_placements(api.container.ledger(), cluster, big, small)
+        controller = api.container.rotation_controller()
+        assert controller.relocation is not None  # the gate is the container's wiring
+        (result,) = await controller.run_once()
+        assert result.step is not None and result.step.report.reason == "ledgerCapacity"
+        decided = ledger_hold(result.step.report.blocked)
+        assert decided is not None and decided["nodeclaim"] == big
+        r = await api.client.get("/v1/rotation/status", headers=await api.token("team-a"))
+        assert r.status_code == 200, r.text
+        (pool,) = r.json()
+        assert pool["reason"] == "ledgerCapacity" and pool["gate_until"] is None
+        assert pool["ledger_hold"] == decided
+        # ``fleetgate status -o wide`` shows the hold from the same body.
+        wide = render([PoolRotationBody.model_validate(pool)], Output.wide, STATUS)
+        header, row = wide.splitlines()
+        assert "LEDGER_HOLD" in header.split()
+        assert f"{decided['node']}: 2/5 stranded, missing cpus=8" in row

@@ -113,6 +113,16 @@ def _dry_run(service: PlacementService, ledger: Any, clock: Any, settings: Setti
     )
 
 
+def _ledger_gate(
+    settings: Settings, relocation: Callable[[], RelocationCheck]
+) -> RelocationCheck | None:
+    # Gate 9's judge, decided here once for the controller and the status alike: with the node
+    # sync on, the controller judges a node's ledger placements before it drains it, and the
+    # status must report what that controller would (issue 41: a status built without it said
+    # ledger_hold: null during a hold the controller's Event and the dashboard showed).
+    return relocation() if settings.controller.sync_ledger else None
+
+
 def _rotation_status(
     settings: Settings,
     cluster: ClusterGateway,
@@ -120,14 +130,13 @@ def _rotation_status(
     config: MachineConfig,
     relocation: Callable[[], RelocationCheck],
 ) -> RotationStatus:
-    # The same policies, machine configuration and (with the node sync) ledger gate the
-    # controller of this process would use.
+    # The same policies, machine configuration and ledger gate as the controller.
     return RotationStatus(
         cluster,
         policy_source(settings.controller.policies, cluster),
         clock,
         config,
-        relocation() if settings.controller.sync_ledger else None,
+        _ledger_gate(settings, relocation),
     )
 
 
@@ -194,6 +203,7 @@ def _rotation_controller(
     events: EventSink,
     registry: CollectorRegistry,
     config: MachineConfig,
+    relocation: Callable[[], RelocationCheck],
 ) -> RotationController:
     ctl = settings.controller
     # The placeholder image and priority class reach the cluster on each PlaceholderSpec only.
@@ -206,6 +216,7 @@ def _rotation_controller(
         config,
         placeholder_image=ctl.placeholder_image,
         priority_class=ctl.priority_class,
+        relocation=_ledger_gate(settings, relocation),
     )
 
 
@@ -332,12 +343,9 @@ def _up_runtime(
     status: UpStatus,
     speed: float,
     cadence: Cadence,
-    relocation: RelocationCheck,
 ) -> UpRuntime:
     from fleetgate.apps.up.runtime import UpRuntime
 
-    # ``up`` runs the controller with the node sync, so its ledger gate (issue 33) is on too.
-    controller.relocation = relocation
     return UpRuntime(
         clock=clock,
         cluster=cluster,
@@ -431,6 +439,7 @@ class Container(containers.DeclarativeContainer):
         events=rotation_events,
         registry=metrics_registry,
         config=machine_config,
+        relocation=relocation_check.provider,
     )
     # A simulation (virtual_container): the policies its controller is governed by, the
     # recorder that hears it, and the controller; the simulator builds one such world a run.
@@ -482,7 +491,6 @@ class Container(containers.DeclarativeContainer):
         status=up_status,
         speed=up_speed,
         cadence=up_cadence,
-        relocation=relocation_check,
     )
 
 
