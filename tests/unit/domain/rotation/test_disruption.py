@@ -14,6 +14,7 @@ from fleetgate.domain.rotation.cluster import (
     PoolObservation,
     Taint,
 )
+from fleetgate.domain.rotation.context import MachineConfig, Pass
 from fleetgate.domain.rotation.disruption import (
     DISRUPTED_TAINT,
     budget_counts,
@@ -27,8 +28,10 @@ from fleetgate.domain.rotation.disruption import (
     ready_count,
 )
 from fleetgate.domain.rotation.findings import FindingCode
-from fleetgate.domain.rotation.gates import GateReason, pool_state_gate
+from fleetgate.domain.rotation.gates import Blocked, GateReason
+from fleetgate.domain.rotation.gating import start_gates
 from fleetgate.domain.rotation.selection import ClaimView
+from tests.unit.domain.rotation.test_machine import policy
 
 NOW = datetime(2024, 6, 1, 12, tzinfo=UTC)
 H = timedelta(hours=1)
@@ -119,12 +122,18 @@ def test_pool_findings_and_gates_name_each_state() -> None:
     assert "3 of spec.limits.nodes 3" in pool_findings(static)[1].message
     assert [f.code for f in pool_findings(obs(ready=False))] == [FindingCode.NODE_POOL_NOT_READY]
 
-    blocked = pool_state_gate(static.static, static.ready)
+    blocked = _first_closed_gate(static)
     assert blocked is not None and blocked.reason is GateReason.STATIC_NODE_POOL
     assert blocked.until is None
-    not_ready = pool_state_gate(False, False)
+    not_ready = _first_closed_gate(obs(ready=False))
     assert not_ready is not None and not_ready.reason is GateReason.NODE_POOL_NOT_READY
-    assert pool_state_gate(False, True) is None
+    assert not_ready.until is None
+    assert _first_closed_gate(obs()) is None
+
+
+def _first_closed_gate(pool: PoolObservation) -> Blocked | None:
+    """The first closed start gate over ``pool`` inside a window (the gate list, gating.py)."""
+    return start_gates(Pass.begin(pool, policy().resolve(None), NOW, MachineConfig())).blocked
 
 
 def test_budget_counts_count_as_karpenter_counts() -> None:

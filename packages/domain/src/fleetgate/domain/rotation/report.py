@@ -44,7 +44,7 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
     pool_state = pool_findings(obs)
     if pool_state:  # the pool's own state, reported beside the derivation's findings
         derivation = replace(derivation, findings=derivation.findings + pool_state)
-    census = p.census
+    census = p.census.headcount
     actions: list[Action] = []
     for f in derivation.findings:
         if not f.fatal:
@@ -58,7 +58,7 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
                     action=EVALUATE_SCHEDULE,
                 )
             )
-    short = p.short_lead
+    short = p.census.short_lead()
     for name in short:
         actions.append(
             Announce(
@@ -104,14 +104,14 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
         census=census,
         short_lead=short,
         drain_stuck=stuck,
-        retry_count=p.retry_count,
+        retry_count=p.census.retry_count(),
         estimates=checks,
     )
     return report, actions
 
 
 def _estimate_checks(p: Pass, derivation: Derivation) -> tuple[EstimateCheck, ...]:
-    surge = p.policy.policy.surge
+    surge = p.policy.written.surge
     pairs = (
         ("provisioning", derivation.provisioning_estimate, surge.provisioning_estimate),
         ("drain", derivation.drain_estimate, surge.drain_estimate),
