@@ -15,7 +15,11 @@ from fleetgate.apps.ledgerforecast import read_ledger
 from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
-from fleetgate.domain.capacity.headroom import LEDGER_HEADROOM, headroom
+from fleetgate.domain.capacity.headroom import (
+    CAPACITY_HOLD_MEETS_EXPIRY,
+    LEDGER_HEADROOM,
+    headroom,
+)
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
 from tests.conftest import Backend
 from tests.ledgers import open_ledger
@@ -41,9 +45,19 @@ def test_the_example_snapshot_holds_the_pool_whose_big_node_would_strand() -> No
     assert pools["general"]["held"] == ["big-1"]
     verdicts = {v["node"]: v for v in pools["general"]["verdicts"]}
     assert set(verdicts) == {"big-1", "small-1", "small-2"}  # every node holding placements
+    assert verdicts["small-1"]["fits"] and verdicts["small-2"]["fits"]
     assert verdicts["big-1"]["missing"] == {"cpus": 8, "memory_mb": 0, "disk_gb": 0}
-    assert [f["code"] for f in ledger["findings"]] == [LEDGER_HEADROOM]
-    assert "add a node" in ledger["findings"][0]["message"]
+    codes = [f["code"] for f in ledger["findings"]]
+    assert codes == [LEDGER_HEADROOM, CAPACITY_HOLD_MEETS_EXPIRY]
+    assert all("add a node" in f["message"] for f in ledger["findings"])
+    assert "expireAfter 14d" in ledger["findings"][1]["message"]
+    # A pool whose nodes never expire meets no forced expiry.
+    never = CliRunner().invoke(
+        app, ["check", str(POLICY), "--expire-after", "Never", "--ledger-snapshot", str(SNAPSHOT),
+              "--format", "json"],
+    )  # fmt: skip
+    codes = [f["code"] for f in json.loads(never.stdout)["ledger"]["findings"]]
+    assert codes == [LEDGER_HEADROOM]
     code, out, _ = check("--ledger-snapshot", SNAPSHOT, "-o", "name")
     assert LEDGER_HEADROOM in out.split()
     assert check("--ledger-snapshot", SNAPSHOT, "--strict")[0] == 1
@@ -91,8 +105,9 @@ def test_a_small_node_with_one_oversized_placement_is_found(tmp_path: Path) -> N
     pools = {p["pool"]: p for p in ledger["pools"]}
     assert pools["p"]["held"] == ["small"] and pools["q"]["fits"] and code == 0
     assert {v["node"] for v in pools["p"]["verdicts"]} == {"big", "small"}
-    (finding,) = ledger["findings"]
+    finding, expiry = ledger["findings"]
     assert "draining node small would strand 1 of 1 placement(s)" in finding["message"]
+    assert expiry["code"] == CAPACITY_HOLD_MEETS_EXPIRY and "node small" in expiry["message"]
     code, out, _ = check("--ledger-snapshot", path)
     assert "HELD" in out and "node small" in out
 
@@ -124,11 +139,11 @@ def test_both_sources_at_once_are_refused() -> None:
 
 def test_the_snapshot_derives_the_cluster_row_as_the_ledger_keeps_it() -> None:
     nodes, held, cluster = snapshot_of(yaml.safe_load(SNAPSHOT.read_text()))
-    assert cluster.total == Resources(60, 81920, 400)
+    assert cluster.total == Resources(72, 98304, 500)
     assert cluster.claimed == Resources(20, 10240, 100)
     assert cluster.unclaimed_used == Resources(24, 6144, 30)  # web's, which has no claim
     assert {n.name: n.used.cpus for n in nodes} == {
-        "big-1": 20, "small-1": 12, "small-2": 12, "batch-1": 12
+        "big-1": 20, "small-1": 12, "small-2": 12, "spare-1": 0, "batch-1": 12
     }  # fmt: skip
     assert len(held["big-1"]) == 5
 
@@ -144,8 +159,9 @@ async def test_the_ledger_forecast_is_the_gates_verdict_on_every_node(
                 made = await ledger.admit(AdmitRequest("team", node, Resources(3, 512, 5)))
                 assert made.placement is not None
         (pool,) = await read_ledger(ledger, DemandPolicy())
-        assert pool.pool == "general" and [v.node for v in pool.held] == ["big"]
-        assert pool.held[0].shortfall().cpus == 3
+        # No surge is counted: s1 and s2 are full, big has 9 vCPU free.
+        assert pool.pool == "general" and [v.node for v in pool.held] == ["big", "s1", "s2"]
+        assert [v.shortfall().cpus for v in pool.held] == [15, 3, 3]
         verdicts = await RelocationCheck(ledger).judge_nodes(["big", "s1", "s2"])
         assert tuple(verdicts[v.node] for v in pool.verdicts) == pool.verdicts
         # The same judgement from the nodes and placements alone (what a snapshot file holds).

@@ -305,6 +305,10 @@ def test_the_rendered_config_is_one_fleetgate_accepts(monkeypatch: pytest.Monkey
     assert settings.controller.reference_controller_gone is False
     gone = render({**BASE, "controller": {"referenceControllerGone": True}})
     assert _settings(gone).controller.reference_controller_gone is True
+    # The node sync and its ledger gate (issue 41): the gate is on unless switched off.
+    assert not settings.controller.sync_ledger and settings.controller.ledger_gate_enabled
+    synced = _settings(render({**BASE, "controller": {"syncLedger": True, "ledgerGate": False}}))
+    assert synced.controller.sync_ledger and not synced.controller.ledger_gate_enabled
     assert settings.capacity.target_load == 0.8
     gateway = build_container(settings).cluster()  # the Karpenter plugin accepts the options
     assert gateway.options.namespace == "fleetgate-system"

@@ -117,10 +117,11 @@ def _ledger_gate(
     settings: Settings, relocation: Callable[[], RelocationCheck]
 ) -> RelocationCheck | None:
     # Gate 9's judge, decided here once for the controller and the status alike: with the node
-    # sync on, the controller judges a node's ledger placements before it drains it, and the
-    # status must report what that controller would (issue 41: a status built without it said
-    # ledger_hold: null during a hold the controller's Event and the dashboard showed).
-    return relocation() if settings.controller.sync_ledger else None
+    # sync on (and the gate not switched off), the controller judges a node's ledger placements
+    # before it drains it, and the status must report what that controller would (issue 41: a
+    # status built without it said ledger_hold: null during a hold the controller showed).
+    ctl = settings.controller
+    return relocation() if ctl.sync_ledger and ctl.ledger_gate_enabled else None
 
 
 def _rotation_status(
@@ -157,17 +158,14 @@ def _node_sync(
     clock: Clock,
     events: EventSink,
     policy: DemandPolicy,
-    settings: Settings,
 ) -> NodeSync:
-    # Relocations walk with the same demand policy and seed as new placements.
-    return NodeSync(ledger, cluster, clock, events, policy, Random(settings.capacity.ranking_seed))
+    # Relocations carry out plans judged with the same demand policy as new placements.
+    return NodeSync(ledger, cluster, clock, events, policy)
 
 
-def _relocation_check(
-    ledger: CapacityLedger, policy: DemandPolicy, settings: Settings
-) -> RelocationCheck:
-    # Gate 9 judges with the relocation's own demand policy; its ranking seed fixes the order.
-    return RelocationCheck(ledger, policy, settings.capacity.ranking_seed or 0)
+def _relocation_check(ledger: CapacityLedger, policy: DemandPolicy) -> RelocationCheck:
+    # Gate 9 judges the relocation plan with the node sync's own demand policy.
+    return RelocationCheck(ledger, policy)
 
 
 def _cluster(pm: pluggy.PluginManager, settings: Settings, clock: Clock) -> ClusterGateway:
@@ -405,11 +403,8 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         events=capacity_events,
         policy=demand_policy,
-        settings=settings,
     )
-    relocation_check = providers.Singleton(
-        _relocation_check, ledger=ledger, policy=demand_policy, settings=settings
-    )
+    relocation_check = providers.Singleton(_relocation_check, ledger=ledger, policy=demand_policy)
     claim_service = providers.Singleton(
         ClaimService, ledger=ledger, clock=clock, events=capacity_events
     )

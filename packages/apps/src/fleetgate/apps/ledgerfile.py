@@ -272,6 +272,10 @@ class FleetLedger:
     placements: Mapping[str, tuple[Batch, ...]] = field(default_factory=dict)
     claims: tuple[tuple[str, Resources], ...] = ()
     add_nodes: tuple[tuple[datetime, int], ...] = ()
+    workload_cpu: Mapping[str, int] = field(default_factory=dict)
+    """Per listed node, the whole CPUs its workload Pod asks for (absent: the default share)."""
+    gate: bool = True
+    """The controller's ledger gate (``controller.ledger_gate_enabled``): off, drains go ahead blind."""
 
 
 def allocatable(threads: int) -> dict[str, int]:
@@ -286,7 +290,7 @@ def fleet_node_limits(threads: int) -> Resources:
     return node_limits(capacity_of(allocatable(threads)), Overcommit())
 
 
-_FLEET_KEYS = ("nodeCpu", "enforcement", "nodes", "claims", "addNodes")
+_FLEET_KEYS = ("nodeCpu", "enforcement", "gate", "nodes", "claims", "addNodes")
 PATH = "fleet.ledger"
 
 
@@ -302,7 +306,11 @@ def fleet_ledger_of(
     except ValueError as exc:
         raise LedgerFileError(f"{PATH}.enforcement: {exc}") from None
     node_threads = whole(spec.get("nodeCpu", DEFAULT_THREADS), f"{PATH}.nodeCpu", 1, MAX_THREADS)
+    gate = spec.get("gate", True)
+    if not isinstance(gate, bool):
+        raise LedgerFileError(f"{PATH}.gate: must be true or false")
     threads: dict[str, int] = {}
+    workload_cpu: dict[str, int] = {}
     placements: dict[str, tuple[Batch, ...]] = {}
     nodes = spec.get("nodes") or {}
     if not isinstance(nodes, Mapping):
@@ -311,9 +319,12 @@ def fleet_ledger_of(
         path = f"{PATH}.nodes.{name}"
         if name not in node_names:
             raise LedgerFileError(f"{path}: not a listed node (fleet.nodes)")
-        item = mapping(raw or {}, path, (), ("cpu", "placements"))
+        item = mapping(raw or {}, path, (), ("cpu", "workloadCpu", "placements"))
         if "cpu" in item:
             threads[name] = whole(item["cpu"], f"{path}.cpu", 1, MAX_THREADS)
+        if "workloadCpu" in item:
+            cpu = threads.get(name, node_threads)
+            workload_cpu[name] = whole(item["workloadCpu"], f"{path}.workloadCpu", 0, cpu)
         where = f"{path}.placements"
         batches = tuple(
             batch(p, f"{where}[{i}]") for i, p in enumerate(items(item.get("placements"), where))
@@ -337,4 +348,6 @@ def fleet_ledger_of(
         placements=placements,
         claims=claims,
         add_nodes=tuple(sorted(added)),
+        workload_cpu=workload_cpu,
+        gate=gate,
     )

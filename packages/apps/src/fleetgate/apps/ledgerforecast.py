@@ -18,7 +18,13 @@ from fleetgate.apps.ledgerfile import LedgerFileError, snapshot_of
 from fleetgate.apps.yamlfile import YamlFileError, read_yaml
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.errors import LedgerError
-from fleetgate.domain.capacity.headroom import LEDGER_HEADROOM, PoolHeadroom, headroom
+from fleetgate.domain.capacity.headroom import (
+    CAPACITY_HOLD_MEETS_EXPIRY,
+    LEDGER_HEADROOM,
+    PoolHeadroom,
+    expiry_message,
+    headroom,
+)
 from fleetgate.domain.capacity.model import Placement
 from fleetgate.domain.ports import CapacityLedger
 
@@ -89,18 +95,25 @@ def _from_file(path: Path) -> list[PoolHeadroom]:
         raise LedgerFileError(f"--ledger-snapshot {path}: {exc}") from None
 
 
-def findings(pools: Sequence[PoolHeadroom]) -> list[dict[str, str]]:
-    """The ``LedgerHeadroom`` findings: a warning per node that could not be drained now."""
-    return [
-        {"code": LEDGER_HEADROOM, "severity": "warn", "message": message}
-        for p in pools
-        for message in p.messages()
-    ]
+def findings(pools: Sequence[PoolHeadroom], expire_after: str | None) -> list[dict[str, str]]:
+    """A ``LedgerHeadroom`` warning per node that could not be drained now and, when the pool's
+    nodes expire (``expire_after``, None: Never), a ``CapacityHoldMeetsExpiry`` warning: held
+    with nothing changed, the node meets Karpenter's forced expiry."""
+    out = []
+    for p in pools:
+        for verdict, message in zip(p.held, p.messages(), strict=True):
+            out.append({"code": LEDGER_HEADROOM, "severity": "warn", "message": message})
+            if expire_after is not None:
+                text = expiry_message(p.pool, verdict, expire_after)
+                out.append(
+                    {"code": CAPACITY_HOLD_MEETS_EXPIRY, "severity": "warn", "message": text}
+                )
+    return out
 
 
-def report(pools: Sequence[PoolHeadroom]) -> dict[str, Any]:
+def report(pools: Sequence[PoolHeadroom], expire_after: str | None) -> dict[str, Any]:
     """The JSON form: every pool, and the findings."""
-    return {"pools": [p.as_dict() for p in pools], "findings": findings(pools)}
+    return {"pools": [p.as_dict() for p in pools], "findings": findings(pools, expire_after)}
 
 
 def lines(pools: Sequence[PoolHeadroom]) -> list[str]:

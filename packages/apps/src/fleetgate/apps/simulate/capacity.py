@@ -10,11 +10,12 @@ relocations, any stranded placement and the gate::
       ledger:
         nodeCpu: 4                 # the threads of the nodes the pool launches (default 4)
         enforcement: advisory      # claims: advisory (default) or hard
+        gate: true                 # the controller's ledger gate (false: drain blind, to compare)
         nodes:                     # per listed node: its threads and its placements
           big:
             cpu: 8
             placements: [{namespace: team, cpus: 4, memoryMb: 1024, diskGb: 5, count: 5}]
-          small-1: {placements: [{cpus: 4, memoryMb: 1024, diskGb: 5, count: 3}]}
+          small-1: {workloadCpu: 1, placements: [{cpus: 4, memoryMb: 1024, diskGb: 5, count: 3}]}
         claims: [{namespace: team, cpus: 24, memoryMb: 8192, diskGb: 50}]
         addNodes: [{at: "2024-01-01T06:00:00Z", cpu: 4}]   # an operator adds capacity
 
@@ -31,7 +32,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from random import Random
 from typing import Any
 
 from fleetgate.apps import ledgerfile
@@ -151,20 +151,18 @@ class LedgerRun:
     def node_options(self, name: str) -> dict[str, Any]:
         """The fake cluster's ``add_node`` keywords for a listed node."""
         threads = self.spec.threads.get(name, self.spec.node_threads)
-        return {
-            "allocatable": allocatable(threads),
-            "workload": workload(min(threads, self.spec.node_threads)),
-        }
+        pod = workload(min(threads, self.spec.node_threads))
+        if name in self.spec.workload_cpu:  # a node with room a placeholder may land in
+            pod = {"cpu": 1000 * self.spec.workload_cpu[name]}
+        return {"allocatable": allocatable(threads), "workload": pod}
 
     async def start(
         self, cluster: SimulatedCluster, controller: LedgerController, pool: str, clock: Any
     ) -> None:
         """Bring the nodes into the ledger, place what the fleet declares, arm the gate."""
         await self.ledger.start()
-        # Seeded: identical inputs give an identical document.
-        sync = NodeSync(
-            self.ledger, cluster, clock, self.ledger.event_sink(), self.policy, Random(0)
-        )
+        # Relocations carry out deterministic plans: identical inputs, identical documents.
+        sync = NodeSync(self.ledger, cluster, clock, self.ledger.event_sink(), self.policy)
         await sync.sync()
         for namespace, limit in self.spec.claims:
             made = await self.ledger.create_claim(ClaimRequest(namespace, limit, CLAIM_SECONDS))
@@ -190,7 +188,10 @@ class LedgerRun:
         controller.pending = list(self.spec.add_nodes)
         controller.pool_name, controller.sim_cluster = pool, cluster
         controller.pool_threads = self.spec.node_threads
-        controller.relocation = RelocationCheck(self.ledger, self.policy)
+        # The ledger gate, unless the fleet switches it off (controller.ledger_gate_enabled: false).
+        controller.relocation = (
+            RelocationCheck(self.ledger, self.policy) if self.spec.gate else None
+        )
 
     async def finish(self) -> dict[str, Any]:
         """The report's ``ledger`` part; closes the ledger."""

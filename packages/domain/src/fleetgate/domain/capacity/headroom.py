@@ -1,10 +1,11 @@
 """The forecast behind the ledger gate: could each node of each pool be drained now?
 
-Every node that holds placements is judged as the gate judges a start
-(``relocation.judge``: its placements relocated onto the rest of the ledger), each against the
-same snapshot. A node that would not fit will see its rotation held (gate ``ledgerCapacity``)
-when its turn comes; ``fleetgate check`` reports each one, from a ledger or a snapshot, as
-finding ``LedgerHeadroom``. Every node, not a sample: the node that cannot move may be a small
+Every node that holds placements is judged as the gate judges a drain (its relocation plan,
+``relocation.plan``: its placements moved onto the rest of the ledger, behind what other
+departures must move first), each against the same snapshot and without a surge (none exists
+yet). A node that would not fit now needs its surge's room, or more, when its turn comes;
+``fleetgate check`` reports each one, from a ledger or a snapshot, as finding
+``LedgerHeadroom``. Every node, not a sample: the node that cannot move may be a small
 one holding a single placement too large for any other node, not the one that holds the most.
 """
 
@@ -12,14 +13,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from random import Random
 
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.model import ClusterState, NodeState, Placement
-from fleetgate.domain.capacity.relocation import Snapshot, Verdict, judge
+from fleetgate.domain.capacity.relocation import Snapshot, Verdict, plan
+from fleetgate.domain.nodesync import taken_out
 
 LEDGER_HEADROOM = "LedgerHeadroom"
 """The finding code: a node whose placements could not all be relocated now."""
+CAPACITY_HOLD_MEETS_EXPIRY = "CapacityHoldMeetsExpiry"
+"""The finding code: a node held for capacity would be (or was) force-expired by Karpenter,
+which drains it held or not: the ledger gate's one limit."""
+WAYS_OUT = "raise the pool's limits, shrink a claim or add a node"
+"""What clears a hold, in every message that reports one."""
 
 
 def _missing(verdict: Verdict) -> str:
@@ -36,8 +42,17 @@ def held_message(pool: str, verdict: Verdict) -> str:
     )
     return (
         f"pool {pool or '(none)'}: draining node {verdict.node} {what} "
-        f"(missing: {_missing(verdict)}); its rotation will be held (gate ledgerCapacity). "
-        "Raise the pool's limits, shrink a claim or add a node"
+        f"(missing: {_missing(verdict)}): its drain waits until its replacement, or other "
+        f"room, joins the ledger (gate ledgerCapacity). Ways out: {WAYS_OUT}"
+    )
+
+
+def expiry_message(pool: str, verdict: Verdict, expire_after: str) -> str:
+    """What a held node meets: Karpenter's forced expiry, which no gate holds back."""
+    return (
+        f"pool {pool or '(none)'}: if no room appears, node {verdict.node} stays held until "
+        f"Karpenter force-expires it (expireAfter {expire_after} after its creation) and drains "
+        f"it held or not, stranding {len(verdict.stranded)} placement(s). Ways out: {WAYS_OUT}"
     )
 
 
@@ -88,22 +103,31 @@ def headroom(
     placements: Mapping[str, Sequence[Placement]],
     cluster: ClusterState | None,
     policy: DemandPolicy,
-    seed: int = 0,
 ) -> list[PoolHeadroom]:
     """Each pool's verdicts, one per node holding placements (``placements`` by node name)."""
     pools: dict[str, list[NodeState]] = {}
     for node in nodes:
         pools.setdefault(node.pool, []).append(node)
+    everything = tuple(nodes)
+
+    def judged(node: str) -> Verdict:
+        elsewhere = tuple(p for other in taken_out(nodes, node) for p in placements.get(other, ()))
+        snapshot = Snapshot(node, everything, cluster, tuple(placements[node]), elsewhere)
+        return plan(snapshot, policy)
+
     out = []
     for pool, members in sorted(pools.items()):
-        verdicts = tuple(
-            judge(Snapshot(n.name, tuple(nodes), cluster, tuple(placements[n.name])), policy,
-                  Random(seed))
-            for n in sorted(members, key=lambda n: n.name)
-            if placements.get(n.name)
-        )  # fmt: skip
-        out.append(PoolHeadroom(pool, len(members), verdicts))
+        names = sorted(n.name for n in members if placements.get(n.name))
+        out.append(PoolHeadroom(pool, len(members), tuple(judged(name) for name in names)))
     return out
 
 
-__all__ = ["LEDGER_HEADROOM", "PoolHeadroom", "headroom", "held_message"]
+__all__ = [
+    "CAPACITY_HOLD_MEETS_EXPIRY",
+    "LEDGER_HEADROOM",
+    "WAYS_OUT",
+    "PoolHeadroom",
+    "expiry_message",
+    "headroom",
+    "held_message",
+]
