@@ -103,6 +103,9 @@ def fleet(**ledger: Any) -> object:
         ({"addNodes": [{"at": "2024-01-01T00:00:00Z", "cpus": 4}]},
          "fleet.ledger.addNodes[0].cpus: unknown key"),
         ({"spare": 1}, "fleet.ledger.spare: unknown key"),
+        ({"gate": "off"}, "fleet.ledger.gate: must be true or false"),
+        ({"nodes": {"a": {"workloadCpu": 5}}},
+         "fleet.ledger.nodes.a.workloadCpu: must be a whole number from 0 to 4"),
     ],
 )  # fmt: skip
 def test_a_bad_fleet_ledger_is_refused_naming_the_field(
@@ -125,10 +128,11 @@ def test_the_same_placement_item_gets_the_same_answer_in_both_files() -> None:
 
 def test_a_fleet_ledger_is_read_with_its_defaults() -> None:
     read = fleet(
-        nodes={"a": {"cpu": 8, "placements": [{**SIZE, "count": 6}]}, "b": None},
+        nodes={"a": {"cpu": 8, "placements": [{**SIZE, "count": 6}]}, "b": {"workloadCpu": 0}},
         addNodes=[{"at": "2024-01-02T00:00:00Z"}],
     )
     assert read is not None and read.threads == {"a": 8} and read.node_threads == 4
+    assert read.gate is True and read.workload_cpu == {"b": 0}
     (batch,) = read.placements["a"]
     assert batch.namespace == "default" and batch.count == 6 and batch.total().cpus == 24
     assert read.placements["b"] == ()
