@@ -275,7 +275,7 @@ class FleetLedger:
     workload_cpu: Mapping[str, int] = field(default_factory=dict)
     """Per listed node, the whole CPUs its workload Pod asks for (absent: the default share)."""
     gate: bool = True
-    """The controller's ledger gate (``controller.ledger_gate_enabled``): off, drains go ahead blind."""
+    """The controller's ledger gate (``controller.ledger_gate_enabled``); off, drains go blind."""
 
 
 def allocatable(threads: int) -> dict[str, int]:
