@@ -12,6 +12,7 @@ from fleetgate.apps.api.schemas.status import PoolRotationBody
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.apps.services.rotationstatus import RotationStatus
+from fleetgate.domain import nodesync
 from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
@@ -97,3 +98,26 @@ async def test_the_verdict_is_the_relocation_the_node_sync_then_makes(
         assert {pid: now[pid] for pid, _ in verdict.targets} == dict(verdict.targets)
         assert all(now[pid] == source for pid in verdict.stranded)
         await check_ledger(ledger, set(now))
+
+
+async def test_what_other_departures_must_move_counts_against_the_plans_room(
+    backend: Backend,
+) -> None:
+    """Issue 41 item 4: ``gone`` (another pool's node the sync took out of service: a rotation
+    in progress, or stranded placements) must still place its two 4-vCPU placements; the spare
+    room is theirs first. An operator's own cordon (no marker) is no departure."""
+    clock = VirtualClock(T0)
+    async with open_ledger(backend, clock) as ledger:
+        marker = {nodesync.CORDONED: "true", nodesync.SOURCE: "true"}
+        await ledger.add_node(NodeSpec("a", Capacity(4, 8192, 100), "p"))
+        await ledger.add_node(NodeSpec("spare", Capacity(4, 8192, 100), "p"))
+        await ledger.add_node(NodeSpec("gone", Capacity(4, 8192, 100), "q", marker))
+        for node in ("a", "a", "gone", "gone"):
+            assert (await ledger.admit(AdmitRequest("team", node, Resources(4, 512, 5)))).admitted
+        check = RelocationCheck(ledger, DemandPolicy())
+        assert (await check.judge_nodes(["a"]))["a"].fits  # gone still takes work
+        await ledger.cordon("gone")
+        behind = (await check.judge_nodes(["a"]))["a"]
+        assert len(behind.moves) == 1 and len(behind.stranded) == 1
+        await ledger.update_node(NodeSpec("gone", Capacity(4, 8192, 100), "q", {}))
+        assert (await check.judge_nodes(["a"]))["a"].fits  # an operator's cordon
