@@ -37,7 +37,7 @@ between (an admission after the plan) makes that move a refusal, the placement s
 from __future__ import annotations
 
 from bisect import insort
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
@@ -240,9 +240,4 @@ def plan(snapshot: Snapshot, policy: DemandPolicy) -> Verdict:
     )
 
 
-def plans(snapshots: Sequence[Snapshot], policy: DemandPolicy) -> dict[str, Verdict]:
-    """The plan of each snapshot's node, by node name (each planned on its own snapshot)."""
-    return {s.node: plan(s, policy) for s in snapshots}
-
-
-__all__ = ["Move", "Snapshot", "Verdict", "largest_first", "plan", "plans"]
+__all__ = ["Move", "Snapshot", "Verdict", "largest_first", "plan"]
