@@ -79,6 +79,43 @@ async def test_bad_facts_are_422_naming_the_field(
     assert any(f["field"].startswith(field) for f in r.json()["fields"])
 
 
+async def test_messages_say_what_is_wrong_in_words_an_operator_reads(api: Api) -> None:
+    """Issue 42: no 400-character pattern for a duration, no ``policy.::: unknown field`` for
+    pasted text; the same words ``fleetgate check`` prints for the same input."""
+    base = {"policy": tokyo_manifest(), "expire_after": "14d"}
+    cases = [
+        (
+            {"expire_after": "14 days"},
+            "expire_after",
+            "invalid duration '14 days': expected a number followed by a unit "
+            '(ns, us, ms, s, m, h, d), as in "15m" or "1h30m"',
+        ),
+        ({"expire_after": "0s"}, "expire_after", "must be greater than 0 (or Never), got '0s'"),
+        (
+            {"termination_grace_period": "1 hour"},
+            "termination_grace_period",
+            "invalid duration '1 hour': expected a number followed by a unit "
+            '(ns, us, ms, s, m, h, d), as in "15m" or "1h30m"',
+        ),
+        (
+            {"policy": "::: not yaml"},
+            "policy",
+            "line 1, column 1: not a RotationPolicy manifest: the YAML reads as a mapping of "
+            "'::', not a mapping of apiVersion, kind, metadata, spec",
+        ),
+        (
+            {"policy": "kind: [unclosed"},
+            "policy",
+            "invalid YAML at line 1, column 16: expected ',' or ']', but got '<stream end>'",
+        ),
+    ]
+    for change, field, reason in cases:
+        r = await api.client.post(URL, json={**base, **change}, headers=ADMIN)
+        assert r.status_code == 422, r.text
+        assert r.json()["fields"] == [{"field": field, "location": "body", "reason": reason}]
+        assert r.json()["message"] == f"{field}: {reason}"
+
+
 async def test_an_invalid_manifest_names_the_manifest_field(api: Api) -> None:
     manifest = tokyo_manifest()
     manifest["spec"]["minRotationChances"] = 0

@@ -53,7 +53,7 @@ _LINKS = {
     response_model=list[NodeBody],
     responses={200: {"description": "One page of nodes, by name.", "headers": LINK_HEADER}},
 )
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def list_nodes(
     request: Request,
     response: Response,
@@ -69,7 +69,7 @@ async def list_nodes(
 
 
 @router.get("/{name}", operation_id="get_node", response_model=NodeBody)
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def get_node(request: Request, name: NamePath) -> NodeBody:
     """One node."""
     node = await container_of(request).ledger().node(name)
@@ -87,7 +87,7 @@ async def get_node(request: Request, name: NamePath) -> NodeBody:
         201: {"model": NodeBody, "description": "The node was added.", "links": _LINKS},
     },
 )
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def put_node(request: Request, response: Response, name: NamePath, body: NodePut) -> NodeBody:
     """Add the node (201), or replace its capacity, pool and labels (200; counters are kept)."""
     spec = NodeSpec(
@@ -106,7 +106,7 @@ async def put_node(request: Request, response: Response, name: NamePath, body: N
 
 
 @router.put("/{name}/metrics", operation_id="put_node_metrics", response_model=NodeBody)
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def put_metrics(request: Request, name: NamePath, body: MetricsPut) -> NodeBody:
     """Publish the node's 1-minute load and schedulable threads (``null``: unknown)."""
     metrics = NodeMetrics(cpu_load_1=body.cpu_load_1, cpu_schedulable=body.cpu_schedulable)
@@ -114,14 +114,14 @@ async def put_metrics(request: Request, name: NamePath, body: MetricsPut) -> Nod
 
 
 @router.post("/{name}/cordon", operation_id="cordon_node", response_model=NodeBody)
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def cordon(request: Request, name: NamePath) -> NodeBody:
     """Stop admitting onto the node (its placements stay)."""
     return NodeBody.of(await container_of(request).node_admin().cordon(name))
 
 
 @router.post("/{name}/uncordon", operation_id="uncordon_node", response_model=NodeBody)
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def uncordon(request: Request, name: NamePath) -> NodeBody:
     """Admit onto the node again."""
     return NodeBody.of(await container_of(request).node_admin().uncordon(name))
@@ -134,7 +134,7 @@ async def uncordon(request: Request, name: NamePath) -> NodeBody:
     response_class=Response,
     responses={409: {"model": ErrorBody, "description": "The node holds placements."}},
 )
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def delete_node(request: Request, name: NamePath) -> Response:
     """Remove the node; 409 ``node_busy`` while it holds placements."""
     try:

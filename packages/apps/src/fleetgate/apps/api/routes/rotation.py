@@ -62,8 +62,9 @@ def _invalid(field: str, problems: list[str] | tuple[str, ...]) -> ApiError:
     fields = []
     for problem in problems:
         path, sep, reason = problem.partition(": ")
-        name = f"{field}.{path}" if sep and path and " " not in path else field
-        fields.append({"field": name, "location": "body", "reason": reason if sep else problem})
+        named = bool(sep and path and " " not in path)  # "spec.x: ..." names a field
+        name = f"{field}.{path}" if named else field
+        fields.append({"field": name, "location": "body", "reason": reason if named else problem})
     message = "; ".join(f"{f['field']}: {f['reason']}" for f in fields)
     return ApiError(422, "invalid_request", message, fields=fields)
 

@@ -63,6 +63,9 @@ WHOLE_NUMBER = BeforeValidator(_whole_float_as_int)
 Cpus = Annotated[int, Field(strict=True, ge=0, le=MAX_CPUS), WHOLE_NUMBER]
 Amount = Annotated[int, Field(strict=True, ge=0, le=MAX_AMOUNT), WHOLE_NUMBER]
 Threads = Annotated[int, Field(strict=True, ge=0, le=MAX_THREADS), WHOLE_NUMBER]
+#: A node's hardware threads and memory: a node without any admits nothing, so 0 is a mistake.
+NodeThreads = Annotated[int, Field(strict=True, ge=1, le=MAX_THREADS), WHOLE_NUMBER]
+NodeMemory = Annotated[int, Field(strict=True, ge=1, le=MAX_AMOUNT), WHOLE_NUMBER]
 
 
 class RequestBody(BaseModel):
