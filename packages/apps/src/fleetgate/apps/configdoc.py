@@ -193,8 +193,7 @@ def render() -> str:
         " Every",
         "command that reads a setting validates it: `fleetgate check --ledger`/`--ledger-snapshot`"
         " reads the",
-        "`capacity` ones. A `FLEETGATE_*` variable that is no setting"
-        " (a typo)",
+        "`capacity` ones. A `FLEETGATE_*` variable that is no setting (a typo)",
         "is ignored with a warning on stderr naming the closest setting:"
         " `fleetgate: warning: FLEETGATE_DATABSE_URL",
         "is not a setting and is ignored; did you mean FLEETGATE_DATABASE_URL?`"
