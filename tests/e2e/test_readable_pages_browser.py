@@ -153,7 +153,8 @@ def test_every_page_is_readable_at_1280_and_1920_px(up: Up, browser: Any, tmp_pa
             },
         )
         full_page(browser, width)
-        time.sleep(1.6)  # one refresh at the new size
+        time.sleep(1.6)  # one refresh at the new size (the events may make it longer)
+        full_page(browser, width)
         found = problems(browser)
         photograph(browser, tmp_path, f"dashboard-{width}.png")
         assert found["problems"] == [], (width, found["problems"])

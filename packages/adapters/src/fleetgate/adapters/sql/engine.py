@@ -139,7 +139,8 @@ class Store:
             kwargs.update(self.options.get("engine", {}))
             self._engine = create_async_engine(self.url, **kwargs)
             self.dialect.install(self._engine, self.options)
-            answers.listen(self._engine)
+            if self.answer_seconds is not None:  # nothing to tell a watch without a bound
+                answers.listen(self._engine)
         return self._engine
 
     @property
