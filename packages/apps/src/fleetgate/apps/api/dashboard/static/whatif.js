@@ -28,6 +28,8 @@
       });
       const answer = await response.json();
       if (!response.ok) {
+        // The previous run's results answered other inputs: never leave them beside an error.
+        results.innerHTML = "";
         status.dataset.state = "error";
         status.textContent = answer.message || `error ${response.status}`;
         return;
@@ -36,6 +38,7 @@
       status.dataset.state = "done";
       status.textContent = "done";
     } catch (error) {
+      results.innerHTML = "";
       status.dataset.state = "error";
       status.textContent = String(error);
     }
