@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
-from fleetgate.apps.cli import app
+from fleetgate.apps.cli.main import fleetgate
 from fleetgate.apps.ledgerforecast import SnapshotError, read_ledger, snapshot_of
 from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.domain.capacity.demand import DemandPolicy
@@ -26,7 +26,7 @@ POLICY = ROOT / "examples" / "policy-weekly.yaml"
 
 def check(*args: str | Path) -> tuple[int, str, str]:
     result = CliRunner().invoke(
-        app, ["check", str(POLICY), "--expire-after", "14d", *map(str, args)]
+        fleetgate, ["check", str(POLICY), "--expire-after", "14d", *map(str, args)]
     )
     return result.exit_code, result.stdout, result.stderr
 

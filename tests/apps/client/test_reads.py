@@ -1,5 +1,5 @@
-"""``fleetgate nodes|placements|claims|events`` and the typed client, against a real API server
-(``fleetgate api`` under uvicorn on 127.0.0.1, over a SQLite file)."""
+"""``fleetgate nodes|placements|claims|events|status`` and the typed client, against a real API
+server (``fleetgate api`` under uvicorn on 127.0.0.1, over a SQLite file)."""
 
 from __future__ import annotations
 
@@ -11,48 +11,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner, Result
 
-from fleetgate.apps import clientwatch
 from fleetgate.apps.api.app import create_app
-from fleetgate.apps.api.schemas import PlacementCreate
-from fleetgate.apps.cli import app
-from fleetgate.apps.clientcli import exit_code
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, ControllerSettings, Settings
 from fleetgate.client import ClientError, FleetgateClient
 from tests.apps.api.routes.test_rotation_status import POLICY
-from tests.servers import FLEETGATE, free_port, running_api, serving_in_thread
-
-ADMIN_TOKEN = "client-cli-admin-token"
-NS = "team-a"
-
-
-def size(cpus: int, memory_mb: int, disk_gb: int, **where: str) -> PlacementCreate:
-    """A placement request, as the API's own schema."""
-    return PlacementCreate(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb, **where)
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """One running API for the module, with two nodes, a claim and two placements."""
-    db = tmp_path_factory.mktemp("clientcli") / "api.db"
-    with running_api(db, token=ADMIN_TOKEN, seconds=90) as url:
-        with FleetgateClient(url, ADMIN_TOKEN) as api:
-            # Seeding through the API itself, as an operator would (plain mappings as requests).
-            for name, threads in (("hv-1", 8), ("hv-2", 16)):
-                api.put_node(name, {"threads": threads, "memory_mb": 32768, "disk_gb": 500})
-            claim = {"cpus": 8, "memory_mb": 8192, "disk_gb": 100, "expires_in_seconds": 3600}
-            api.create_claim(NS, claim)
-            api.place(NS, size(2, 1024, 10, node="hv-1", request_id="job-1"))
-            api.place(NS, size(1, 512, 5, node="hv-2"))
-        yield url
-
-
-def cli(*args: str, env: dict[str, str] | None = None) -> Result:
-    """Run the ``fleetgate`` command in this process (the API it talks to is a real server)."""
-    unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("FLEETGATE_")}
-    return CliRunner().invoke(app, list(args), env={**unset, "COLUMNS": "200", **(env or {})})
+from tests.apps.client.seeded import ADMIN_TOKEN, NS, cli, size
+from tests.servers import FLEETGATE, free_port, serving_in_thread
 
 
 def test_nodes_prints_a_table_and_json(base: str) -> None:
@@ -195,10 +161,10 @@ def test_status_summarises_every_pool_like_kubectl_get(pools_base: str) -> None:
 SERVER_SIDE = ("fastapi", "starlette", "uvicorn", "sqlalchemy", "alembic", "fleetgate.adapters")
 #: What the start-up work took out (docs/performance.md, CLI start-up): httpx and what it pulls
 #: in (httpcore, h11, anyio or trio, its command-line tool's click, rich and pygments), pydantic
-#: (typer's adapters, the client's bodies, a write's local check of its body) and the API's
-#: schemas.
-STARTUP_BUDGET = (*SERVER_SIDE, "httpx", "httpcore", "h11", "anyio", "trio", "click", "pygments",
-                  "pydantic", "pydantic_core", "fleetgate.apps.api")  # fmt: skip
+#: (typer's adapters when the command was built on typer, the client's bodies, a write's local
+#: check of its body) and the API's schemas.
+STARTUP_BUDGET = (*SERVER_SIDE, "httpx", "httpcore", "h11", "anyio", "trio", "pygments",
+                  "pydantic", "pydantic_core", "typer", "fleetgate.apps.api")  # fmt: skip
 #: What ``check`` loads only for ``--ledger``/``--ledger-snapshot``: the forecast, its event
 #: loop and the capacity domain.
 LEDGER_FORECAST = ("fleetgate.apps.ledgerforecast", "asyncio", "fleetgate.domain.capacity")
@@ -206,7 +172,7 @@ SNAPSHOT = "nodes:\n  - {name: n-1, pool: general, cpus: 24, memoryMb: 32768, di
 _RUN_AND_REPORT = """
 import json, sys
 sys.argv = ["fleetgate", *json.loads(sys.argv[1])]
-from fleetgate.apps.cli import main
+from fleetgate.apps.cli.main import main
 try:
     main()
 finally:
@@ -281,33 +247,6 @@ def test_client_commands_and_check_import_nothing_of_the_server(base: str, tmp_p
     assert "sqlalchemy" in loaded_modules("db", "current", FLEETGATE_DATABASE_URL=db)
 
 
-def test_events_watch_prints_the_newest_then_each_new_one_once(
-    base: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    pauses: list[float] = []
-    placed: list[str] = []
-
-    def pause(seconds: float) -> None:
-        # Between the first two polls something happens; then nothing more (bound by count).
-        pauses.append(seconds)
-        if len(pauses) == 1:
-            with FleetgateClient(base, ADMIN_TOKEN) as api:
-                placed.append(api.place("team-watch", size(1, 1, 1)).id)
-
-    monkeypatch.setattr(clientwatch, "pause", pause)
-    env = {"FLEETGATE_SERVER": base, "FLEETGATE_TOKEN": ADMIN_TOKEN}
-    r = cli("events", "--watch", "--watch-count", "3", "--interval", "7",
-            "--kind", "instance placed", env=env)  # fmt: skip
-    assert r.exit_code == 0, r.stderr
-    assert pauses == [7, 7]
-    header, *rows = r.stdout.splitlines()
-    assert header.split()[:2] == ["ID", "AT"] and not any(row.startswith("ID") for row in rows)
-    subjects = [row.split()[-1] for row in rows]  # SUBJECT is the last column
-    assert subjects[-1] == placed[0] and subjects.count(placed[0]) == 1
-    ids = [int(row.split()[0]) for row in rows]
-    assert ids == sorted(ids)  # oldest first, as they happen
-
-
 def test_an_empty_answer_says_why(base: str) -> None:
     env = {"FLEETGATE_SERVER": base, "FLEETGATE_TOKEN": ADMIN_TOKEN}
     bogus = cli("events", "--kind", "bogus", env=env)
@@ -320,9 +259,3 @@ def test_an_empty_answer_says_why(base: str) -> None:
     assert status.exit_code == 0 and status.stdout == "" and "No NodePools" in status.stderr
     watched = cli("status", "--watch", "--watch-count", "3", "--interval", "0", env=env)
     assert watched.exit_code == 0 and watched.stderr.count("No NodePools") == 1
-
-
-def test_exit_codes_tell_refused_from_bad_input_from_unavailable() -> None:
-    assert [exit_code(s) for s in (401, 403, 404, 409, 507, 500)] == [1] * 6
-    assert exit_code(422) == 2
-    assert [exit_code(s) for s in (None, 502, 503, 504)] == [3] * 4

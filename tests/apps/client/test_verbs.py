@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner, Result
+from click.testing import CliRunner, Result
 
-from fleetgate.apps.cli import app
+from fleetgate.apps.cli.main import fleetgate
 from tests.apps.api.conftest import ADMIN_TOKEN
 from tests.conftest import Backend
 from tests.ledgers import open_ledger
@@ -40,7 +40,7 @@ def cli(base: str, *args: str, token: str = ADMIN_TOKEN, columns: int = 200) -> 
     """``fleetgate ARGS`` in this process, against ``base`` with ``token``."""
     unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("FLEETGATE_")}
     env = {**unset, "COLUMNS": str(columns), "FLEETGATE_SERVER": base, "FLEETGATE_TOKEN": token}
-    return CliRunner().invoke(app, list(args), env=env)
+    return CliRunner().invoke(fleetgate, list(args), env=env)
 
 
 def ok(result: Result) -> Result:

@@ -1,12 +1,12 @@
 """A small typed client of the fleetgate HTTP API, for scripts and for ``fleetgate nodes`` & co.
 
-It answers with typed bodies of the API's wire format (``fleetgate.apps.clientbodies``, checked
+It answers with typed bodies of the API's wire format (``fleetgate.apps.client.bodies``, checked
 against the API's OpenAPI document) and follows the ``Link: rel="next"`` header of the paged
 lists. A request is one of the API's own pydantic request bodies (``fleetgate.apps.api.schemas``,
 which check it when it is made) or a plain mapping of its fields, which the API checks. An error
 answer raises :class:`ClientError` with
 the API's ``error`` code and message; the token is never part of an error or a repr. It runs on
-the standard library's HTTP (``clienthttp``), so a client command starts at once::
+the standard library's HTTP (``transport``), so a client command starts at once::
 
     from fleetgate.client import FleetgateClient
 
@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
 
-from fleetgate.apps.clientbodies import (
+from fleetgate.apps.client.bodies import (
     ClaimBody,
     DryRunBody,
     EventBody,
@@ -36,8 +36,8 @@ from fleetgate.apps.clientbodies import (
     Wire,
     WireError,
 )
-from fleetgate.apps.clientdefaults import DEFAULT_SERVER, SERVER_ENV, TOKEN_ENV
-from fleetgate.apps.clienthttp import (
+from fleetgate.apps.client.defaults import DEFAULT_SERVER, SERVER_ENV, TOKEN_ENV
+from fleetgate.apps.client.transport import (
     HttpTransport,
     Response,
     Transport,

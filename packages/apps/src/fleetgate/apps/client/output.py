@@ -31,7 +31,7 @@ GAP = "   "
 
 
 class Body(Protocol):
-    """A body of the API (``clientbodies``): ``model_dump`` is its JSON object."""
+    """A body of the API (``bodies``): ``model_dump`` is its JSON object."""
 
     def model_dump(self, *, mode: str) -> dict[str, Any]: ...
 

@@ -5,71 +5,50 @@ Shapes follow kubectl and openstack: the verb's subject is positional (``fleetga
 ID``, ``fleetgate node cordon NAME``), sizes are options named as the API names its fields. A
 request is sent as the options give it and the API judges it (bad input: its 422 naming the
 field, exit 2); an answer is printed with ``-o`` like every listing; the exit codes are
-``clientcli``'s.
+``calls``'.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
+import click
 
-from fleetgate.apps import clientviews as views
-from fleetgate.apps.clientcli import (
-    EXIT_INVALID,
-    EXIT_OK,
-    NamespaceOpt,
-    OutputOpt,
-    Server,
-    Token,
-    call,
-    fail,
-    request,
-    show,
-)
-from fleetgate.apps.clientdefaults import DEFAULT_SERVER
-from fleetgate.apps.clientoutput import Body, Output, View, render_one
-from fleetgate.apps.cligroups import Group
+from fleetgate.apps.cli.group import Group
+from fleetgate.apps.cli.params import Integer, argument
+from fleetgate.apps.client import options, views
+from fleetgate.apps.client.calls import EXIT_INVALID, EXIT_OK, call, fail, request, show, show_one
+from fleetgate.apps.client.output import Output
 
 if TYPE_CHECKING:
-    from fleetgate.apps.client import FleetgateClient
+    from fleetgate.apps.client.api import FleetgateClient
 
-NamespaceArg = Annotated[str, typer.Argument(help="The namespace.", show_default=False)]
-Cpus = Annotated[int, typer.Option("--cpus", "--cpu", help="CPUs.", show_default=False)]
-MemoryMb = Annotated[int, typer.Option("--memory-mb", help="Memory, MiB.", show_default=False)]
-DiskGb = Annotated[int, typer.Option("--disk-gb", help="Disk, GB.")]
-ExpiresIn = Annotated[
-    str | None,
-    typer.Option("--expires-in", help="When the claim ends, from now (e.g. 8h, 14d)."),
-]
-ExpiresAt = Annotated[
-    str | None,
-    typer.Option("--expires-at", help="When the claim ends: an RFC3339 instant with its offset."),
-]
+F = TypeVar("F", bound=Callable[..., Any])
 
-claims_app = typer.Typer(
-    help="A namespace's capacity claims: list (no subcommand), create, update, delete.",
-    invoke_without_command=True,
-    rich_markup_mode=None,
-    cls=Group,
+namespace_arg = argument("namespace", help="The namespace.")
+cpus = click.option("--cpus", "--cpu", type=Integer(), required=True, show_default=False,
+                    help="CPUs.")  # fmt: skip
+memory_mb = click.option("--memory-mb", type=Integer(), required=True, show_default=False,
+                         help="Memory, MiB.")  # fmt: skip
+disk_gb = click.option("--disk-gb", type=Integer(), default=0, help="Disk, GB.")
+expires_in = click.option("--expires-in", help="When the claim ends, from now (e.g. 8h, 14d).")
+expires_at = click.option(
+    "--expires-at", help="When the claim ends: an RFC3339 instant with its offset."
 )
-node_app = typer.Typer(
-    help="One node of the ledger: get, put, delete, cordon, uncordon (admin token).",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    cls=Group,
-)
-tokens_app = typer.Typer(
-    help="A namespace's API tokens: create (the secret is shown once), list, revoke (admin).",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-    cls=Group,
-)
+name_arg = argument("name", help="The node's name.")
 
 
-def _print_one(row: Body, output: Output, view: View) -> None:
-    typer.echo(render_one(row, output, view))
+def _client_options(with_output: bool = True) -> Callable[[F], F]:
+    """``--server``, ``--token`` and (for a verb that prints an object) ``-o``, in that order."""
+
+    def add(command: F) -> F:
+        if with_output:
+            command = options.output(command)
+        return options.server(options.token(command))
+
+    return add
 
 
 def _seconds(expires_in: str | None) -> int | None:
@@ -87,50 +66,55 @@ def _seconds(expires_in: str | None) -> int | None:
 # --- placements ---------------------------------------------------------------------------------
 
 
+@click.command("place")
+@namespace_arg
+@cpus
+@memory_mb
+@disk_gb
+@click.option("--node", help="Force this node.")
+@click.option("--pool", help="Only nodes of this pool.")
+@click.option("--request-id", help="Idempotency key: a retry is answered once.")
+@click.option("--dry-run", is_flag=True, help="Say where it would land; place nothing.")
+@_client_options()
 def place(
-    namespace: NamespaceArg,
-    cpus: Cpus,
-    memory_mb: MemoryMb,
-    disk_gb: DiskGb = 0,
-    node: Annotated[str | None, typer.Option("--node", help="Force this node.")] = None,
-    pool: Annotated[str | None, typer.Option("--pool", help="Only nodes of this pool.")] = None,
-    request_id: Annotated[
-        str | None, typer.Option("--request-id", help="Idempotency key: a retry is answered once.")
-    ] = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Say where it would land; place nothing.")
-    ] = False,
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-    output: OutputOpt = Output.table,
+    namespace: str,
+    cpus: int,
+    memory_mb: int,
+    disk_gb: int,
+    node: str | None,
+    pool: str | None,
+    request_id: str | None,
+    dry_run: bool,
+    server: str,
+    token: str | None,
+    output: Output,
 ) -> None:
     """Admit a placement in NAMESPACE (507 with the per-dimension refusal when nothing fits)."""
     body = request(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb, node=node,
                    pool=pool, request_id=request_id)  # fmt: skip
     if dry_run:
-        _print_one(call(server, token, lambda api: api.dry_run(namespace, body)), output,
-                   views.DRY_RUN)  # fmt: skip
+        show_one(call(server, token, lambda api: api.dry_run(namespace, body)), output,
+                 views.DRY_RUN)  # fmt: skip
     else:
-        _print_one(call(server, token, lambda api: api.place(namespace, body)), output,
-                   views.PLACEMENTS)  # fmt: skip
+        show_one(call(server, token, lambda api: api.place(namespace, body)), output,
+                 views.PLACEMENTS)  # fmt: skip
 
 
-def release(
-    namespace: NamespaceArg,
-    placement_ids: Annotated[list[str], typer.Argument(help="Placement ids.", show_default=False)],
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-) -> None:
+@click.command("release")
+@namespace_arg
+@argument("placement_ids", nargs=-1, required=True, help="Placement ids.")
+@_client_options(with_output=False)
+def release(namespace: str, placement_ids: tuple[str, ...], server: str, token: str | None) -> None:
     """Release placements of NAMESPACE; each id is tried, the first failure's code is the exit."""
     code = EXIT_OK
     for placement_id in placement_ids:
         try:
             call(server, token, partial(_release, namespace, placement_id))
-        except typer.Exit as exc:
+        except click.exceptions.Exit as exc:
             code = code or exc.exit_code
             continue
-        typer.echo(f"placement {placement_id} released")
-    raise typer.Exit(code)
+        click.echo(f"placement {placement_id} released")
+    raise click.exceptions.Exit(code)
 
 
 def _release(namespace: str, placement_id: str, api: FleetgateClient) -> None:
@@ -140,15 +124,17 @@ def _release(namespace: str, placement_id: str, api: FleetgateClient) -> None:
 # --- claims -------------------------------------------------------------------------------------
 
 
-@claims_app.callback()
-def claims_list(
-    ctx: typer.Context,
-    namespace: Annotated[
-        str | None, typer.Option("--namespace", "-n", help="The namespace to list.")
-    ] = None,
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-    output: OutputOpt = Output.table,
+@click.group(
+    "claims",
+    cls=Group,
+    invoke_without_command=True,
+    help="A namespace's capacity claims: list (no subcommand), create, update, delete.",
+)
+@click.option("--namespace", "-n", help="The namespace to list.")
+@_client_options()
+@click.pass_context
+def claims_group(
+    ctx: click.Context, namespace: str | None, server: str, token: str | None, output: Output
 ) -> None:
     """List a namespace's capacity claims: used/limit per dimension, state, expiry."""
     if ctx.invoked_subcommand is not None:
@@ -159,174 +145,188 @@ def claims_list(
     show(found, output, views.CLAIMS, f"No claims in namespace {namespace}.")
 
 
-@claims_app.command("create")
+@claims_group.command("create")
+@namespace_arg
+@cpus
+@memory_mb
+@disk_gb
+@expires_in
+@expires_at
+@_client_options()
 def claims_create(
-    namespace: NamespaceArg,
-    cpus: Cpus,
-    memory_mb: MemoryMb,
-    disk_gb: DiskGb = 0,
-    expires_in: ExpiresIn = None,
-    expires_at: ExpiresAt = None,
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-    output: OutputOpt = Output.table,
+    namespace: str,
+    cpus: int,
+    memory_mb: int,
+    disk_gb: int,
+    expires_in: str | None,
+    expires_at: str | None,
+    server: str,
+    token: str | None,
+    output: Output,
 ) -> None:
     """Reserve capacity for NAMESPACE until --expires-in or --expires-at (exactly one)."""
     body = request(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb,
                    expires_in_seconds=_seconds(expires_in), expires_at=expires_at)  # fmt: skip
-    _print_one(call(server, token, lambda api: api.create_claim(namespace, body)), output,
-               views.CLAIMS)  # fmt: skip
+    show_one(call(server, token, lambda api: api.create_claim(namespace, body)), output,
+             views.CLAIMS)  # fmt: skip
 
 
-@claims_app.command("update")
+@claims_group.command("update")
+@namespace_arg
+@argument("claim_id", help="The claim's id.")
+@click.option("--cpus", "--cpu", type=Integer(), help="New CPU limit.")
+@click.option("--memory-mb", type=Integer(), help="New memory limit.")
+@click.option("--disk-gb", type=Integer(), help="New disk limit.")
+@expires_in
+@expires_at
+@_client_options()
 def claims_update(
-    namespace: NamespaceArg,
-    claim_id: Annotated[str, typer.Argument(help="The claim's id.", show_default=False)],
-    cpus: Annotated[int | None, typer.Option("--cpus", "--cpu", help="New CPU limit.")] = None,
-    memory_mb: Annotated[int | None, typer.Option("--memory-mb", help="New memory limit.")] = None,
-    disk_gb: Annotated[int | None, typer.Option("--disk-gb", help="New disk limit.")] = None,
-    expires_in: ExpiresIn = None,
-    expires_at: ExpiresAt = None,
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-    output: OutputOpt = Output.table,
+    namespace: str,
+    claim_id: str,
+    cpus: int | None,
+    memory_mb: int | None,
+    disk_gb: int | None,
+    expires_in: str | None,
+    expires_at: str | None,
+    server: str,
+    token: str | None,
+    output: Output,
 ) -> None:
     """Change only the limits and expiry given: grow (an admission), shrink, re-date."""
     body = request(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb,
                    expires_in_seconds=_seconds(expires_in), expires_at=expires_at)  # fmt: skip
-    _print_one(call(server, token, lambda api: api.update_claim(namespace, claim_id, body)),
-               output, views.CLAIMS)  # fmt: skip
+    show_one(call(server, token, lambda api: api.update_claim(namespace, claim_id, body)),
+             output, views.CLAIMS)  # fmt: skip
 
 
-@claims_app.command("delete")
-def claims_delete(
-    namespace: NamespaceArg,
-    claim_id: Annotated[str, typer.Argument(help="The claim's id.", show_default=False)],
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-) -> None:
+@claims_group.command("delete")
+@namespace_arg
+@argument("claim_id", help="The claim's id.")
+@_client_options(with_output=False)
+def claims_delete(namespace: str, claim_id: str, server: str, token: str | None) -> None:
     """Delete a claim: its namespace's usage goes back to the unclaimed side."""
     call(server, token, lambda api: api.delete_claim(namespace, claim_id))
-    typer.echo(f"claim {claim_id} deleted")
+    click.echo(f"claim {claim_id} deleted")
 
 
 # --- nodes --------------------------------------------------------------------------------------
 
-NameArg = Annotated[str, typer.Argument(help="The node's name.", show_default=False)]
+
+@click.group(
+    "node",
+    cls=Group,
+    no_args_is_help=True,
+    help="One node of the ledger: get, put, delete, cordon, uncordon (admin token).",
+)
+def node_group() -> None:
+    """One node of the ledger: get, put, delete, cordon, uncordon (admin token)."""
 
 
-@node_app.command("get")
-def node_get(
-    name: NameArg,
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-    output: OutputOpt = Output.table,
-) -> None:
+@node_group.command("get")
+@name_arg
+@_client_options()
+def node_get(name: str, server: str, token: str | None, output: Output) -> None:
     """Show one node."""
-    _print_one(call(server, token, lambda api: api.node(name)), output, views.NODES)
+    show_one(call(server, token, lambda api: api.node(name)), output, views.NODES)
 
 
-@node_app.command("put")
+@node_group.command("put")
+@name_arg
+@click.option("--threads", type=Integer(), required=True, show_default=False, help="CPU threads.")
+@memory_mb
+@click.option("--disk-gb", type=Integer(), required=True, show_default=False, help="Disk, GB.")
+@click.option("--pool", default="", help="The node's pool.")
+@click.option("--label", multiple=True, help="A label KEY=VALUE (repeatable).")
+@_client_options()
 def node_put(
-    name: NameArg,
-    threads: Annotated[int, typer.Option("--threads", help="CPU threads.", show_default=False)],
-    memory_mb: MemoryMb,
-    disk_gb: Annotated[int, typer.Option("--disk-gb", help="Disk, GB.", show_default=False)],
-    pool: Annotated[str, typer.Option("--pool", help="The node's pool.")] = "",
-    label: Annotated[
-        list[str] | None, typer.Option("--label", help="A label KEY=VALUE (repeatable).")
-    ] = None,
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-    output: OutputOpt = Output.table,
+    name: str,
+    threads: int,
+    memory_mb: int,
+    disk_gb: int,
+    pool: str,
+    label: tuple[str, ...],
+    server: str,
+    token: str | None,
+    output: Output,
 ) -> None:
     """Add the node, or replace its capacity, pool and labels (its counters are kept)."""
     labels: dict[str, str] = {}
-    for item in label or []:
+    for item in label:
         key, sep, value = item.partition("=")
         if not sep:
             raise fail(f"--label: {item!r} is not KEY=VALUE", EXIT_INVALID)
         labels[key] = value
     body = request(threads=threads, memory_mb=memory_mb, disk_gb=disk_gb, pool=pool,
                    labels=labels)  # fmt: skip
-    _print_one(call(server, token, lambda api: api.put_node(name, body)), output, views.NODES)
+    show_one(call(server, token, lambda api: api.put_node(name, body)), output, views.NODES)
 
 
-@node_app.command("delete")
-def node_delete(name: NameArg, server: Server = DEFAULT_SERVER, token: Token = None) -> None:
+@node_group.command("delete")
+@name_arg
+@_client_options(with_output=False)
+def node_delete(name: str, server: str, token: str | None) -> None:
     """Remove the node (refused, 409 node_busy, while it holds placements)."""
     call(server, token, lambda api: api.delete_node(name))
-    typer.echo(f"node {name} deleted")
+    click.echo(f"node {name} deleted")
 
 
-@node_app.command("cordon")
-def node_cordon(
-    name: NameArg,
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-    output: OutputOpt = Output.table,
-) -> None:
+@node_group.command("cordon")
+@name_arg
+@_client_options()
+def node_cordon(name: str, server: str, token: str | None, output: Output) -> None:
     """Stop admitting onto the node (its placements stay)."""
-    _print_one(call(server, token, lambda api: api.cordon(name)), output, views.NODES)
+    show_one(call(server, token, lambda api: api.cordon(name)), output, views.NODES)
 
 
-@node_app.command("uncordon")
-def node_uncordon(
-    name: NameArg,
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-    output: OutputOpt = Output.table,
-) -> None:
+@node_group.command("uncordon")
+@name_arg
+@_client_options()
+def node_uncordon(name: str, server: str, token: str | None, output: Output) -> None:
     """Admit onto the node again."""
-    _print_one(call(server, token, lambda api: api.uncordon(name)), output, views.NODES)
+    show_one(call(server, token, lambda api: api.uncordon(name)), output, views.NODES)
 
 
 # --- tokens -------------------------------------------------------------------------------------
 
 
-@tokens_app.command("create")
-def tokens_create(
-    namespace: NamespaceArg,
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-    output: OutputOpt = Output.table,
-) -> None:
+@click.group(
+    "tokens",
+    cls=Group,
+    no_args_is_help=True,
+    help="A namespace's API tokens: create (the secret is shown once), list, revoke (admin).",
+)
+def tokens_group() -> None:
+    """A namespace's API tokens: create (the secret is shown once), list, revoke (admin)."""
+
+
+@tokens_group.command("create")
+@namespace_arg
+@_client_options()
+def tokens_create(namespace: str, server: str, token: str | None, output: Output) -> None:
     """Make a token for NAMESPACE; its secret is printed this once (-o name: the id only)."""
-    _print_one(call(server, token, lambda api: api.create_token(namespace)), output,
-               views.NEW_TOKEN)  # fmt: skip
+    show_one(call(server, token, lambda api: api.create_token(namespace)), output,
+             views.NEW_TOKEN)  # fmt: skip
 
 
-@tokens_app.command("list")
-def tokens_list(
-    namespace: NamespaceArg,
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-    output: OutputOpt = Output.table,
-) -> None:
+@tokens_group.command("list")
+@namespace_arg
+@_client_options()
+def tokens_list(namespace: str, server: str, token: str | None, output: Output) -> None:
     """List NAMESPACE's tokens, revoked ones included (never their secrets)."""
     found = call(server, token, lambda api: api.tokens(namespace))
     show(found, output, views.TOKENS, f"No tokens for namespace {namespace}.")
 
 
-@tokens_app.command("revoke")
-def tokens_revoke(
-    namespace: NamespaceArg,
-    token_id: Annotated[str, typer.Argument(help="The token's id.", show_default=False)],
-    server: Server = DEFAULT_SERVER,
-    token: Token = None,
-) -> None:
+@tokens_group.command("revoke")
+@namespace_arg
+@argument("token_id", help="The token's id.")
+@_client_options(with_output=False)
+def tokens_revoke(namespace: str, token_id: str, server: str, token: str | None) -> None:
     """Revoke a token: it stops authenticating at once."""
     call(server, token, lambda api: api.revoke_token(namespace, token_id))
-    typer.echo(f"token {token_id} revoked")
+    click.echo(f"token {token_id} revoked")
 
 
-def register_verbs(app: typer.Typer) -> None:
-    """Add the write commands (and the ``claims`` group, whose bare form lists) to ``app``."""
-    app.command("place")(place)
-    app.command("release")(release)
-    app.add_typer(claims_app, name="claims")
-    app.add_typer(node_app, name="node")
-    app.add_typer(tokens_app, name="tokens")
-
-
-__all__ = ["NamespaceOpt", "register_verbs"]
+#: The writes, and the groups of them, in the order ``fleetgate --help`` shows them.
+COMMANDS = (place, release)
+GROUPS = (claims_group, node_group, tokens_group)

@@ -1,7 +1,7 @@
 """The columns of each kind of row the client commands print (``table`` and, with more, ``wide``)
 and the identifier ``-o name`` prints: the id a later command takes (release, claims update...).
 
-Rows are the client's bodies (``clientbodies``); they are read by attribute only, so this module
+Rows are the client's bodies (``bodies``); they are read by attribute only, so this module
 needs none of them imported.
 """
 
@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from fleetgate.apps.clientoutput import Column, View
+from fleetgate.apps.client.output import Column, View
 
 
 def _used(dimension: str) -> Any:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import time
 from itertools import count
 
-import typer
+import click
 
-from fleetgate.apps import clientviews as views
-from fleetgate.apps.clientcli import EXIT_OK, call, note
-from fleetgate.apps.clientoutput import Output, render
+from fleetgate.apps.client import views
+from fleetgate.apps.client.calls import EXIT_OK, call, note
+from fleetgate.apps.client.output import Output, render
 
 #: The pause between polls; a test replaces it to act between two polls in virtual time.
 pause = time.sleep
@@ -35,8 +35,8 @@ def watch_events(
     watch_count: int,
 ) -> int:
     """Print the newest ``limit`` events oldest first, then each new one as it is recorded."""
-    from fleetgate.apps.client import FleetgateClient
-    from fleetgate.apps.clientbodies import EventBody
+    from fleetgate.apps.client.api import FleetgateClient
+    from fleetgate.apps.client.bodies import EventBody
 
     def fetch(after: int) -> list[EventBody]:
         def ask(api: FleetgateClient) -> list[EventBody]:
@@ -60,7 +60,7 @@ def watch_events(
             if output in (Output.table, Output.wide) and not header:
                 text = text.split("\n", 1)[1]  # one header for the whole watch, as kubectl
             header = False
-            typer.echo(text)
+            click.echo(text)
     except KeyboardInterrupt:
         pass
     return EXIT_OK
@@ -80,7 +80,7 @@ def watch_status(
             if text == shown:
                 continue
             if text or output not in (Output.table, Output.wide):
-                typer.echo(text)
+                click.echo(text)
             else:
                 note(empty)
             shown = text

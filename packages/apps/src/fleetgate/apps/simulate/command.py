@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from fleetgate.apps.clientoutput import dump_yaml
+from fleetgate.apps.client.output import dump_yaml
 from fleetgate.apps.container import Container
 from fleetgate.apps.policyfile import PolicyFileError, load_policy
 from fleetgate.apps.redaction import error_markup
