@@ -17,6 +17,7 @@ from fleetgate.apps.api.schemas.fleet import (
     SimulationInstant,
 )
 from fleetgate.apps.api.schemas.policy import RotationPolicyManifest
+from fleetgate.domain.rotation.constants import MAX_POOL_NODES
 
 #: The largest YAML policy text accepted (a policy is a few hundred bytes).
 MAX_POLICY_TEXT = 64 * 1024
@@ -45,7 +46,7 @@ class RotationCheckRequest(RequestBody):
     termination_grace_period: (
         Annotated[str, StringConstraints(max_length=64, pattern=DURATION)] | None
     ) = Field(None, description="NodePool terminationGracePeriod; unset uses the drain fallback.")
-    nodes: Annotated[int, Field(strict=True, ge=0, le=1_000_000), WHOLE_NUMBER] = Field(
+    nodes: Annotated[int, Field(strict=True, ge=0, le=MAX_POOL_NODES), WHOLE_NUMBER] = Field(
         0, description="NodeClaims in the pool (N)."
     )
 
