@@ -10,7 +10,8 @@ from pathlib import Path
 import click
 
 from fleetgate.apps.cli.group import Group
-from fleetgate.apps.cli.params import PATH, Integer, Number, OneOf, argument
+from fleetgate.apps.cli.params import PATH, Integer, Number, OneOf, WritableFile, argument
+from fleetgate.domain.rotation.constants import MAX_POOL_NODES
 
 
 class OutputFormat(StrEnum):
@@ -48,7 +49,12 @@ report_output = click.option(
 @policy_arg
 @click.option("--expire-after", required=True, help="NodePool expireAfter.")
 @click.option("--termination-grace-period", help="NodePool terminationGracePeriod.")
-@click.option("--nodes", type=Integer(min=0), default=0, help="NodeClaims in the pool (N).")
+@click.option(
+    "--nodes",
+    type=Integer(min=0, max=MAX_POOL_NODES),
+    default=0,
+    help="NodeClaims in the pool (N).",
+)
 @format_option
 @report_output
 @click.option("--strict", is_flag=True, help="Exit 1 on a warning too (for CI).")
@@ -97,7 +103,7 @@ def check(
 @click.option("--env-provisioning", help="Actual provisioning time.")
 @click.option("--env-drain", help="Actual drain time.")
 @format_option
-@click.option("--report", type=PATH, help="Write an HTML report.")
+@click.option("--report", type=WritableFile(), help="Write an HTML report.")
 @report_output
 def simulate(
     policy: Path,

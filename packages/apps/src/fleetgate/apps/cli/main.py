@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from fleetgate.apps.cli import commands, completion
-from fleetgate.apps.cli.group import Group
+from fleetgate.apps.cli.group import Root
 from fleetgate.apps.cli.params import ExistingFile
 from fleetgate.apps.client import reads, verbs
 
@@ -44,11 +44,11 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 @click.group(
     "fleetgate",
-    cls=Group,
+    cls=Root,
     no_args_is_help=True,
     # Every option shows its default, as the command always has; an option that words its
     # default itself (api --host) or has none worth showing says so.
-    context_settings={"show_default": True},
+    context_settings={"show_default": True, "help_option_names": ["-h", "--help"]},
 )
 @click.option(
     "--version",
@@ -86,6 +86,11 @@ def fleetgate(debug: bool, config: Path | None) -> None:
     _debug = debug
     if config is not None:
         os.environ["FLEETGATE_CONFIG"] = str(config)
+    # Every command names a misspelt FLEETGATE_* variable, the client's and check included
+    # (without loading the settings model: fleetgate.apps.variables).
+    from fleetgate.apps.variables import warn_unknown_variables
+
+    warn_unknown_variables(os.environ)
 
 
 @fleetgate.command("version")
@@ -101,9 +106,24 @@ for _command in (*commands.COMMANDS, *reads.COMMANDS, *verbs.COMMANDS, commands.
 
 def main() -> None:
     """Entry point of the ``fleetgate`` console script."""
+    run("fleetgate")
+
+
+def kubectl_main() -> None:
+    """Entry point of ``kubectl-fleetgate``: ``kubectl fleetgate ARGS`` runs it with ARGS as
+    given (kubectl's plugin convention), and its help and errors name it so."""
+    run("kubectl fleetgate")
+
+
+def run(prog_name: str) -> None:
+    """Run the command as ``prog_name``; exit with its status. A refused command line is one
+    ``error:`` line (``group.Root``); a start-up failure nobody handled is
+    :func:`startup_failure`'s one line (``--debug`` shows the traceback instead)."""
+    complete_var = "_{}_COMPLETE".format(prog_name.replace(" ", "_").replace("-", "_").upper())
     try:
-        fleetgate.main(args=debug_first(sys.argv[1:]), prog_name="fleetgate")
-    except Exception as exc:  # a start-up failure nobody handled: one line, not a traceback
+        fleetgate.main(args=debug_first(sys.argv[1:]), prog_name=prog_name,
+                       complete_var=complete_var)  # fmt: skip
+    except Exception as exc:
         if _debug:
             raise
         raise SystemExit(startup_failure(exc)) from None

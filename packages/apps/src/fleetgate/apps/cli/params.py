@@ -8,6 +8,7 @@ the same words. The words are stated here once; ``tests/apps/cli/test_params.py`
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from enum import Enum
@@ -120,6 +121,26 @@ class ExistingFile(click.ParamType[Path, Any]):
         return path
 
 
+class WritableFile(click.ParamType[Path, Any]):
+    """A file the command will write (a report): refused before any work is done when it could
+    not be written, so a long run never ends in a failed write."""
+
+    name = "file"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        """The path, or a refusal saying why it cannot be written."""
+        path = Path(value)
+        folder = path.parent
+        if path.is_dir():
+            self.fail(f"{str(value)!r} is a directory.", param, ctx)
+        if not folder.is_dir():
+            self.fail(f"cannot write {str(value)!r}: no directory {str(folder)!r}.", param, ctx)
+        writable = os.access(path, os.W_OK) if path.exists() else os.access(folder, os.W_OK)
+        if not writable:
+            self.fail(f"cannot write {str(value)!r}: permission denied.", param, ctx)
+        return path
+
+
 class Argument(click.Argument):
     """A positional argument whose refusals name it as written in the code (``'policy'``)."""
 
@@ -139,4 +160,13 @@ def argument(name: str, **attrs: Any) -> Callable[[F], F]:
 #: A path taken as given (the command reads it and words its own refusal).
 PATH = click.Path(path_type=Path)
 
-__all__ = ["PATH", "Argument", "ExistingFile", "Integer", "Number", "OneOf", "argument"]
+__all__ = [
+    "PATH",
+    "Argument",
+    "ExistingFile",
+    "Integer",
+    "Number",
+    "OneOf",
+    "WritableFile",
+    "argument",
+]
