@@ -87,7 +87,7 @@ def commands(base: str, policy: Path) -> list[tuple[str, list[str]]]:
     """What is timed: a label and the argv, the interpreter's floor first."""
     auth = ["--server", base, "--token", TOKEN]
     check = [FLEETGATE, "check", str(policy), "--expire-after", "14d"]
-    dry_run = [FLEETGATE, "place", NS, "--cpus", "1", "--memory-mb", "1", "--dry-run"]
+    dry_run = [FLEETGATE, "place", "-n", NS, "--cpus", "1", "--memory-mb", "1", "--dry-run"]
     return [
         ("python -c pass", [PYTHON, "-c", "pass"]),
         ("fleetgate --help", [FLEETGATE, "--help"]),

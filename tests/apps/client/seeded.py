@@ -4,6 +4,7 @@ client, and the ``fleetgate`` command run against it: what the client's command 
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +13,7 @@ from click.testing import CliRunner, Result
 from fleetgate.apps.api.schemas import PlacementCreate
 from fleetgate.apps.cli.main import fleetgate
 from fleetgate.client import FleetgateClient
-from tests.servers import running_api
+from tests.servers import FLEETGATE, running_api
 
 ADMIN_TOKEN = "client-cli-admin-token"
 NS = "team-a"
@@ -43,3 +44,14 @@ def cli(*args: str, env: dict[str, str] | None = None) -> Result:
     """Run the ``fleetgate`` command in this process (the API it talks to is a real server)."""
     unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("FLEETGATE_")}
     return CliRunner().invoke(fleetgate, list(args), env={**unset, "COLUMNS": "200", **(env or {})})
+
+
+def console(
+    *args: str, env: dict[str, str] | None = None, script: str = "fleetgate"
+) -> subprocess.CompletedProcess[str]:
+    """The installed console script (``fleetgate``, or ``kubectl-fleetgate``) in a process of
+    its own, with ``env`` and no ``FLEETGATE_*`` variable from outside."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
+    return subprocess.run([str(FLEETGATE.with_name(script)), *args],
+                          env={**clean, "COLUMNS": "200", **(env or {})},
+                          capture_output=True, text=True, timeout=120)  # fmt: skip

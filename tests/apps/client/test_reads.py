@@ -8,17 +8,18 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from fleetgate.apps.api.app import create_app
-from fleetgate.apps.container import build_container
+from fleetgate.apps.container import build_container, virtual_container
 from fleetgate.apps.settings import ApiSettings, ControllerSettings, Settings
 from fleetgate.client import ClientError, FleetgateClient
 from tests.apps.api.routes.test_rotation_status import POLICY
-from tests.apps.client.seeded import ADMIN_TOKEN, NS, cli, size
-from tests.servers import FLEETGATE, free_port, serving_in_thread
+from tests.apps.client.seeded import ADMIN_TOKEN, NS, cli, console, size
+from tests.servers import free_port, serving_in_thread
 
 
 def test_nodes_prints_a_table_and_json(base: str) -> None:
@@ -78,10 +79,11 @@ def test_a_server_url_with_a_password_is_shown_without_it() -> None:
 
 
 def test_an_error_with_brackets_is_printed_as_the_api_wrote_it(base: str) -> None:
-    # The API's 422 names the namespace pattern; rich once read its [a-z0-9] as markup.
-    r = cli("placements", "-n", "Not_A_Namespace", "--server", base, "--token", ADMIN_TOKEN)
+    # The API's 422 names the pool pattern; rich once read its [A-Za-z0-9._/-] as markup.
+    r = cli("node", "put", "hv-9", "--threads", "1", "--memory-mb", "1", "--disk-gb", "1",
+            "--pool", "a b", "--server", base, "--token", ADMIN_TOKEN)  # fmt: skip
     assert r.exit_code == 2  # the API's 422: bad input
-    assert "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$" in " ".join(r.stderr.split()), r.stderr
+    assert "^[A-Za-z0-9._/-]*$" in " ".join(r.stderr.split()), r.stderr
 
 
 def test_bad_input_exits_2_naming_the_option(base: str) -> None:
@@ -137,13 +139,6 @@ def pools_base(tmp_path: Path) -> Iterator[str]:
         yield url
 
 
-def console(*args: str) -> subprocess.CompletedProcess[str]:
-    """The installed ``fleetgate`` script (this process's own server logs stay out of it)."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
-    return subprocess.run([str(FLEETGATE), *args], env={**clean, "COLUMNS": "200"},
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-
-
 def test_status_summarises_every_pool_like_kubectl_get(pools_base: str) -> None:
     r = console("status", "--server", pools_base, "--token", ADMIN_TOKEN)
     assert r.returncode == 0, r.stderr
@@ -168,6 +163,8 @@ STARTUP_BUDGET = (*SERVER_SIDE, "httpx", "httpcore", "h11", "anyio", "trio", "py
 #: What ``check`` loads only for ``--ledger``/``--ledger-snapshot``: the forecast, its event
 #: loop and the capacity domain.
 LEDGER_FORECAST = ("fleetgate.apps.ledgerforecast", "asyncio", "fleetgate.domain.capacity")
+#: Of the capacity domain, a client command loads the names' one rule alone (``-n``, a node).
+NAME_RULES = {"fleetgate.domain.capacity", "fleetgate.domain.capacity.names"}
 SNAPSHOT = "nodes:\n  - {name: n-1, pool: general, cpus: 24, memoryMb: 32768, diskGb: 100}\n"
 _RUN_AND_REPORT = """
 import json, sys
@@ -212,17 +209,17 @@ def test_client_commands_and_check_import_nothing_of_the_server(base: str, tmp_p
         ("check", str(policy), "--expire-after", "14d", "-o", "json"),
         ("version",),
         # The writes with a body send it as given: the API's 422 is the one check of it.
-        ("place", NS, "--cpus", "1", "--memory-mb", "1", "--dry-run", *auth),
-        ("claims", "create", "team-budget", "--cpus", "1", "--memory-mb", "1", "--expires-in",
+        ("place", "-n", NS, "--cpus", "1", "--memory-mb", "1", "--dry-run", *auth),
+        ("claims", "create", "-n", "team-budget", "--cpus", "1", "--memory-mb", "1", "--expires-in",
          "1h", "-o", "name", *auth),
         ("node", "put", "hv-budget", "--threads", "2", "--memory-mb", "64", "--disk-gb", "1",
          "--label", "tier=gold", *auth),
-        ("tokens", "create", "team-budget", "-o", "name", *auth),
+        ("tokens", "create", "-n", "team-budget", "-o", "name", *auth),
     ]  # fmt: skip
     for command in commands:
         loaded = loaded_modules(*command)
         assert within(loaded, STARTUP_BUDGET) == [], command
-        assert within(loaded, LEDGER_FORECAST) == [], command
+        assert set(within(loaded, LEDGER_FORECAST)) <= NAME_RULES, command
         if command[0] != "check" or "json" in command:  # rich prints check's tables, no more
             assert within(loaded, ("rich",)) == [], command
     # A refused body is the API's 422 (exit 2) or refusal (exit 1): no schema of the client's.
@@ -230,11 +227,13 @@ def test_client_commands_and_check_import_nothing_of_the_server(base: str, tmp_p
     # the shapes; one with a word masks URL passwords with the adapters' one rule, a module on
     # the standard library alone. Never the plugin machinery, nothing more of the list.
     masking = {"fleetgate.adapters", "fleetgate.adapters.urlredaction"}
-    for refused in (("place", NS, "--cpus", "-1", "--memory-mb", "1", *auth),
-                    ("claims", "update", NS, "no-such-claim", "--cpus", "2", *auth)):  # fmt: skip
+    for refused in (("place", "-n", NS, "--cpus", "-1", "--memory-mb", "1", *auth),
+                    ("claims", "update", "-n", NS, "no-such-claim", "--cpus", "2",
+                     *auth)):  # fmt: skip
         loaded = loaded_modules(*refused)
         assert set(within(loaded, STARTUP_BUDGET)) <= masking, refused
-        assert within(loaded, ("pydantic", "rich", "pluggy", *LEDGER_FORECAST)) == [], refused
+        assert within(loaded, ("pydantic", "rich", "pluggy")) == [], refused
+        assert set(within(loaded, LEDGER_FORECAST)) <= NAME_RULES, refused
     # The forecast loads when asked for, and the probe sees it.
     snapshot = tmp_path / "ledger.yaml"
     snapshot.write_text(SNAPSHOT)
@@ -259,3 +258,41 @@ def test_an_empty_answer_says_why(base: str) -> None:
     assert status.exit_code == 0 and status.stdout == "" and "No NodePools" in status.stderr
     watched = cli("status", "--watch", "--watch-count", "3", "--interval", "0", env=env)
     assert watched.exit_code == 0 and watched.stderr.count("No NodePools") == 1
+
+
+@pytest.fixture
+def virtual_base(tmp_path: Path) -> Iterator[str]:
+    """The API on a virtual clock (as under ``fleetgate up``), under uvicorn in a thread."""
+    settings = Settings(
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'virtual.db'}",
+        api=ApiSettings(admin_token=ADMIN_TOKEN),
+    )
+    container = virtual_container(settings, datetime(2031, 7, 7, tzinfo=UTC))
+    with serving_in_thread(create_app(container)) as url:
+        yield url
+
+
+def test_times_from_a_virtual_clock_are_labelled_virtual(virtual_base: str, base: str) -> None:
+    env = {"FLEETGATE_SERVER": virtual_base, "FLEETGATE_TOKEN": ADMIN_TOKEN}
+    put = console("node", "put", "v-1", "--threads", "2", "--memory-mb", "64", "--disk-gb", "1",
+                  "-o", "wide", env=env)  # fmt: skip
+    assert put.returncode == 0 and "UPDATED (VIRTUAL)" in put.stdout.splitlines()[0]
+    events = console("events", env=env)
+    assert events.stdout.splitlines()[0].split()[:3] == ["ID", "AT", "(VIRTUAL)"]
+    assert "2031-07-07" in events.stdout  # the virtual instant itself, as the API gave it
+    as_json = console("events", "-o", "json", env=env)
+    assert json.loads(as_json.stdout)[0]["at"].startswith("2031-07-07")  # the body, unchanged
+    assert "virtual clock" in as_json.stderr
+    # A real clock says nothing of the kind.
+    real = console("events", "--server", base, "--token", ADMIN_TOKEN)
+    assert "VIRTUAL" not in real.stdout and real.stderr == ""
+    real_json = console("events", "-o", "json", "--server", base, "--token", ADMIN_TOKEN)
+    assert "virtual" not in real_json.stderr
+
+
+def test_an_empty_name_listing_says_why_on_stderr_as_kubectl_does(base: str) -> None:
+    auth = ("--server", base, "--token", ADMIN_TOKEN)
+    empty = console("placements", "-n", "nobody-here", "-o", "name", *auth)
+    assert empty.returncode == 0 and empty.stdout == ""
+    assert empty.stderr == "No placements in namespace nobody-here.\n"
+    assert console("placements", "-n", "nobody-here", "-o", "json", *auth).stdout.strip() == "[]"

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from fleetgate.apps.client.output import Body, Output, View, render, render_one
+from fleetgate.apps.client.output import Body, Output, Printer, View
 
 if TYPE_CHECKING:
     from fleetgate.apps.client.api import FleetgateClient
@@ -29,6 +30,17 @@ EXIT_OK, EXIT_REFUSED, EXIT_INVALID, EXIT_UNAVAILABLE = 0, 1, 2, 3
 #: Answers that say "try again later" rather than "no".
 UNAVAILABLE = frozenset({502, 503, 504})
 T = TypeVar("T")
+
+
+@dataclass
+class Answered:
+    """What the last answer said of itself: whether its instants are on a virtual clock."""
+
+    virtual_clock: bool = False
+
+
+#: The command's last answer (a command talks to one API; each call sets it anew).
+ANSWERED = Answered()
 
 
 def fail(message: str, code: int) -> click.exceptions.Exit:
@@ -57,7 +69,9 @@ def call(server: str, token: str | None, action: Callable[[FleetgateClient], T])
 
     try:
         with FleetgateClient(server, token) as api:
-            return action(api)
+            result = action(api)
+            ANSWERED.virtual_clock = api.virtual_clock
+            return result
     except ClientError as exc:
         raise fail(str(exc), exit_code(exc.status)) from None
 
@@ -72,15 +86,28 @@ def request(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def show(rows: Sequence[Body], output: Output, view: View, empty: str) -> None:
-    """Print ``rows``; for people (table, wide) an empty answer says why instead."""
-    text = render(rows, output, view)
+def printer(output: Output, view: View, headers: bool = True, *, stream: bool = False) -> Printer:
+    """How this command prints: ``output``, headers or not, the instants labelled virtual when
+    the API said its clock is (and, for json and yaml, which keep the API's bodies, a note)."""
+    if ANSWERED.virtual_clock and output in (Output.json, Output.yaml):
+        note(
+            "fleetgate: note: the API runs on a virtual clock (fleetgate up): its times are virtual"
+        )
+    return Printer(output, view, headers=headers, virtual=ANSWERED.virtual_clock, stream=stream)
+
+
+def show(
+    rows: Sequence[Body], output: Output, view: View, empty: str, headers: bool = True
+) -> None:
+    """Print ``rows``; when that prints nothing (table, wide and name of no rows), say why on
+    stderr instead, as kubectl says "No resources found"."""
+    text = printer(output, view, headers).render(rows)
     if text:
         click.echo(text)
-    elif output in (Output.table, Output.wide):
+    else:
         note(empty)
 
 
-def show_one(row: Body, output: Output, view: View) -> None:
+def show_one(row: Body, output: Output, view: View, headers: bool = True) -> None:
     """Print the one object a write answers."""
-    click.echo(render_one(row, output, view))
+    click.echo(printer(output, view, headers).render_one(row))

@@ -1,8 +1,8 @@
 """``fleetgate nodes|placements|status|events``: read a running API.
 
-Each command takes ``--server`` and ``--token`` (or ``FLEETGATE_SERVER`` / ``FLEETGATE_TOKEN``)
-and prints ``-o table|wide|json|yaml|name`` (``output``). The writes are in ``verbs``; the
-polling of ``--watch`` in ``watch``; the exit codes in ``calls``.
+Each command takes ``--server`` and ``--token`` (or ``FLEETGATE_SERVER`` / ``FLEETGATE_TOKEN``),
+prints ``-o table|wide|json|yaml|name`` (``output``; ``--no-headers``) and polls with
+``-w/--watch`` (``watch``). The writes are in ``verbs``; the exit codes in ``calls``.
 
 The client (``api``: the standard library's HTTP and dataclasses of the wire format) loads when a
 command runs; no command imports pydantic, httpx or the server (FastAPI).
@@ -54,14 +54,36 @@ def events_empty(server: str, token: str | None, kind: str | None, namespace: st
 @options.token
 @options.output
 @click.option("--selector", "-l", help="Only nodes whose labels match (k=v,k!=v,k).")
-def nodes_cmd(server: str, token: str | None, output: Output, selector: str | None) -> None:
+@options.watch("Poll; print each node that appears, changes or goes.", interval=5.0)
+def nodes_cmd(
+    server: str,
+    token: str | None,
+    output: Output,
+    no_headers: bool,
+    selector: str | None,
+    watch: bool,
+    interval: float,
+    watch_count: int,
+) -> None:
     """List the ledger's nodes: pool, used/limit per dimension, load, schedulable."""
-    found = call(server, token, lambda api: api.nodes())
-    chosen = select_nodes(found, selector)
     empty = "No nodes in the ledger (add one with `fleetgate node put`)."
     if selector is not None:
+        empty = f"No node matches -l {selector!r}."
+    if watch:
+        from fleetgate.apps.client.watch import Watch, watch_rows
+
+        def fetch() -> list[NodeBody]:
+            return select_nodes(call(server, token, lambda api: api.nodes()), selector)
+
+        shown = Watch(output, views.NODES, not no_headers, empty)
+        raise click.exceptions.Exit(
+            watch_rows(fetch, lambda n: n.name, shown, interval, watch_count)
+        )
+    found = call(server, token, lambda api: api.nodes())
+    chosen = select_nodes(found, selector)
+    if selector is not None:
         empty = f"No node matches -l {selector!r} ({len(found)} in the ledger)."
-    show(chosen, output, views.NODES, empty)
+    show(chosen, output, views.NODES, empty, not no_headers)
 
 
 @click.command("placements")
@@ -69,21 +91,43 @@ def nodes_cmd(server: str, token: str | None, output: Output, selector: str | No
 @options.server
 @options.token
 @options.output
-def placements_cmd(namespace: str, server: str, token: str | None, output: Output) -> None:
+@options.watch("Poll; print each placement that appears, changes or goes.", interval=5.0)
+def placements_cmd(
+    namespace: str,
+    server: str,
+    token: str | None,
+    output: Output,
+    no_headers: bool,
+    watch: bool,
+    interval: float,
+    watch_count: int,
+) -> None:
     """List a namespace's placements."""
+    empty = f"No placements in namespace {namespace}."
+    if watch:
+        from fleetgate.apps.client.watch import Watch, watch_rows
+
+        shown = Watch(output, views.PLACEMENTS, not no_headers, empty)
+        code = watch_rows(lambda: call(server, token, lambda api: api.placements(namespace)),
+                          lambda p: p.id, shown, interval, watch_count)  # fmt: skip
+        raise click.exceptions.Exit(code)
     found = call(server, token, lambda api: api.placements(namespace))
-    show(found, output, views.PLACEMENTS, f"No placements in namespace {namespace}.")
+    show(found, output, views.PLACEMENTS, empty, not no_headers)
 
 
 @click.command("status")
 @options.server
 @options.token
 @options.output
-@click.option("--watch", "-w", is_flag=True, help="Poll; print again when it changes.")
-@options.interval(5.0)
-@options.watch_count
+@options.watch("Poll; print each pool again when its standing changes.", interval=5.0)
 def status_cmd(
-    server: str, token: str | None, output: Output, watch: bool, interval: float, watch_count: int
+    server: str,
+    token: str | None,
+    output: Output,
+    no_headers: bool,
+    watch: bool,
+    interval: float,
+    watch_count: int,
 ) -> None:
     """Every NodePool: its policy, window, next window, A and G, the rotation, the gate."""
     empty = (
@@ -92,28 +136,30 @@ def status_cmd(
     )
     if not watch:
         found = call(server, token, lambda api: api.rotation_status())
-        show(found, output, views.STATUS, empty)
+        show(found, output, views.STATUS, empty, not no_headers)
         return
-    from fleetgate.apps.client.watch import watch_status
+    from fleetgate.apps.client.watch import Watch, watch_rows
 
-    raise click.exceptions.Exit(watch_status(server, token, output, interval, watch_count, empty))
+    shown = Watch(output, views.STATUS, not no_headers, empty)
+    code = watch_rows(lambda: call(server, token, lambda api: api.rotation_status()),
+                      lambda p: p.pool, shown, interval, watch_count)  # fmt: skip
+    raise click.exceptions.Exit(code)
 
 
 @click.command("events")
 @options.server
 @options.token
 @options.output
-@click.option("--namespace", "-n", help="Only this namespace.")
+@options.only_namespace
 @click.option("--kind", help="Only this kind.")
 @click.option("--limit", type=Integer(min=1, max=1000), default=50)
 @click.option("--oldest-first", is_flag=True, help="Oldest first (default: newest first).")
-@click.option("--watch", "-w", is_flag=True, help="Print the newest, oldest first, then new ones.")
-@options.interval(2.0)
-@options.watch_count
+@options.watch("Print the newest, oldest first, then each new one.", interval=2.0)
 def events_cmd(
     server: str,
     token: str | None,
     output: Output,
+    no_headers: bool,
     namespace: str | None,
     kind: str | None,
     limit: int,
@@ -124,10 +170,12 @@ def events_cmd(
 ) -> None:
     """List audit events, newest first."""
     if watch:
-        from fleetgate.apps.client.watch import watch_events
+        from fleetgate.apps.client.watch import Watch, watch_events
 
-        code = watch_events(server, token, output, namespace, kind, limit, interval,
-                            watch_count)  # fmt: skip
+        where = f" in namespace {namespace}" if namespace else ""
+        shown = Watch(output, views.EVENTS, not no_headers, f"No events{where} yet.")
+        code = watch_events(server, token, namespace, kind, limit, interval, watch_count,
+                            shown)  # fmt: skip
         raise click.exceptions.Exit(code)
 
     def fetch(api: FleetgateClient) -> list[EventBody]:
@@ -136,8 +184,8 @@ def events_cmd(
         )
 
     found = call(server, token, fetch)
-    if found or output not in (Output.table, Output.wide):
-        show(found, output, views.EVENTS, "")
+    if found or output in (Output.json, Output.yaml):
+        show(found, output, views.EVENTS, "", not no_headers)
     else:
         note(events_empty(server, token, kind, namespace))
 

@@ -1,16 +1,20 @@
 """The client's writes: ``place``, ``release``, ``claims create|update|delete``,
 ``node get|put|delete|cordon|uncordon`` and ``tokens create|list|revoke``.
 
-Shapes follow kubectl and openstack: the verb's subject is positional (``fleetgate release NS
+Shapes follow kubectl: the namespace is ``-n/--namespace`` (the old first-argument form still
+works, with a deprecation note), the verb's subject is positional (``fleetgate release -n NS
 ID``, ``fleetgate node cordon NAME``), sizes are options named as the API names its fields. A
 request is sent as the options give it and the API judges it (bad input: its 422 naming the
-field, exit 2); an answer is printed with ``-o`` like every listing; the exit codes are
-``calls``'.
+field, exit 2); every verb prints its answer with ``-o`` like every listing (a verb whose answer
+is empty, such as a release, prints what it did: a line, the id with ``-o name``, an object with
+``-o json``); the exit codes are ``calls``'.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -19,15 +23,22 @@ import click
 from fleetgate.apps.cli.group import Group
 from fleetgate.apps.cli.params import Integer, argument
 from fleetgate.apps.client import options, views
-from fleetgate.apps.client.calls import EXIT_INVALID, EXIT_OK, call, fail, request, show, show_one
-from fleetgate.apps.client.output import Output
+from fleetgate.apps.client.calls import (
+    EXIT_INVALID,
+    EXIT_OK,
+    call,
+    fail,
+    request,
+    show,
+    show_one,
+)
+from fleetgate.apps.client.output import Output, dump_yaml
 
 if TYPE_CHECKING:
     from fleetgate.apps.client.api import FleetgateClient
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-namespace_arg = argument("namespace", help="The namespace.")
 cpus = click.option("--cpus", "--cpu", type=Integer(), required=True, show_default=False,
                     help="CPUs.")  # fmt: skip
 memory_mb = click.option("--memory-mb", type=Integer(), required=True, show_default=False,
@@ -37,18 +48,20 @@ expires_in = click.option("--expires-in", help="When the claim ends, from now (e
 expires_at = click.option(
     "--expires-at", help="When the claim ends: an RFC3339 instant with its offset."
 )
-name_arg = argument("name", help="The node's name.")
+name_arg = argument("name", callback=options.valid_node_name, help="The node's name.")
 
 
-def _client_options(with_output: bool = True) -> Callable[[F], F]:
-    """``--server``, ``--token`` and (for a verb that prints an object) ``-o``, in that order."""
+def _namespace_first(*after: str) -> Callable[[F], F]:
+    """The positional arguments of a verb whose namespace was once its first argument:
+    ``[NAMESPACE]`` (deprecated; ``-n``) and then ``after``'s."""
+    shown = " ".join(("[NAMESPACE]", *after))
+    return argument("arguments", nargs=-1, metavar=shown,
+                    help="Once the namespace came first; give it with -n.")  # fmt: skip
 
-    def add(command: F) -> F:
-        if with_output:
-            command = options.output(command)
-        return options.server(options.token(command))
 
-    return add
+def _client_options(command: F) -> F:
+    """``--server``, ``--token``, ``-o`` and ``--no-headers``, in that order."""
+    return options.server(options.token(options.output(command)))
 
 
 def _seconds(expires_in: str | None) -> int | None:
@@ -63,11 +76,41 @@ def _seconds(expires_in: str | None) -> int | None:
         raise fail(f"--expires-in: {exc}", EXIT_INVALID) from None
 
 
+@dataclass(frozen=True)
+class Done:
+    """What a verb whose answer is empty did (a release, a delete, a revoke), to print it."""
+
+    kind: str
+    id: str
+    action: str
+    namespace: str | None = None
+
+    def document(self) -> dict[str, Any]:
+        """The JSON object ``-o json`` prints."""
+        found: dict[str, Any] = {"kind": self.kind, "id": self.id, "action": self.action}
+        if self.namespace is not None:
+            found["namespace"] = self.namespace
+        return found
+
+
+def show_done(done: Done, output: Output) -> None:
+    """Print one thing done: a line for people, its id for ``-o name``, an object for scripts."""
+    if output is Output.name:
+        click.echo(done.id)
+    elif output is Output.json:
+        click.echo(json.dumps(done.document(), indent=2))
+    elif output is Output.yaml:
+        click.echo(dump_yaml(done.document()))
+    else:
+        click.echo(f"{done.kind} {done.id} {done.action}")
+
+
 # --- placements ---------------------------------------------------------------------------------
 
 
 @click.command("place")
-@namespace_arg
+@options.namespace_or_argument
+@_namespace_first()
 @cpus
 @memory_mb
 @disk_gb
@@ -75,9 +118,12 @@ def _seconds(expires_in: str | None) -> int | None:
 @click.option("--pool", help="Only nodes of this pool.")
 @click.option("--request-id", help="Idempotency key: a retry is answered once.")
 @click.option("--dry-run", is_flag=True, help="Say where it would land; place nothing.")
-@_client_options()
+@_client_options
+@click.pass_context
 def place(
-    namespace: str,
+    ctx: click.Context,
+    namespace: str | None,
+    arguments: tuple[str, ...],
     cpus: int,
     memory_mb: int,
     disk_gb: int,
@@ -88,32 +134,55 @@ def place(
     server: str,
     token: str | None,
     output: Output,
+    no_headers: bool,
 ) -> None:
-    """Admit a placement in NAMESPACE (507 with the per-dimension refusal when nothing fits)."""
+    """Admit a placement in the namespace (507 with the per-dimension refusal when nothing
+    fits)."""
+    ns, _ = options.namespace_of(ctx, namespace, arguments, 0)
     body = request(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb, node=node,
                    pool=pool, request_id=request_id)  # fmt: skip
     if dry_run:
-        show_one(call(server, token, lambda api: api.dry_run(namespace, body)), output,
-                 views.DRY_RUN)  # fmt: skip
+        show_one(call(server, token, lambda api: api.dry_run(ns, body)), output,
+                 views.DRY_RUN, not no_headers)  # fmt: skip
     else:
-        show_one(call(server, token, lambda api: api.place(namespace, body)), output,
-                 views.PLACEMENTS)  # fmt: skip
+        show_one(call(server, token, lambda api: api.place(ns, body)), output,
+                 views.PLACEMENTS, not no_headers)  # fmt: skip
 
 
 @click.command("release")
-@namespace_arg
-@argument("placement_ids", nargs=-1, required=True, help="Placement ids.")
-@_client_options(with_output=False)
-def release(namespace: str, placement_ids: tuple[str, ...], server: str, token: str | None) -> None:
-    """Release placements of NAMESPACE; each id is tried, the first failure's code is the exit."""
+@options.namespace_or_argument
+@_namespace_first("PLACEMENT_ID...")
+@_client_options
+@click.pass_context
+def release(
+    ctx: click.Context,
+    namespace: str | None,
+    arguments: tuple[str, ...],
+    server: str,
+    token: str | None,
+    output: Output,
+    no_headers: bool,
+) -> None:
+    """Release placements of the namespace; each id is tried, the first failure's code is the
+    exit."""
+    ns, placement_ids = options.namespace_of(ctx, namespace, arguments, -1)
     code = EXIT_OK
+    done: list[dict[str, Any]] = []
     for placement_id in placement_ids:
         try:
-            call(server, token, partial(_release, namespace, placement_id))
+            call(server, token, partial(_release, ns, placement_id))
         except click.exceptions.Exit as exc:
             code = code or exc.exit_code
             continue
-        click.echo(f"placement {placement_id} released")
+        released = Done("placement", placement_id, "released", ns)
+        if output in (Output.json, Output.yaml):
+            done.append(released.document())  # one document for the whole command
+        else:
+            show_done(released, output)
+    if output is Output.json:
+        click.echo(json.dumps(done, indent=2))
+    elif output is Output.yaml:
+        click.echo(dump_yaml(done))
     raise click.exceptions.Exit(code)
 
 
@@ -130,31 +199,52 @@ def _release(namespace: str, placement_id: str, api: FleetgateClient) -> None:
     invoke_without_command=True,
     help="A namespace's capacity claims: list (no subcommand), create, update, delete.",
 )
-@click.option("--namespace", "-n", help="The namespace to list.")
-@_client_options()
+@options.namespace_or_argument
+@_client_options
+@options.watch("Poll; print each claim that appears, changes or goes.", interval=5.0)
 @click.pass_context
 def claims_group(
-    ctx: click.Context, namespace: str | None, server: str, token: str | None, output: Output
+    ctx: click.Context,
+    namespace: str | None,
+    server: str,
+    token: str | None,
+    output: Output,
+    no_headers: bool,
+    watch: bool,
+    interval: float,
+    watch_count: int,
 ) -> None:
     """List a namespace's capacity claims: used/limit per dimension, state, expiry."""
     if ctx.invoked_subcommand is not None:
         return
     if namespace is None:
-        raise fail("--namespace: give the namespace whose claims to list (-n NS)", EXIT_INVALID)
+        raise click.UsageError("Missing option '--namespace' / '-n'.", ctx=ctx)
+    empty = f"No claims in namespace {namespace}."
+    if watch:
+        from fleetgate.apps.client.watch import Watch, watch_rows
+
+        shown = Watch(output, views.CLAIMS, not no_headers, empty)
+        code = watch_rows(lambda: call(server, token, lambda api: api.claims(namespace)),
+                          lambda c: c.id, shown, interval, watch_count)  # fmt: skip
+        raise click.exceptions.Exit(code)
     found = call(server, token, lambda api: api.claims(namespace))
-    show(found, output, views.CLAIMS, f"No claims in namespace {namespace}.")
+    show(found, output, views.CLAIMS, empty, not no_headers)
 
 
 @claims_group.command("create")
-@namespace_arg
+@options.namespace_or_argument
+@_namespace_first()
 @cpus
 @memory_mb
 @disk_gb
 @expires_in
 @expires_at
-@_client_options()
+@_client_options
+@click.pass_context
 def claims_create(
-    namespace: str,
+    ctx: click.Context,
+    namespace: str | None,
+    arguments: tuple[str, ...],
     cpus: int,
     memory_mb: int,
     disk_gb: int,
@@ -163,26 +253,30 @@ def claims_create(
     server: str,
     token: str | None,
     output: Output,
+    no_headers: bool,
 ) -> None:
-    """Reserve capacity for NAMESPACE until --expires-in or --expires-at (exactly one)."""
+    """Reserve capacity for the namespace until --expires-in or --expires-at (exactly one)."""
+    ns, _ = options.namespace_of(ctx, namespace, arguments, 0)
     body = request(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb,
                    expires_in_seconds=_seconds(expires_in), expires_at=expires_at)  # fmt: skip
-    show_one(call(server, token, lambda api: api.create_claim(namespace, body)), output,
-             views.CLAIMS)  # fmt: skip
+    show_one(call(server, token, lambda api: api.create_claim(ns, body)), output,
+             views.CLAIMS, not no_headers)  # fmt: skip
 
 
 @claims_group.command("update")
-@namespace_arg
-@argument("claim_id", help="The claim's id.")
+@options.namespace_or_argument
+@_namespace_first("CLAIM_ID")
 @click.option("--cpus", "--cpu", type=Integer(), help="New CPU limit.")
 @click.option("--memory-mb", type=Integer(), help="New memory limit.")
 @click.option("--disk-gb", type=Integer(), help="New disk limit.")
 @expires_in
 @expires_at
-@_client_options()
+@_client_options
+@click.pass_context
 def claims_update(
-    namespace: str,
-    claim_id: str,
+    ctx: click.Context,
+    namespace: str | None,
+    arguments: tuple[str, ...],
     cpus: int | None,
     memory_mb: int | None,
     disk_gb: int | None,
@@ -191,22 +285,34 @@ def claims_update(
     server: str,
     token: str | None,
     output: Output,
+    no_headers: bool,
 ) -> None:
     """Change only the limits and expiry given: grow (an admission), shrink, re-date."""
+    ns, (claim_id,) = options.namespace_of(ctx, namespace, arguments, 1)
     body = request(cpus=cpus, memory_mb=memory_mb, disk_gb=disk_gb,
                    expires_in_seconds=_seconds(expires_in), expires_at=expires_at)  # fmt: skip
-    show_one(call(server, token, lambda api: api.update_claim(namespace, claim_id, body)),
-             output, views.CLAIMS)  # fmt: skip
+    show_one(call(server, token, lambda api: api.update_claim(ns, claim_id, body)),
+             output, views.CLAIMS, not no_headers)  # fmt: skip
 
 
 @claims_group.command("delete")
-@namespace_arg
-@argument("claim_id", help="The claim's id.")
-@_client_options(with_output=False)
-def claims_delete(namespace: str, claim_id: str, server: str, token: str | None) -> None:
+@options.namespace_or_argument
+@_namespace_first("CLAIM_ID")
+@_client_options
+@click.pass_context
+def claims_delete(
+    ctx: click.Context,
+    namespace: str | None,
+    arguments: tuple[str, ...],
+    server: str,
+    token: str | None,
+    output: Output,
+    no_headers: bool,
+) -> None:
     """Delete a claim: its namespace's usage goes back to the unclaimed side."""
-    call(server, token, lambda api: api.delete_claim(namespace, claim_id))
-    click.echo(f"claim {claim_id} deleted")
+    ns, (claim_id,) = options.namespace_of(ctx, namespace, arguments, 1)
+    call(server, token, lambda api: api.delete_claim(ns, claim_id))
+    show_done(Done("claim", claim_id, "deleted", ns), output)
 
 
 # --- nodes --------------------------------------------------------------------------------------
@@ -224,10 +330,11 @@ def node_group() -> None:
 
 @node_group.command("get")
 @name_arg
-@_client_options()
-def node_get(name: str, server: str, token: str | None, output: Output) -> None:
+@_client_options
+def node_get(name: str, server: str, token: str | None, output: Output, no_headers: bool) -> None:
     """Show one node."""
-    show_one(call(server, token, lambda api: api.node(name)), output, views.NODES)
+    show_one(call(server, token, lambda api: api.node(name)), output, views.NODES,
+             not no_headers)  # fmt: skip
 
 
 @node_group.command("put")
@@ -237,7 +344,7 @@ def node_get(name: str, server: str, token: str | None, output: Output) -> None:
 @click.option("--disk-gb", type=Integer(), required=True, show_default=False, help="Disk, GB.")
 @click.option("--pool", default="", help="The node's pool.")
 @click.option("--label", multiple=True, help="A label KEY=VALUE (repeatable).")
-@_client_options()
+@_client_options
 def node_put(
     name: str,
     threads: int,
@@ -248,6 +355,7 @@ def node_put(
     server: str,
     token: str | None,
     output: Output,
+    no_headers: bool,
 ) -> None:
     """Add the node, or replace its capacity, pool and labels (its counters are kept)."""
     labels: dict[str, str] = {}
@@ -258,32 +366,41 @@ def node_put(
         labels[key] = value
     body = request(threads=threads, memory_mb=memory_mb, disk_gb=disk_gb, pool=pool,
                    labels=labels)  # fmt: skip
-    show_one(call(server, token, lambda api: api.put_node(name, body)), output, views.NODES)
+    show_one(call(server, token, lambda api: api.put_node(name, body)), output, views.NODES,
+             not no_headers)  # fmt: skip
 
 
 @node_group.command("delete")
 @name_arg
-@_client_options(with_output=False)
-def node_delete(name: str, server: str, token: str | None) -> None:
+@_client_options
+def node_delete(
+    name: str, server: str, token: str | None, output: Output, no_headers: bool
+) -> None:
     """Remove the node (refused, 409 node_busy, while it holds placements)."""
     call(server, token, lambda api: api.delete_node(name))
-    click.echo(f"node {name} deleted")
+    show_done(Done("node", name, "deleted"), output)
 
 
 @node_group.command("cordon")
 @name_arg
-@_client_options()
-def node_cordon(name: str, server: str, token: str | None, output: Output) -> None:
+@_client_options
+def node_cordon(
+    name: str, server: str, token: str | None, output: Output, no_headers: bool
+) -> None:
     """Stop admitting onto the node (its placements stay)."""
-    show_one(call(server, token, lambda api: api.cordon(name)), output, views.NODES)
+    show_one(call(server, token, lambda api: api.cordon(name)), output, views.NODES,
+             not no_headers)  # fmt: skip
 
 
 @node_group.command("uncordon")
 @name_arg
-@_client_options()
-def node_uncordon(name: str, server: str, token: str | None, output: Output) -> None:
+@_client_options
+def node_uncordon(
+    name: str, server: str, token: str | None, output: Output, no_headers: bool
+) -> None:
     """Admit onto the node again."""
-    show_one(call(server, token, lambda api: api.uncordon(name)), output, views.NODES)
+    show_one(call(server, token, lambda api: api.uncordon(name)), output, views.NODES,
+             not no_headers)  # fmt: skip
 
 
 # --- tokens -------------------------------------------------------------------------------------
@@ -300,31 +417,76 @@ def tokens_group() -> None:
 
 
 @tokens_group.command("create")
-@namespace_arg
-@_client_options()
-def tokens_create(namespace: str, server: str, token: str | None, output: Output) -> None:
-    """Make a token for NAMESPACE; its secret is printed this once (-o name: the id only)."""
-    show_one(call(server, token, lambda api: api.create_token(namespace)), output,
-             views.NEW_TOKEN)  # fmt: skip
+@options.namespace_or_argument
+@_namespace_first()
+@_client_options
+@click.pass_context
+def tokens_create(
+    ctx: click.Context,
+    namespace: str | None,
+    arguments: tuple[str, ...],
+    server: str,
+    token: str | None,
+    output: Output,
+    no_headers: bool,
+) -> None:
+    """Make a token for the namespace; its secret is printed this once (-o name: the secret
+    alone, for TOKEN=$(...))."""
+    ns, _ = options.namespace_of(ctx, namespace, arguments, 0)
+    show_one(call(server, token, lambda api: api.create_token(ns)), output, views.NEW_TOKEN,
+             not no_headers)  # fmt: skip
 
 
 @tokens_group.command("list")
-@namespace_arg
-@_client_options()
-def tokens_list(namespace: str, server: str, token: str | None, output: Output) -> None:
-    """List NAMESPACE's tokens, revoked ones included (never their secrets)."""
-    found = call(server, token, lambda api: api.tokens(namespace))
-    show(found, output, views.TOKENS, f"No tokens for namespace {namespace}.")
+@options.namespace_or_argument
+@_namespace_first()
+@_client_options
+@options.watch("Poll; print each token that appears, changes or goes.", interval=5.0)
+@click.pass_context
+def tokens_list(
+    ctx: click.Context,
+    namespace: str | None,
+    arguments: tuple[str, ...],
+    server: str,
+    token: str | None,
+    output: Output,
+    no_headers: bool,
+    watch: bool,
+    interval: float,
+    watch_count: int,
+) -> None:
+    """List the namespace's tokens, revoked ones included (never their secrets)."""
+    ns, _ = options.namespace_of(ctx, namespace, arguments, 0)
+    empty = f"No tokens for namespace {ns}."
+    if watch:
+        from fleetgate.apps.client.watch import Watch, watch_rows
+
+        shown = Watch(output, views.TOKENS, not no_headers, empty)
+        code = watch_rows(lambda: call(server, token, lambda api: api.tokens(ns)),
+                          lambda t: t.id, shown, interval, watch_count)  # fmt: skip
+        raise click.exceptions.Exit(code)
+    found = call(server, token, lambda api: api.tokens(ns))
+    show(found, output, views.TOKENS, empty, not no_headers)
 
 
 @tokens_group.command("revoke")
-@namespace_arg
-@argument("token_id", help="The token's id.")
-@_client_options(with_output=False)
-def tokens_revoke(namespace: str, token_id: str, server: str, token: str | None) -> None:
+@options.namespace_or_argument
+@_namespace_first("TOKEN_ID")
+@_client_options
+@click.pass_context
+def tokens_revoke(
+    ctx: click.Context,
+    namespace: str | None,
+    arguments: tuple[str, ...],
+    server: str,
+    token: str | None,
+    output: Output,
+    no_headers: bool,
+) -> None:
     """Revoke a token: it stops authenticating at once."""
-    call(server, token, lambda api: api.revoke_token(namespace, token_id))
-    click.echo(f"token {token_id} revoked")
+    ns, (token_id,) = options.namespace_of(ctx, namespace, arguments, 1)
+    call(server, token, lambda api: api.revoke_token(ns, token_id))
+    show_done(Done("token", token_id, "revoked", ns), output)
 
 
 #: The writes, and the groups of them, in the order ``fleetgate --help`` shows them.
