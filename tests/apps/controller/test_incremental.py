@@ -1,9 +1,11 @@
-"""The census carried across passes decides exactly what a from-scratch pass decides.
+"""The census carried across passes decides exactly what a census built afresh decides.
 
 Every pass of a random simulation (fleet, policy, windows, faults, controller restarts) is
-stepped twice over the same observation: by the controller with its ``PoolCensus`` and by the
-pure machine with none. The two Steps (actions, requeue, report with census and reason, quiet
-instant) must be equal at every pass; a restart starts a new controller with an empty cache.
+stepped twice over the same observation: by the controller with the ``PoolCensus`` it carried
+from its last pass, and by the pure machine given none (so it starts one that classifies every
+claim of this observation). Both are the machine's one path; what differs is only how much of
+the census was kept. The two Steps (actions, requeue, report with census and reason, quiet
+instant) must be equal at every pass; a restart starts a new controller with an empty census.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ _QUIET = structlog.wrap_logger(structlog.ReturnLogger(), processors=[])
 
 
 class Checked(RotationController):
-    """A controller that also steps every pass from scratch and insists both agree."""
+    """A controller that also steps every pass with a new census and insists both agree."""
 
     checked = 0
 
@@ -43,7 +45,7 @@ class Checked(RotationController):
     ) -> Step:
         fast = super().step(pool, obs, policies, now)
         slow = step(obs, policies, now, self.config)
-        assert fast == slow, f"pass at {now}: the census cache disagrees with a fresh pass"
+        assert fast == slow, f"pass at {now}: the carried census disagrees with a new one"
         Checked.checked += 1
         return fast
 
@@ -132,9 +134,9 @@ def test_the_carried_census_decides_what_a_fresh_pass_decides(
     assert Checked.checked - before == passes > 0
 
 
-def test_a_cache_reclassifies_only_what_changed_or_fell_due() -> None:
-    """Over an unchanged pool the cache classifies nothing again; time alone brings back only
-    the claims whose age threshold it reaches."""
+def test_a_carried_census_reclassifies_only_what_changed_or_fell_due() -> None:
+    """Over an unchanged pool the carried census classifies nothing again; time alone brings
+    back only the claims whose age threshold it reaches."""
     from fleetgate.domain.rotation.census import PoolCensus
     from fleetgate.domain.rotation.cluster import NodeClaimView
 
@@ -153,14 +155,14 @@ def test_a_cache_reclassifies_only_what_changed_or_fell_due() -> None:
     )
     obs = PoolObservation("pool", "1", timedelta(days=14), claims=claims)
     rules, lead = resolved.selection, resolved.lead_time_base
-    cache = PoolCensus().advanced(obs, rules, lead, SIM_START)
-    first = cache.census.eligible
-    assert cache.reclassified == 14 and first == 3
-    cache = cache.advanced(obs, rules, lead, SIM_START)
-    assert cache.reclassified == 14
+    carried = PoolCensus().advanced(obs, rules, lead, SIM_START)
+    first = carried.headcount.eligible
+    assert carried.reclassified == 14 and first == 3
+    carried = carried.advanced(obs, rules, lead, SIM_START)
+    assert carried.reclassified == 14
     later = SIM_START + timedelta(days=1)
-    cache = cache.advanced(obs, rules, lead, later)
+    carried = carried.advanced(obs, rules, lead, later)
     fresh = step(obs, [pol], later).report.census
-    assert cache.census == fresh and fresh.eligible == 7
+    assert carried.headcount == fresh and fresh.eligible == 7
     # Exactly the claims that crossed their age threshold were classified again.
-    assert cache.reclassified == 14 + fresh.eligible - first
+    assert carried.reclassified == 14 + fresh.eligible - first

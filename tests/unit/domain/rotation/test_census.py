@@ -7,9 +7,10 @@ from datetime import timedelta
 
 import pytest
 
+from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.census import PoolCensus
 from fleetgate.domain.rotation.machine import step
-from fleetgate.domain.rotation.selection import Bucket, Census
+from fleetgate.domain.rotation.selection import Bucket, Census, classify, order
 from tests.unit.domain.rotation.test_machine import DUE, LEAD, NOW, E, claim, policy, pool
 
 RULES = policy().resolve(None)
@@ -22,9 +23,9 @@ def _advance(census: PoolCensus, obs: object, at: object = NOW) -> PoolCensus:
 def test_advancing_returns_the_successor_and_spends_the_census_it_was_advanced_from() -> None:
     obs = pool(claim("a", DUE), claim("b", timedelta(days=1)))
     first = _advance(PoolCensus(), obs)
-    assert first.census.counts == {Bucket.ELIGIBLE: 1, Bucket.NOT_TRIGGERED: 1}
+    assert first.headcount.counts == {Bucket.ELIGIBLE: 1, Bucket.NOT_TRIGGERED: 1}
     second = _advance(first, obs, NOW + timedelta(minutes=1))
-    assert second.census == first_census_of(obs, NOW + timedelta(minutes=1))
+    assert second.headcount == first_census_of(obs, NOW + timedelta(minutes=1))
     with pytest.raises(ValueError, match="census: this one is empty or was advanced already"):
         first.candidate()
     with pytest.raises(ValueError, match="census"):
@@ -40,23 +41,59 @@ def test_the_step_hands_back_the_census_it_advanced_and_keeps_it_out_of_the_deci
     assert carried == step(obs, [policy()], NOW)  # the census takes no part in equality
     again = step(obs, [policy()], NOW, census=carried.census)
     assert again.census is not None and again.census.reclassified == 1  # nothing changed
-    assert step(obs, [policy()], NOW).census is None  # none given, none returned
+    started = step(obs, [policy()], NOW).census  # none given: the step starts one
+    assert started is not None and started.reclassified == 1
 
 
 def test_other_rules_or_an_earlier_now_start_the_tables_afresh() -> None:
     just = E - LEAD + timedelta(seconds=30)  # old enough at NOW, not a minute before
     obs = pool(claim("a", just), claim("b", timedelta(days=1)))
     census = _advance(PoolCensus(), obs)
-    assert census.census.counts == {Bucket.ELIGIBLE: 1, Bucket.NOT_TRIGGERED: 1}
+    assert census.headcount.counts == {Bucket.ELIGIBLE: 1, Bucket.NOT_TRIGGERED: 1}
     earlier = NOW - timedelta(minutes=1)
     census = _advance(census, obs, earlier)  # time went backwards: "a" is not due then
-    assert census.census.counts == {Bucket.NOT_TRIGGERED: 2} == first_census_of(obs, earlier).counts
+    assert (
+        census.headcount.counts == {Bucket.NOT_TRIGGERED: 2} == first_census_of(obs, earlier).counts
+    )
     override = replace(RULES.selection, override=timedelta(hours=1))
     census = census.advanced(obs, override, RULES.lead_time_base, NOW)
     assert census.reclassified == 2  # every claim classified again, under the new rules
-    assert census.census.counts == {Bucket.ELIGIBLE: 2}
+    assert census.headcount.counts == {Bucket.ELIGIBLE: 2}
 
 
 def first_census_of(obs: object, at: object) -> Census:
     """The counts a fresh census gives for ``obs`` at ``at``."""
-    return _advance(PoolCensus(), obs, at).census
+    return _advance(PoolCensus(), obs, at).headcount
+
+
+def test_the_eligible_claims_come_in_selection_order_the_candidate_first() -> None:
+    obs = pool(
+        claim("late", DUE),
+        claim("young", timedelta(days=1)),
+        claim("early", DUE + timedelta(hours=2)),
+        claim("mid", DUE + timedelta(hours=1)),
+    )
+    census = _advance(PoolCensus(), obs)
+    views = [c.selection_view for c in obs.claims]
+    eligible = [v for v in views if classify(v, NOW, RULES.selection) is Bucket.ELIGIBLE]
+    expected = order(eligible, RULES.selection)
+    assert [c.name for c in census.eligible()] == ["early", "mid", "late"]
+    assert census.eligible() == expected
+    assert census.candidate() == census.eligible()[0]
+
+
+def test_the_surge_hosts_are_read_from_the_marks_or_walked_for_a_predicted_pool() -> None:
+    marked = {ann.SURGE_FOR: "a"}
+    base = pool(claim("a", DUE), claim("b", DUE), claim("c", DUE))
+    obs = base.with_changes(
+        dict(base.annotations), {}, {"c": replace(base.nodes[2], annotations=marked)}
+    )
+    census = _advance(PoolCensus(), obs)
+    assert [n.name for n in census.surge_hosts("a", obs)] == ["c"]
+    assert census.surge_hosts("b", obs) == []
+    # A pool predicted from the observed one (the marks the census read are the observed
+    # ones'): the nodes are walked, in observation order.
+    predicted = obs.with_changes(
+        dict(obs.annotations), {}, {"b": replace(obs.nodes[1], annotations=marked)}
+    )
+    assert [n.name for n in census.surge_hosts("a", predicted)] == ["b", "c"]

@@ -1,4 +1,5 @@
-"""Start gates (spec §7.2 step 4): order, boundaries, absent marks, ``until``."""
+"""Start gates (spec §7.2 step 4): order, boundaries, absent marks, ``until``, each asked
+through the one list (``gating.start_gates``) over a pool with no claims."""
 
 from __future__ import annotations
 
@@ -6,15 +7,17 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from fleetgate.domain.rotation.annotations import FREEZE, LAST_FAILURE_AT, LAST_ROTATION_AT
-from fleetgate.domain.rotation.gates import (
-    Blocked,
-    GateReason,
-    PoolMarks,
-    check_gates,
-    start_gate,
+from fleetgate.domain.rotation.annotations import (
+    FREEZE,
+    LAST_FAILURE_AT,
+    LAST_ROTATION_AT,
+    format_timestamp,
 )
-from fleetgate.domain.rotation.policy import RotationPolicy, Surge
+from fleetgate.domain.rotation.cluster import PoolObservation
+from fleetgate.domain.rotation.context import MachineConfig, Pass
+from fleetgate.domain.rotation.gates import Blocked, GateReason, PoolMarks
+from fleetgate.domain.rotation.gating import start_gates
+from fleetgate.domain.rotation.policy import ResolvedPolicy, RotationPolicy, Surge
 from fleetgate.domain.rotation.windows import Exclusion, MaintenanceWindow
 
 M = timedelta(minutes=1)
@@ -30,9 +33,25 @@ POLICY = RotationPolicy(
 IN_WINDOW = datetime(2024, 6, 3, 3, tzinfo=UTC)
 
 
+MARK_KEYS = {
+    "freeze": FREEZE,
+    "last_rotation_at": LAST_ROTATION_AT,
+    "last_failure_at": LAST_FAILURE_AT,
+}
+
+
+def first_closed(
+    now: datetime, annotations: dict[str, str], resolved: ResolvedPolicy = POLICY
+) -> Blocked | None:
+    """The first closed gate at ``now`` for a claimless pool carrying ``annotations``."""
+    obs = PoolObservation(name="p", version="1", expire_after=None, annotations=annotations)
+    return start_gates(Pass.begin(obs, resolved, now, MachineConfig())).blocked
+
+
 def gate(now: datetime, **marks: datetime | None) -> Blocked | None:
-    """The first closed gate under POLICY."""
-    return start_gate(now, POLICY, PoolMarks(**marks))
+    """The first closed gate under POLICY, the pool marked with ``marks``."""
+    written = {MARK_KEYS[k]: format_timestamp(v) for k, v in marks.items() if v is not None}
+    return first_closed(now, written)
 
 
 def test_all_open() -> None:
@@ -92,8 +111,11 @@ def test_first_closed_gate_wins_in_order() -> None:
 
 
 def test_zero_cooldown_never_blocks() -> None:
-    marks = PoolMarks(last_rotation_at=IN_WINDOW)
-    assert check_gates(IN_WINDOW, POLICY.schedule, marks, timedelta(0), 30 * M) is None
+    none = RotationPolicy(
+        maintenance_windows=(DAILY,), surge=Surge(cooldown_after=timedelta(0), failure_pause=30 * M)
+    ).resolve(timedelta(hours=1))
+    marks = {LAST_ROTATION_AT: format_timestamp(IN_WINDOW)}
+    assert first_closed(IN_WINDOW, marks, none) is None
 
 
 def test_reason_codes_are_public_strings() -> None:
@@ -113,24 +135,22 @@ def test_reason_codes_are_public_strings() -> None:
 
 @pytest.mark.parametrize("value", ["", "tomorrow", "2024-06-03", "2024-06-03T03:00:00"])
 def test_absent_or_malformed_marks_never_block(value: str) -> None:
-    marks = PoolMarks.from_annotations(
-        {FREEZE: value, LAST_ROTATION_AT: value, LAST_FAILURE_AT: value}
-    )
-    assert marks == PoolMarks()
-    assert start_gate(IN_WINDOW, POLICY, marks) is None
+    annotations = {FREEZE: value, LAST_ROTATION_AT: value, LAST_FAILURE_AT: value}
+    assert PoolMarks.from_annotations(annotations) == PoolMarks()
+    assert first_closed(IN_WINDOW, annotations) is None
 
 
 def test_marks_read_from_annotations() -> None:
-    marks = PoolMarks.from_annotations(
-        {
-            FREEZE: "2024-06-03T04:00:00Z",
-            LAST_ROTATION_AT: "2024-06-03T02:55:00+00:00",
-            LAST_FAILURE_AT: "2024-06-03T11:50:00+09:00",
-        }
-    )
+    annotations = {
+        FREEZE: "2024-06-03T04:00:00Z",
+        LAST_ROTATION_AT: "2024-06-03T02:55:00+00:00",
+        LAST_FAILURE_AT: "2024-06-03T11:50:00+09:00",
+    }
+    marks = PoolMarks.from_annotations(annotations)
     assert marks == PoolMarks(
         freeze=datetime(2024, 6, 3, 4, tzinfo=UTC),
         last_rotation_at=datetime(2024, 6, 3, 2, 55, tzinfo=UTC),
         last_failure_at=datetime(2024, 6, 3, 2, 50, tzinfo=UTC),
     )
-    assert start_gate(IN_WINDOW, POLICY, marks).reason is GateReason.FROZEN
+    blocked = first_closed(IN_WINDOW, annotations)
+    assert blocked is not None and blocked.reason is GateReason.FROZEN

@@ -245,9 +245,9 @@ def test_the_surgeless_race_is_strict_and_needs_the_opt_in() -> None:
     bound = resolved.ready_timeout + resolved.drain_bound  # 15m + 1h2m
     exactly = claim("a", E - bound)
     inside = claim("b", E - bound + timedelta(seconds=1))
-    p = Pass(pool(exactly, inside), resolved, NOW, MachineConfig())
+    p = Pass.begin(pool(exactly, inside), resolved, NOW, MachineConfig())
     assert not surgeless_fallback(p, exactly) and surgeless_fallback(p, inside)
-    off = Pass(p.obs, policy().resolve(timedelta(hours=1)), NOW, MachineConfig())
+    off = Pass.begin(p.obs, policy().resolve(timedelta(hours=1)), NOW, MachineConfig())
     assert not surgeless_fallback(off, inside)
 
 
@@ -271,9 +271,9 @@ def test_next_eligibility_is_the_earliest_trigger_or_backoff_end() -> None:
             ann.FAILED_AT: ann.format_timestamp(NOW),
         },
     )
-    p = Pass(pool(young, failed), resolved, NOW, MachineConfig())
+    p = Pass.begin(pool(young, failed), resolved, NOW, MachineConfig())
     assert next_eligibility(p) == NOW + timedelta(hours=2)  # third failure: 30m · 2^2
-    p = Pass(pool(young), resolved, NOW, MachineConfig())
+    p = Pass.begin(pool(young), resolved, NOW, MachineConfig())
     assert next_eligibility(p) == NOW + E - LEAD - timedelta(days=1) + timedelta(microseconds=1)
 
 
@@ -341,10 +341,10 @@ def test_a_pool_at_its_node_limit_can_never_surge() -> None:
     assert step(room, [policy()], NOW).started == "a"
 
 
-def test_the_census_cache_follows_karpenters_taint_and_pod_opt_outs_as_a_fresh_pass_does() -> None:
-    # The cache is keyed by each claim's own value; the taint (on the Node) and a Pod's opt-out
+def test_a_carried_census_follows_karpenters_taint_and_pod_opt_outs_as_a_new_one_does() -> None:
+    # The census is keyed by each claim's own value; the taint (on the Node) and a Pod's opt-out
     # are not part of it, so a pass where only they change must still reclassify the claim.
-    cache: PoolCensus | None = PoolCensus()
+    carried: PoolCensus | None = PoolCensus()
     base = pool(claim("old", DUE + timedelta(minutes=5)), claim("next", DUE))
     tainted = NodeView(
         "old", labels=POOL_LABEL, ready=True, taints=(Taint("karpenter.sh/disrupted"),)
@@ -368,9 +368,9 @@ def test_the_census_cache_follows_karpenters_taint_and_pod_opt_outs_as_a_fresh_p
     ]
     seen = set()
     for obs, at in passes:
-        fast, fresh = step(obs, [policy()], at, census=cache), step(obs, [policy()], at)
+        fast, fresh = step(obs, [policy()], at, census=carried), step(obs, [policy()], at)
         assert fast == fresh
-        cache = fast.census
+        carried = fast.census
         seen.add(fresh.started)
     assert seen == {"old", "next", None}  # each mark moved the pick, so each was exercised
 
@@ -381,16 +381,15 @@ def test_a_due_drifted_claim_is_rotated_and_the_log_and_event_say_by_which_rule(
     assert waiting.started is None and waiting.report.census is not None
     assert waiting.report.census.as_dict()["Drifted"] == 1
     due = pool(claim("d", DUE, drifted=True))
-    for census in (None, PoolCensus()):  # a carried census decides as a fresh pass does
-        started = step(due, [policy()], NOW, census=census)
-        assert started.started == "d" and started.drift_rule is DriftRule.DUE
-        assert started.report.census is not None
-        assert started.report.census.as_dict()[DRIFTED_DUE] == 1
-        (selected,) = [a for a in started.actions if isinstance(a, Log) and "selected" in a.message]
-        assert selected.fields["rule"] == "driftedDue"
-        (event,) = [a for a in started.actions if isinstance(a, Announce)]
-        assert "rule driftedDue" in event.message
-    # The cache moves the claim out of Drifted by time alone, when it falls due.
+    started = step(due, [policy()], NOW)
+    assert started.started == "d" and started.drift_rule is DriftRule.DUE
+    assert started.report.census is not None
+    assert started.report.census.as_dict()[DRIFTED_DUE] == 1
+    (selected,) = [a for a in started.actions if isinstance(a, Log) and "selected" in a.message]
+    assert selected.fields["rule"] == "driftedDue"
+    (event,) = [a for a in started.actions if isinstance(a, Announce)]
+    assert "rule driftedDue" in event.message
+    # A carried census moves the claim out of Drifted by time alone, when it falls due.
     waited = step(young, [policy()], NOW, census=PoolCensus())
     assert waited.started is None
     later = step(young, [policy()], NOW + timedelta(minutes=10), census=waited.census)

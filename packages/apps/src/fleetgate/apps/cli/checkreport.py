@@ -253,7 +253,7 @@ def _verdict(d: Derivation) -> str:
 def _rows(r: ResolvedPolicy, d: Derivation) -> list[tuple[str, str, str]]:
     """(symbol, value, formula) for every input and derived quantity."""
     i = d.inputs
-    surge = r.policy.surge
+    surge = r.written.surge
     e = NEVER if i.expire_after is None else fmt(i.expire_after)
     tgp_source = (
         f"unset: fallback {fmt(DRAIN_FALLBACK)}"

@@ -38,7 +38,7 @@ def advance(p: Pass, name: str) -> Outcome:
     if state == ann.ClaimState.DRAINING:
         return _draining(p, claim)
     if state == ann.ClaimState.FAILED:
-        return advance_failed(p, claim, retry_gates(p) is None)
+        return advance_failed(p, claim, retry_gates(p, claim) is None)
     if state == ann.ClaimState.EXPIRED:
         return [*p.release(name), AnnotatePool(p.obs.name, dict(CLEAR_ANCHOR))], None
     return [
@@ -66,7 +66,7 @@ def _draining(p: Pass, claim: NodeClaimView) -> Outcome:
 
 def _claim_gone(p: Pass, name: str) -> Outcome:
     """The anchored claim is gone: drained (a completed rotation) or expired before that."""
-    host = next((n.name for n in p.surge_hosts(name)), None)
+    host = next((n.name for n in p.census.surge_hosts(name, p.obs)), None)
     actions = p.release(name)
     if p.obs.annotations.get(ann.ACTIVE_ROTATION_STATE) != ann.MIRROR_DRAINING:
         actions += [

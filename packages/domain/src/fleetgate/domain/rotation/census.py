@@ -5,10 +5,11 @@ claim on every pass, though almost none changed. A :class:`PoolCensus` remembers
 observed value it classified (an observation value is rebuilt only when its object changed, so
 identity is its version), the bucket it fell in, and the next instant at which time alone can
 move it (its age threshold, its backoff end); a queue of those instants brings a claim back for
-reclassification exactly then. Everything it answers is what a from-scratch pass computes from
-the same observation (``Pass`` without a census); it holds nothing the cluster does not show, so
-a restarted controller simply starts with an empty one and rebuilds it from its first
-observation.
+reclassification exactly then. It is the one answer a pass has to every question about the
+pool's claims (``Pass.census``): a step given none starts an empty one, which classifies every
+claim of its first observation, so a census carried across passes answers exactly what one
+built afresh from the same observation answers. It holds nothing the cluster does not show, so
+a restarted controller simply starts with an empty one.
 
 It is a value passed along, not an object the step keeps: ``advanced`` returns the census
 brought up to an observation, and the machine's ``step`` hands that one back in
@@ -318,7 +319,7 @@ class PoolCensus:
         return self._t.reclassified
 
     @property
-    def census(self) -> Census:
+    def headcount(self) -> Census:
         """How many claims fall in each bucket now (as ``take_census``)."""
         t = self._t
         return Census(+t.counts, len(t.drifted_due))
@@ -330,6 +331,12 @@ class PoolCensus:
         while heap and not (t.live(heap[0]) and entries[heap[0][1]].bucket is Bucket.ELIGIBLE):
             heapq.heappop(heap)
         return entries[heap[0][1]].claim if heap else None
+
+    def eligible(self) -> list[ClaimView]:
+        """Every eligible claim, in selection order (``order``): the candidate first."""
+        t = self._t
+        live = [i for i in t.eligible if t.live(i) and t.entries[i[1]].bucket is Bucket.ELIGIBLE]
+        return [t.entries[name].claim for _, name, _ in sorted(live)]
 
     def short_lead(self) -> tuple[str, ...]:
         """The claims whose whole life is within their lead time, in observation order."""
@@ -355,20 +362,20 @@ class PoolCensus:
         t = self._t
         return [t.entries[name].view for name in t.unbound]
 
-    def surge_hosts(self, claim: str, obs: PoolObservation) -> list[NodeView] | None:
-        """The nodes of ``obs`` serving the rotation of ``claim``, in observation order; None
-        when only a walk can tell (``obs`` is not the one the census was brought to, or
-        several nodes serve it and their order is the observation's)."""
+    def surge_hosts(self, claim: str, obs: PoolObservation) -> list[NodeView]:
+        """The nodes of ``obs`` serving the rotation of ``claim`` (``surge-for``), in
+        observation order."""
         t = self._t
-        if obs is not t.observed:
-            return None
-        names = t.marks.surge_nodes(claim)
-        if not names:
-            return []
-        if len(names) > 1:
-            return None
-        node = obs.node(next(iter(names)))
-        return [node] if node is not None else None
+        if obs is t.observed:
+            names = t.marks.surge_nodes(claim)
+            if not names:
+                return []
+            node = obs.node(next(iter(names))) if len(names) == 1 else None
+            if node is not None:
+                return [node]
+        # Only a walk tells: ``obs`` is a pool predicted from the observed one (the census knows
+        # the marks of the observed one), or several nodes serve it, in the observation's order.
+        return [n for n in obs.nodes if n.annotations.get(ann.SURGE_FOR) == claim]
 
     def retry_count(self) -> int:
         """The highest retry count of any claim (0 when none has one)."""

@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
 
+from fleetgate.domain.capacity.relocation import Verdict
 from fleetgate.domain.rotation import annotations as ann
 from fleetgate.domain.rotation.actions import Action, DeletePlaceholder
 from fleetgate.domain.rotation.census import PoolCensus
-from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PoolObservation
-from fleetgate.domain.rotation.disruption import node_disrupted, pod_opted_out_claims
+from fleetgate.domain.rotation.cluster import PoolObservation
+from fleetgate.domain.rotation.gates import PoolMarks
 from fleetgate.domain.rotation.markers import unfreeze
 from fleetgate.domain.rotation.placeholder import placeholder_name
 from fleetgate.domain.rotation.policy import ResolvedPolicy
-from fleetgate.domain.rotation.selection import (
-    Bucket,
-    Census,
-    ClaimView,
-    DriftRule,
-    classify,
-    drift_rule,
-    is_short_lead,
-    is_triggered,
-    opted_out_claims,
-    order,
-)
 
 CLEAR_ANCHOR: dict[str, str | None] = {
     ann.ACTIVE_ROTATION: None,
@@ -49,118 +38,41 @@ class MachineConfig:
 
 @dataclass(frozen=True)
 class Pass:
-    """One pass over one pool: the observation, the governing policy resolved for it, now."""
+    """One pass over one pool: the observation, the governing policy resolved for it, now, and
+    the pool's census brought to this observation (made by :meth:`begin`)."""
 
     obs: PoolObservation
     policy: ResolvedPolicy
+    """The governing RotationPolicy resolved for this pool (``policy.written``: as written)."""
     now: datetime
     config: MachineConfig
-    cache: PoolCensus | None = field(default=None, compare=False)
-    """The census carried across passes, already advanced to ``obs`` at ``now`` (None: compute
-    everything from the observation)."""
+    census: PoolCensus = field(compare=False)
+    """The pool's census at ``now``: the one answer to every question about the pool's claims
+    (their buckets, the candidate, the short-lead, due, unbound and surge-serving ones)."""
+    relocation: Mapping[str, Verdict] | None = None
+    """The capacity ledger's verdict on the pool's nodes that hold placements (None: the ledger
+    is not consulted; the ledger gate, ledger_gate.py)."""
 
-    # Each is computed once per pass and shared by the report, the pick and the quiet instant:
-    # over a 10,000-claim pool, a second walk over the claims is a large part of a pass.
-    @cached_property
-    def views(self) -> list[ClaimView]:
-        """The selection module's view of every observed claim, in observation order; a claim
-        whose node Karpenter has tainted for disruption says so (the node is not the claim's)."""
-        tainted = {n.name for n in self.obs.nodes if node_disrupted(n)}
-        views = [c.selection_view for c in self.obs.claims]
-        if not tainted:
-            return views  # the usual case: the claims' cached views, untouched
-        return [replace(v, node_disrupted=True) if v.node_name in tainted else v for v in views]
-
-    @cached_property
-    def opted(self) -> frozenset[str]:
-        """The claims whose node carries the operator's own ``do-not-disrupt``, or holds a Pod
-        whose ``do-not-disrupt`` is active now (Karpenter honours both; deleting the claim
-        would bypass them)."""
-        nodes = opted_out_claims(self.views, {n.name: n.annotations for n in self.obs.nodes})
-        return nodes | pod_opted_out_claims(self.views, self.obs.pods, self.now)
-
-    @cached_property
-    def buckets(self) -> list[Bucket]:
-        """Each claim's census bucket now, in observation order."""
-        rules, now, opted = self.policy.selection, self.now, self.opted
-        return [classify(v, now, rules, opted) for v in self.views]
-
-    @property
-    def census(self) -> Census:
-        """How many claims fell in each bucket (``take_census`` over ``views``)."""
-        if self.cache is not None:
-            return self.cache.census
-        rules = self.policy.selection
-        due = sum(
-            drift_rule(v, b, rules) is DriftRule.DUE
-            for v, b in zip(self.views, self.buckets, strict=True)
-            if v.drifted
-        )
-        return Census(Counter(self.buckets), due)
+    @classmethod
+    def begin(
+        cls,
+        obs: PoolObservation,
+        policy: ResolvedPolicy,
+        now: datetime,
+        config: MachineConfig,
+        carried: PoolCensus | None = None,
+        relocation: Mapping[str, Verdict] | None = None,
+    ) -> Pass:
+        """The pass over ``obs`` at ``now``, with ``carried`` (the census from the last pass,
+        which is spent; None: a new one) advanced to ``obs``."""
+        census = PoolCensus() if carried is None else carried
+        census = census.advanced(obs, policy.selection, policy.lead_time_base, now)
+        return cls(obs, policy, now, config, census, relocation)
 
     @cached_property
-    def candidate(self) -> ClaimView | None:
-        """The eligible claim selection puts first (``pick``), or None."""
-        if self.cache is not None:
-            return self.cache.candidate()
-        eligible = [
-            v for v, b in zip(self.views, self.buckets, strict=True) if b is Bucket.ELIGIBLE
-        ]
-        ordered = order(eligible, self.policy.selection)
-        return ordered[0] if ordered else None
-
-    @cached_property
-    def short_lead(self) -> tuple[str, ...]:
-        """The claims whose whole life is within their lead time, in observation order."""
-        if self.cache is not None:
-            return self.cache.short_lead()
-        base = self.policy.lead_time_base
-        return tuple(v.name for v in self.views if is_short_lead(v, base))
-
-    @property
-    def due_hosts(self) -> list[str]:
-        """The nodes of the claims old enough to rotate (in observation order here; the
-        census gives them in no particular order: the placeholder sorts them)."""
-        if self.cache is not None:
-            return self.cache.due_hosts()
-        rules = self.policy.selection
-        return [
-            c.node_name
-            for c in self.obs.claims
-            if c.node_name and is_triggered(c.selection_view, self.now, rules)
-        ]
-
-    @property
-    def retry_count(self) -> int:
-        """The highest retry count of any claim (an absent one counts as 0)."""
-        if self.cache is not None:
-            return self.cache.retry_count()
-        claims = self.obs.claims
-        counts = [
-            ann.parse_retry_count(c.annotations[ann.RETRY_COUNT])
-            for c in claims
-            if ann.RETRY_COUNT in c.annotations
-        ]
-        if len(counts) < len(claims):
-            counts.append(0)
-        return max(counts, default=0)
-
-    @property
-    def unbound_claims(self) -> list[NodeClaimView]:
-        """The claims bound to no node yet (in no particular order). The census answers for a
-        pool predicted from its own (``settled_anchored``) too: a write changes no claim's
-        name, creation or binding."""
-        if self.cache is not None:
-            return self.cache.unbound_claims()
-        return [c for c in self.obs.claims if c.node_name is None]
-
-    def surge_hosts(self, name: str) -> list[NodeView]:
-        """The nodes serving the rotation of ``name`` (``surge-for``), in observation order."""
-        if self.cache is not None:
-            found = self.cache.surge_hosts(name, self.obs)
-            if found is not None:
-                return found
-        return [n for n in self.obs.nodes if n.annotations.get(ann.SURGE_FOR) == name]
+    def marks(self) -> PoolMarks:
+        """The pool's freeze and last rotation and failure instants, as the gates read them."""
+        return PoolMarks.from_annotations(self.obs.annotations)
 
     @property
     def stamp(self) -> str:
@@ -177,17 +89,6 @@ class Pass:
         present = {p.name for p in self.obs.placeholders}
         for pod_name in sorted(names & present):
             actions.append(DeletePlaceholder(self.config.namespace, pod_name))
-        for node in self.surge_hosts(name):
+        for node in self.census.surge_hosts(name, self.obs):
             actions.extend(unfreeze(node))
         return actions
-
-
-def claim_view(claim: NodeClaimView) -> ClaimView:
-    """The selection module's view of an observed claim."""
-    return claim.selection_view
-
-
-def opted_out(obs: PoolObservation) -> frozenset[str]:
-    """Claims whose node carries the operator's own ``do-not-disrupt`` (spec §6 opt-out set)."""
-    views = [claim_view(c) for c in obs.claims]
-    return opted_out_claims(views, {n.name: n.annotations for n in obs.nodes})

@@ -1,64 +1,35 @@
-"""Start gates (spec §7.2 step 4): may a NodePool start a rotation right now?
+"""The start gates' values: reason codes, a closed gate, the pool marks they read.
 
-Gates only decide *starts*; an anchored rotation always continues. They are checked in a fixed
-order and the first that blocks is reported, with its public reason code:
-
-1. ``outOfWindow`` — no maintenance window is open;
-2. ``excluded`` — a window is open but a dated exclusion covers now (fleetgate's addition; it sits
-   right after ``outOfWindow`` because it is the same question — is this a time to rotate at all?
-   — and should be reported before operator markers such as ``frozen``);
-3. ``frozen`` — the pool's ``freeze`` annotation parses and now is before it;
-4. ``cooldownAfterSuccess`` — now − ``last-rotation-at`` < cooldownAfter;
-5. ``failurePause`` — now − ``last-failure-at`` < failurePause;
-6. ``staticNodePool`` — the NodePool sets ``spec.replicas``: Karpenter will not provision a
-   surge node for a pending placeholder there (and replaces a deleted claim only afterwards);
-7. ``nodePoolNotReady`` — the NodePool's Ready condition is not True: no node comes from it;
-8. ``disruptionBudget`` — the NodePool's disruption budgets that apply to every reason allow no
-   disruption now, counted as Karpenter counts them (see budgets.py: the pool's nodes already
-   deleting, being disrupted or NotReady use the budget up). Skipped when the policy sets
-   ``ignoreDisruptionBudgets``. The machine checks it last, and only when a claim is eligible:
-   with none, the census is the answer to "why not?".
-
-9. ``ledgerCapacity`` — with the node sync on, the capacity ledger has no room for the
-   placements of the node the rotation would drain (ledger_gate.py: the next eligible claim whose
-   node fits is started instead; only when none fits is the pool held). Checked after gate 8,
-   and only when the shell has the ledger's verdicts.
-
-Gates 6 and 7 (:func:`pool_state_gate`) read the NodePool itself and never clear by themselves
-(``until`` None); a watch on the NodePool brings the next pass when they change. Gate 8
-(:func:`budget_gate`) clears by itself when a scheduled budget turns off (``until``), or when a
-disruption under way ends (a change the watches bring).
-
-Absent or malformed timestamps never block. Each blocked result also says ``until``: when that
-gate (only that one) clears by itself; None when it never will (no window ever opens).
+The gates themselves, in their order, are one list: ``gating.START_GATES`` (spec §7.2 step 4,
+docs/rotation.md § 6). This module holds what the list and its readers share: the public reason
+codes, :class:`Blocked` (a closed gate, and ``until``: when that gate alone opens by itself; None
+when only a change in the cluster opens it), :class:`Gated` (what the list decided), the
+annotations the time gates read (:class:`PoolMarks`), and the disruption budgets' judgement
+(:func:`budget_gate`, on plain counts).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from enum import StrEnum
 
+from fleetgate.domain.rotation.actions import Action
 from fleetgate.domain.rotation.annotations import (
     FREEZE,
     LAST_FAILURE_AT,
     LAST_ROTATION_AT,
     read_timestamp,
 )
-from fleetgate.domain.rotation.budgets import Budget, next_change, remaining
-from fleetgate.domain.rotation.policy import ResolvedPolicy
-from fleetgate.domain.rotation.windows import Schedule
+from fleetgate.domain.rotation.selection import ClaimView
 
 __all__ = [
     "NO_ELIGIBLE_CLAIM",
     "Blocked",
     "GateReason",
+    "Gated",
     "PoolMarks",
-    "budget_gate",
-    "check_gates",
-    "pool_state_gate",
-    "start_gate",
 ]
 
 NO_ELIGIBLE_CLAIM = "noEligibleClaim"
@@ -66,7 +37,8 @@ NO_ELIGIBLE_CLAIM = "noEligibleClaim"
 
 
 class GateReason(StrEnum):
-    """Public reason codes of a blocked start, in the order they are checked."""
+    """Public reason codes of a blocked start (the order they are checked in is the list's,
+    ``gating.START_GATES``)."""
 
     OUT_OF_WINDOW = "outOfWindow"
     EXCLUDED = "excluded"
@@ -109,47 +81,12 @@ class Blocked:
     until: datetime | None
 
 
-def start_gate(now: datetime, policy: ResolvedPolicy, marks: PoolMarks) -> Blocked | None:
-    """The first closed start gate at ``now``, or None when a rotation may start."""
-    return check_gates(now, policy.schedule, marks, policy.cooldown_after, policy.failure_pause)
+@dataclass(frozen=True)
+class Gated:
+    """What the start gates decided: the claim that may start (None when one is closed or no
+    claim is eligible), the first closed gate (None: every gate is open), and the events a gate
+    announced on the way (the ledger gate's held claims)."""
 
-
-def check_gates(
-    now: datetime,
-    schedule: Schedule,
-    marks: PoolMarks,
-    cooldown_after: timedelta,
-    failure_pause: timedelta,
-) -> Blocked | None:
-    """:func:`start_gate` on explicit values (for callers without a resolved policy)."""
-    if not schedule.in_window(now):
-        return Blocked(GateReason.OUT_OF_WINDOW, schedule.next_transition(now, exclusions=False))
-    exclusion = schedule.exclusion_at(now)
-    if exclusion is not None:
-        return Blocked(GateReason.EXCLUDED, exclusion.end)
-    if marks.freeze is not None and now < marks.freeze:
-        return Blocked(GateReason.FROZEN, marks.freeze)
-    if marks.last_rotation_at is not None and now - marks.last_rotation_at < cooldown_after:
-        return Blocked(GateReason.COOLDOWN_AFTER_SUCCESS, marks.last_rotation_at + cooldown_after)
-    if marks.last_failure_at is not None and now - marks.last_failure_at < failure_pause:
-        return Blocked(GateReason.FAILURE_PAUSE, marks.last_failure_at + failure_pause)
-    return None
-
-
-def pool_state_gate(static: bool, ready: bool) -> Blocked | None:
-    """Gates 6 and 7: a static or not-Ready NodePool cannot surge, so no rotation starts."""
-    if static:
-        return Blocked(GateReason.STATIC_NODE_POOL, None)
-    if not ready:
-        return Blocked(GateReason.NODE_POOL_NOT_READY, None)
-    return None
-
-
-def budget_gate(
-    budgets: Sequence[Budget], now: datetime, node_count: int, disrupting: int
-) -> Blocked | None:
-    """Gate 8: the budgets that apply to every reason leave no disruption at ``now``."""
-    if not budgets or remaining(budgets, now, node_count, disrupting) > 0:
-        return None
-    every = [b for b in budgets if b.applies_to_every_reason()]
-    return Blocked(GateReason.DISRUPTION_BUDGET, next_change(every, now))
+    claim: ClaimView | None
+    blocked: Blocked | None = None
+    announced: tuple[Action, ...] = ()

@@ -21,10 +21,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from fleetgate.domain.capacity.relocation import Verdict
-from fleetgate.domain.rotation.actions import ROTATE_NODE, Action, Announce
+from fleetgate.domain.rotation.actions import ROTATE_NODE, Announce
 from fleetgate.domain.rotation.context import Pass
-from fleetgate.domain.rotation.gates import Blocked, GateReason
-from fleetgate.domain.rotation.selection import Bucket, ClaimView, order
+from fleetgate.domain.rotation.gates import Blocked, Gated, GateReason
+from fleetgate.domain.rotation.selection import ClaimView
 
 __all__ = ["HELD", "LedgerBlocked", "ledger_gate", "ledger_hold", "ways_out"]
 
@@ -85,26 +85,24 @@ def _held(claim: ClaimView, verdict: Verdict) -> Announce:
     )
 
 
-def ledger_gate(
-    p: Pass, verdicts: Mapping[str, Verdict]
-) -> tuple[ClaimView | None, Blocked | None, list[Action]]:
-    """The claim to start (None when blocked), the closed gate (if any), and the held events.
+def ledger_gate(p: Pass, first: ClaimView | None) -> Gated | None:
+    """Open (None) when ``first``'s node fits; else the next eligible claim that fits, or the
+    closed gate, with the held claims' events (the gate list asks it only with a claim).
 
-    Called only with a candidate; ``verdicts`` maps node names to the ledger's verdict (a node
-    missing from it holds no placements, or the ledger is not consulted: it fits).
+    ``p.relocation`` maps node names to the ledger's verdict (a node missing from it holds no
+    placements, or the ledger is not consulted: it fits).
     """
-    first = p.candidate
+    verdicts = p.relocation
     assert first is not None
-    if _fits(first, verdicts):
-        return first, None, []
+    if not verdicts or _fits(first, verdicts):
+        return None
     held = [first]
-    eligible = [v for v, b in zip(p.views, p.buckets, strict=True) if b is Bucket.ELIGIBLE]
-    for claim in order(eligible, p.policy.selection):
+    for claim in p.census.eligible():
         if claim.name == first.name:
             continue
         if _fits(claim, verdicts):
-            return claim, None, [_held(c, verdicts[c.node_name or ""]) for c in held]
+            return Gated(claim, None, tuple(_held(c, verdicts[c.node_name or ""]) for c in held))
         held.append(claim)
     verdict = verdicts[first.node_name or ""]
     blocked = LedgerBlocked(GateReason.LEDGER_CAPACITY, None, first.name, verdict)
-    return None, blocked, [_held(c, verdicts[c.node_name or ""]) for c in held]
+    return Gated(None, blocked, tuple(_held(c, verdicts[c.node_name or ""]) for c in held))

@@ -4,14 +4,16 @@
 rotation state is an annotation on the pool, its claims or its nodes — and returns the actions
 that move it on, in the order the shell must apply them, plus a report of what it saw (for the
 gauges, and for "why is nothing rotating?"). It never remembers anything between calls, which is
-why a controller restarted after any single write finishes the rotation correctly; the census a
-shell may carry between calls (``census.py``) only spares work, and changes no decision.
+why a controller restarted after any single write finishes the rotation correctly. The census
+(``census.py``) answers every question about the pool's claims; the step builds it at its entry,
+from the census a shell carries between calls (which only spares work and changes no decision)
+or afresh.
 
 A pass, in order: govern (is the pool ours?); advance the census; observe (report.py: what the
 pass sees, and the warnings it announces); then either move the anchored rotation on
-(anchored.py), or try a start: schedule feasibility, the start gates (gating.py), the
-candidate, the limits' headroom, and the start itself (a surge, pending.py, or the forceful
-fallback).
+(anchored.py), or try a start: schedule feasibility, the start gates in their one list
+(gating.py, the ledger gate last), the claim they let through, the limits' headroom, and the
+start itself (a surge, pending.py, or the forceful fallback).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ from fleetgate.domain.rotation.context import CLEAR_ANCHOR, MachineConfig, Pass
 from fleetgate.domain.rotation.gates import NO_ELIGIBLE_CLAIM, Blocked
 from fleetgate.domain.rotation.gating import start_gates
 from fleetgate.domain.rotation.governance import Governance, Status, govern
-from fleetgate.domain.rotation.ledger_gate import LedgerBlocked, ledger_gate
+from fleetgate.domain.rotation.ledger_gate import LedgerBlocked
 from fleetgate.domain.rotation.pending import build, headroom_ok, pending
 from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.quiet import (
@@ -84,8 +86,8 @@ class Step:
     may skip the look-again passes in between; a real controller simply requeues."""
     census: PoolCensus | None = field(default=None, compare=False, repr=False)
     """The census advanced to this pass's observation, for the shell to carry to the next pass
-    (None when the step was given none). Not part of the decision: a step with a census
-    decides exactly what one without decides."""
+    (None only for a pool the step does not govern, given none). Not part of the decision: a
+    step given a carried census decides exactly what one given none decides."""
 
     @property
     def writes(self) -> bool:
@@ -111,9 +113,10 @@ def step(
 ) -> Step:
     """One pass over one pool (spec §7.2).
 
-    ``census`` is the pool's census carried from the last pass (the shell keeps one per pool):
-    the step advances it to ``obs`` and returns the advanced one in ``Step.census`` for the next
-    pass (the one given is spent), and decides exactly what it would decide without one.
+    ``census`` is the pool's census carried from the last pass (the shell keeps one per pool;
+    None: the step starts one): the step advances it to ``obs`` and returns the advanced one in
+    ``Step.census`` for the next pass (the one given is spent), and decides exactly what it
+    would decide with a new one.
     ``relocation`` is the capacity ledger's verdict on the pool's nodes that hold placements
     (None: the ledger is not consulted; gate 9, ledger_gate.py).
     """
@@ -123,22 +126,18 @@ def step(
     resolved = gov.resolved
     if not gov.governed or resolved is None:
         return _ungoverned(obs, gov, anchor, now, census)
-    if census is not None:
-        census = census.advanced(obs, resolved.selection, resolved.lead_time_base, now)
-    return _decide(Pass(obs, resolved, now, config, census), gov, anchor, relocation)
+    return _decide(Pass.begin(obs, resolved, now, config, census, relocation), gov, anchor)
 
 
-def _decide(
-    p: Pass, gov: Governance, anchor: str | None, relocation: Mapping[str, Verdict] | None
-) -> Step:
+def _decide(p: Pass, gov: Governance, anchor: str | None) -> Step:
     """Report what the pass sees, then release, move the anchored rotation on, or try a start."""
     report, actions = observe(p, gov, anchor)
     released = release_reference_markers(p.obs) if p.config.reference_gone else []
     if released:  # the reference is gone: undo what it owned first, then look again
-        return Step(tuple(actions + released), p.now + SHORT_REQUEUE, report, census=p.cache)
+        return Step(tuple(actions + released), p.now + SHORT_REQUEUE, report, census=p.census)
     if anchor is not None:
         return _advance_anchored(p, anchor, report, actions)
-    return _try_start(p, report, actions, relocation)
+    return _try_start(p, report, actions)
 
 
 def _advance_anchored(p: Pass, anchor: str, report: PoolReport, actions: list[Action]) -> Step:
@@ -152,16 +151,11 @@ def _advance_anchored(p: Pass, anchor: str, report: PoolReport, actions: list[Ac
         report,
         quiet_until=quiet,
         settled_until=settled,
-        census=p.cache,
+        census=p.census,
     )
 
 
-def _try_start(
-    p: Pass,
-    report: PoolReport,
-    actions: list[Action],
-    relocation: Mapping[str, Verdict] | None = None,
-) -> Step:
+def _try_start(p: Pass, report: PoolReport, actions: list[Action]) -> Step:
     """No rotation under way: start one when the schedule is feasible, every start gate is open
     and a claim is eligible; otherwise say why not."""
     derivation = report.derivation
@@ -174,14 +168,11 @@ def _try_start(
             dedup=f"fatal:{codes}",
         )
         return _not_started(p, report, [*actions, why], None, reason="fatal")
-    blocked = start_gates(p)
-    chosen = p.candidate  # ``pick`` over the buckets the census already computed for this pass
-    if blocked is None and chosen is not None and relocation:
-        # Gate 9 last, with the candidate the others let through: it may start another claim.
-        chosen, blocked, held = ledger_gate(p, relocation)
-        actions = [*actions, *held]
-    if blocked is not None:
-        return _gated(p, report, actions, blocked)
+    gated = start_gates(p)
+    actions = [*actions, *gated.announced]
+    if gated.blocked is not None:
+        return _gated(p, report, actions, gated.blocked)
+    chosen = gated.claim
     if chosen is None:
         counts = report.census.as_dict()
         why = Log(
@@ -226,7 +217,7 @@ def _not_started(
         p.now + LONG_REQUEUE,
         replace(report, reason=reason, blocked=blocked),
         quiet_until=quiet_until,
-        census=p.cache,
+        census=p.census,
     )
 
 
@@ -260,7 +251,7 @@ def _start(p: Pass, report: PoolReport, actions: list[Action], chosen: ClaimView
         started=claim.name,
         drift_rule=rule,
         quiet_until=p.now,
-        census=p.cache,
+        census=p.census,
     )
 
 

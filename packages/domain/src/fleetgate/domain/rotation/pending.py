@@ -52,7 +52,7 @@ def surge_claim(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> s
     fresh = sorted(
         (
             c
-            for c in p.unbound_claims
+            for c in p.census.unbound_claims()
             if c.name != claim.name and c.node_name is None and c.created_at > started_at
         ),
         key=lambda c: (c.created_at, c.name),
@@ -70,7 +70,7 @@ Built = tuple[CreatePlaceholder, Clamp]
 
 def build(p: Pass, claim: NodeClaimView) -> Built:
     """The placeholder for ``claim``, avoiding every host whose claim is also due."""
-    due_hosts = p.due_hosts
+    due_hosts = p.census.due_hosts()
     avoid = [claim.node_name, *due_hosts] if claim.node_name else due_hosts
     spec, sized = build_placeholder(
         p.obs,

@@ -198,7 +198,7 @@ class RotationPolicy:
         if failure_pause is None:
             failure_pause = max(FAILURE_PAUSE_FLOOR, surge.cooldown_after)
         return ResolvedPolicy(
-            policy=self,
+            written=self,
             schedule=schedule,
             shape=shape,
             tgp=tgp,
@@ -239,7 +239,8 @@ def _surge_errors(surge: Surge) -> list[str]:
 class ResolvedPolicy:
     """A valid policy resolved for one NodePool: everything the rotation rules read."""
 
-    policy: RotationPolicy
+    written: RotationPolicy
+    """The policy as written (the manifest's values, defaulted), before resolution."""
     schedule: Schedule
     shape: WindowShape
     tgp: timedelta
@@ -256,58 +257,58 @@ class ResolvedPolicy:
     @property
     def k(self) -> int:
         """minRotationChances."""
-        return self.policy.min_rotation_chances
+        return self.written.min_rotation_chances
 
     @property
     def override(self) -> timedelta | None:
         """The explicit ageThreshold, or None for ``auto``."""
-        return self.policy.age_threshold
+        return self.written.age_threshold
 
     @property
     def ready_timeout(self) -> timedelta:
         """surge.readyTimeout."""
-        return self.policy.surge.ready_timeout
+        return self.written.surge.ready_timeout
 
     @property
     def cooldown_after(self) -> timedelta:
         """surge.cooldownAfter."""
-        return self.policy.surge.cooldown_after
+        return self.written.surge.cooldown_after
 
     @property
     def retry_backoff(self) -> timedelta:
         """surge.retryBackoff (the base of the per-claim backoff)."""
-        return self.policy.surge.retry_backoff
+        return self.written.surge.retry_backoff
 
     @property
     def max_unavailable(self) -> int:
         """surge.maxUnavailable (always 1 once valid)."""
-        return self.policy.surge.max_unavailable
+        return self.written.surge.max_unavailable
 
     @property
     def forceful_fallback(self) -> bool:
         """surge.forcefulFallback.enabled."""
-        return self.policy.surge.forceful_fallback.enabled
+        return self.written.surge.forceful_fallback.enabled
 
     @property
     def required_keys(self) -> tuple[str, ...]:
         """surge.matchNodeRequirements.required (the default keys when empty)."""
-        return self.policy.surge.match_node_requirements.required or DEFAULT_REQUIRED_KEYS
+        return self.written.surge.match_node_requirements.required or DEFAULT_REQUIRED_KEYS
 
     @property
     def preferred_keys(self) -> tuple[str, ...]:
         """surge.matchNodeRequirements.preferred."""
-        return self.policy.surge.match_node_requirements.preferred
+        return self.written.surge.match_node_requirements.preferred
 
     @property
     def drain_estimate(self) -> timedelta:
         """The drain estimate the forecast uses: explicit (clamped to tGP) or min(tGP, 10m)."""
-        explicit = self.policy.surge.drain_estimate
+        explicit = self.written.surge.drain_estimate
         return resolve_drain_estimate(explicit, self.tgp, self.tgp_was_unset)[0]
 
     @property
     def provisioning_estimate(self) -> timedelta:
         """The provisioning estimate used: explicit (clamped) or min(readyTimeout, 5m)."""
-        explicit = self.policy.surge.provisioning_estimate
+        explicit = self.written.surge.provisioning_estimate
         return resolve_provisioning_estimate(explicit, self.ready_timeout)[0]
 
     # --- derived ----------------------------------------------------------------------------
@@ -324,12 +325,12 @@ class ResolvedPolicy:
             lead_time_base=self.lead_time_base,
             retry_backoff=self.retry_backoff,
             override=self.override,
-            rotate_drifted=self.policy.rotate_drifted,
+            rotate_drifted=self.written.rotate_drifted,
         )
 
     def derive_inputs(self, expire_after: timedelta | None, node_count: int = 0) -> DeriveInputs:
         """The derivation's inputs for a pool with template ``expire_after`` (None = Never)."""
-        surge = self.policy.surge
+        surge = self.written.surge
         return DeriveInputs(
             expire_after=expire_after,
             tgp=self.tgp,

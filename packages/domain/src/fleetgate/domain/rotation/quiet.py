@@ -30,28 +30,14 @@ from fleetgate.domain.rotation.actions import (
 )
 from fleetgate.domain.rotation.cluster import NodeClaimView, NodeView, PoolObservation
 from fleetgate.domain.rotation.context import Pass
-from fleetgate.domain.rotation.disruption import opt_out_expiry
-from fleetgate.domain.rotation.selection import eligibility_instant, may_become_eligible
 
 _TICK = timedelta(microseconds=1)  # "strictly after": the first instant a strict test flips
 
 
 def next_eligibility(p: Pass) -> datetime | None:
     """The first instant after now at which some claim could become eligible by time alone."""
-    if p.cache is not None:
-        # A Pod's duration-valued do-not-disrupt runs out by time alone, too.
-        return earliest(p.cache.next_eligibility(p.now), p.cache.opt_out_expiry(p.now))
-    rules = p.policy.selection
-    opted = p.opted
-    instants = []
-    for claim in p.views:
-        if not may_become_eligible(claim, claim.name in opted):
-            continue
-        trigger = eligibility_instant(claim, rules)
-        if trigger is not None and trigger > p.now:
-            instants.append(trigger)
     # A Pod's duration-valued do-not-disrupt runs out by time alone, too.
-    return earliest(min(instants, default=None), opt_out_expiry(p.obs.pods, p.now))
+    return earliest(p.census.next_eligibility(p.now), p.census.opt_out_expiry(p.now))
 
 
 def quiet_anchored(p: Pass, anchor: str) -> datetime | None:

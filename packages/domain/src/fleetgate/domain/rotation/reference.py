@@ -11,7 +11,7 @@ protections for an operator's. The reference keeps all its state on the cluster 
   ``karpenter.sh/do-not-disrupt``) and ``cordoned`` (its own ``spec.unschedulable``).
 
 Any of these on a pool means "the reference is acting here": :func:`reference_activity` names the
-first one found, and the machine reports the start gate ``referenceControllerActive`` for it.
+first one found, and the start gate ``referenceControllerActive`` (gating.py) closes for it.
 Once the operator says the reference is gone (the migration guide's last step), the markers are
 stale and :func:`release_reference_markers` lists the writes that undo exactly what the
 reference owned: the do-not-disrupt and the cordon it set, and its anchors; an operator's own
@@ -29,7 +29,6 @@ from fleetgate.domain.rotation.actions import (
 )
 from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT
 from fleetgate.domain.rotation.cluster import PoolObservation
-from fleetgate.domain.rotation.gates import Blocked, GateReason
 
 __all__ = [
     "REFERENCE_ACTIVE_ROTATION",
@@ -42,7 +41,6 @@ __all__ = [
     "REFERENCE_PREFIX",
     "REFERENCE_SURGE_FOR",
     "reference_activity",
-    "reference_gate",
     "release_reference_markers",
 ]
 
@@ -85,17 +83,6 @@ def reference_activity(obs: PoolObservation) -> str | None:
             if key in node.annotations:
                 return f"Node {node.name} carries {key}"
     return None
-
-
-def reference_gate(obs: PoolObservation, marked: bool = True) -> Blocked | None:
-    """The start gate ``referenceControllerActive`` while the reference acts on the pool; it
-    opens when the reference finishes (no time is known for that). ``marked`` False says no
-    claim or node carries a marker (a census kept across passes knows), sparing the walk."""
-    if not marked and not obs.annotations.get(REFERENCE_ACTIVE_ROTATION):
-        return None
-    if reference_activity(obs) is None:
-        return None
-    return Blocked(GateReason.REFERENCE_CONTROLLER_ACTIVE, None)
 
 
 def release_reference_markers(obs: PoolObservation) -> list[Action]:

@@ -37,6 +37,23 @@ class PoolReport:
     estimates: tuple[EstimateCheck, ...] = ()
 
 
+UNREADABLE = "NodePoolUnreadable"
+"""The Warning's reason for a pool whose objects hold a value that cannot be read."""
+
+
+def unreadable(pool: str, problem: str) -> Announce:
+    """What a pass says of a pool it could not read (it holds the pool): a Warning naming the
+    field, once per distinct problem."""
+    return Announce(
+        UNREADABLE,
+        problem,
+        pool,
+        warning=True,
+        dedup=f"{UNREADABLE}:{problem}",
+        action=EVALUATE_SCHEDULE,
+    )
+
+
 def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, list[Action]]:
     """Step 1 of a pass (§7.2): derive, take the census, and announce the pool's standing."""
     obs, now = p.obs, p.now
@@ -44,7 +61,7 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
     pool_state = pool_findings(obs)
     if pool_state:  # the pool's own state, reported beside the derivation's findings
         derivation = replace(derivation, findings=derivation.findings + pool_state)
-    census = p.census
+    census = p.census.headcount
     actions: list[Action] = []
     for f in derivation.findings:
         if not f.fatal:
@@ -58,7 +75,7 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
                     action=EVALUATE_SCHEDULE,
                 )
             )
-    short = p.short_lead
+    short = p.census.short_lead()
     for name in short:
         actions.append(
             Announce(
@@ -104,14 +121,14 @@ def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, l
         census=census,
         short_lead=short,
         drain_stuck=stuck,
-        retry_count=p.retry_count,
+        retry_count=p.census.retry_count(),
         estimates=checks,
     )
     return report, actions
 
 
 def _estimate_checks(p: Pass, derivation: Derivation) -> tuple[EstimateCheck, ...]:
-    surge = p.policy.policy.surge
+    surge = p.policy.written.surge
     pairs = (
         ("provisioning", derivation.provisioning_estimate, surge.provisioning_estimate),
         ("drain", derivation.drain_estimate, surge.drain_estimate),
