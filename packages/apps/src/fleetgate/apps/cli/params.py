@@ -42,11 +42,12 @@ def _within(
     ctx: click.Context | None,
 ) -> None:
     low, high = getattr(kind, "min", None), getattr(kind, "max", None)
-    # Written as "not within" so that NaN, which compares false with everything, is refused.
-    if low is not None and not value >= low:
-        kind.fail(f"Input should be greater than or equal to {_bound(low)}", param, ctx)
+    # Written as "not within" so that NaN, which compares false with everything, is refused
+    # (by the upper bound first, as pydantic words it; any other value fails one bound only).
     if high is not None and not value <= high:
         kind.fail(f"Input should be less than or equal to {_bound(high)}", param, ctx)
+    if low is not None and not value >= low:
+        kind.fail(f"Input should be greater than or equal to {_bound(low)}", param, ctx)
 
 
 class Integer(click.IntRange):
