@@ -30,6 +30,11 @@ def current_shell() -> str | None:
     return SHELLS.get(parent) or SHELLS.get(Path(os.environ.get("SHELL", "")).name)
 
 
+def complete_var(prog: str) -> str:
+    """The variable click's completion calls ``prog`` back with (``_FLEETGATE_COMPLETE``)."""
+    return "_{}_COMPLETE".format(prog.replace(" ", "_").replace("-", "_").upper())
+
+
 def script(ctx: click.Context, shell: str) -> str:
     """The completion script of ``shell`` for the root command of ``ctx``."""
     root = ctx.find_root()
@@ -37,8 +42,7 @@ def script(ctx: click.Context, shell: str) -> str:
     complete = get_completion_class(shell)
     if complete is None:  # SHELLS names only shells click completes
         raise click.UsageError(f"shell {shell} is not supported")
-    var = "_{}_COMPLETE".format(prog.replace("-", "_").upper())
-    return complete(root.command, {}, prog, var).source()
+    return complete(root.command, {}, prog, complete_var(prog)).source()
 
 
 def _shell_or_fail() -> str:

@@ -119,10 +119,9 @@ def run(prog_name: str) -> None:
     """Run the command as ``prog_name``; exit with its status. A refused command line is one
     ``error:`` line (``group.Root``); a start-up failure nobody handled is
     :func:`startup_failure`'s one line (``--debug`` shows the traceback instead)."""
-    complete_var = "_{}_COMPLETE".format(prog_name.replace(" ", "_").replace("-", "_").upper())
     try:
         fleetgate.main(args=debug_first(sys.argv[1:]), prog_name=prog_name,
-                       complete_var=complete_var)  # fmt: skip
+                       complete_var=completion.complete_var(prog_name))  # fmt: skip
     except Exception as exc:
         if _debug:
             raise

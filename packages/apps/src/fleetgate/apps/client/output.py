@@ -154,16 +154,6 @@ class Printer:
         return "\n".join(lines)
 
 
-def render(rows: Sequence[Body], output: Output, view: View) -> str:
-    """``rows`` as ``output`` asks; an empty string when ``table``/``wide``/``name`` have none."""
-    return Printer(output, view).render(rows)
-
-
-def render_one(row: Body, output: Output, view: View) -> str:
-    """One object (what a write answers): json/yaml print the object itself, not a list."""
-    return Printer(output, view).render_one(row)
-
-
 def dump_yaml(data: object) -> str:
     """Block-style YAML in the API's field order (PyYAML loads only when YAML is asked for)."""
     import yaml
