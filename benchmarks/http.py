@@ -56,7 +56,7 @@ def _command(port: int, processes: int | None = None) -> list[str]:
         return [sys.executable, "-m", "cProfile", "-o", str(out), str(script), *args]
     if script.exists():
         return [str(script), *args]
-    code = "from fleetgate.apps.cli import main; main()"
+    code = "from fleetgate.apps.cli.main import main; main()"
     return [sys.executable, "-c", code, *args]
 
 

@@ -87,7 +87,7 @@ def commands(base: str, policy: Path) -> list[tuple[str, list[str]]]:
     """What is timed: a label and the argv, the interpreter's floor first."""
     auth = ["--server", base, "--token", TOKEN]
     check = [FLEETGATE, "check", str(policy), "--expire-after", "14d"]
-    dry_run = [FLEETGATE, "place", NS, "--cpus", "1", "--memory-mb", "1", "--dry-run"]
+    dry_run = [FLEETGATE, "place", "-n", NS, "--cpus", "1", "--memory-mb", "1", "--dry-run"]
     return [
         ("python -c pass", [PYTHON, "-c", "pass"]),
         ("fleetgate --help", [FLEETGATE, "--help"]),
@@ -211,9 +211,10 @@ def _import_table(costs: dict[str, dict[str, float]]) -> Table:
     table.notes.append(
         "Self time summed per top-level package (fleetgate per subpackage), one run each, "
         "inflated by -X importtime itself. The client runs on the standard library's HTTP and "
-        "reads the answers into dataclasses; typer's option values are read without pydantic "
-        "(clicoerce); a write sends its request body as given and the API's 422 is the one "
-        "check of it, so no command imports pydantic; check loads the ledger forecast (asyncio, "
+        "reads the answers into dataclasses; the command is click's, its option values read by "
+        "types of its own (cli/params.py); a write sends its request body as given and the "
+        "API's 422 is the one check of it, so no command imports pydantic; check loads the "
+        "ledger forecast (asyncio, "
         "the capacity domain) only with --ledger/--ledger-snapshot, and rich only for a table."
     )
     return table

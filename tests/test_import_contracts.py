@@ -45,6 +45,12 @@ def test_the_tree_keeps_the_import_contracts() -> None:
             "fleetgate.apps.container",
             "The container is imported by entry points",
         ),
+        ("packages/apps/src/fleetgate/apps/client", "pydantic", "The client is light"),
+        (
+            "packages/apps/src/fleetgate/apps/client",
+            "fleetgate.apps.api.app",
+            "The client is light",
+        ),
     ],
 )
 def test_a_violating_import_breaks_its_contract(package: str, imported: str, contract: str) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
-from fleetgate.apps.cli import app
+from fleetgate.apps.cli.main import fleetgate
 from fleetgate.apps.ledgerfile import snapshot_of
 from fleetgate.apps.ledgerforecast import read_ledger
 from fleetgate.apps.services.relocation import RelocationCheck
@@ -34,7 +34,7 @@ POLICY = ROOT / "examples" / "policy-weekly.yaml"
 
 def check(*args: str | Path) -> tuple[int, str, str]:
     result = CliRunner().invoke(
-        app, ["check", str(POLICY), "--expire-after", "14d", *map(str, args)]
+        fleetgate, ["check", str(POLICY), "--expire-after", "14d", *map(str, args)]
     )
     return result.exit_code, result.stdout, result.stderr
 
@@ -56,8 +56,8 @@ def test_the_example_snapshot_holds_the_pool_whose_big_node_would_strand() -> No
     assert "expireAfter 14d" in ledger["findings"][1]["message"]
     # A pool whose nodes never expire meets no forced expiry.
     never = CliRunner().invoke(
-        app, ["check", str(POLICY), "--expire-after", "Never", "--ledger-snapshot", str(SNAPSHOT),
-              "--format", "json"],
+        fleetgate, ["check", str(POLICY), "--expire-after", "Never", "--ledger-snapshot",
+                    str(SNAPSHOT), "--format", "json"],
     )  # fmt: skip
     codes = [f["code"] for f in json.loads(never.stdout)["ledger"]["findings"]]
     assert codes == [LEDGER_HEADROOM]

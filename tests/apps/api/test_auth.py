@@ -151,3 +151,30 @@ async def test_a_revoked_token_stops_working_at_once(api: Api) -> None:
     assert (
         await api.client.get("/v1/namespaces/team-a/placements", headers=team_a)
     ).status_code == 401
+
+
+async def test_an_unknown_query_parameter_on_a_valid_write_changes_nothing(api: Api) -> None:
+    # FastAPI validates what the route declares; the endpoint itself refuses to run.
+    body = {"threads": 2, "memory_mb": 1024, "disk_gb": 10}
+    r = await api.client.put("/v1/nodes/n-query?bogus=1", json=body, headers=ADMIN)
+    assert r.status_code == 422 and [f["field"] for f in r.json()["fields"]] == ["bogus"]
+    assert (await api.client.get("/v1/nodes/n-query", headers=ADMIN)).status_code == 404
+    placement = {"cpus": 1, "memory_mb": 1, "disk_gb": 1}
+    url = "/v1/namespaces/team-q/placements"
+    r = await api.client.post(f"{url}?dry_run=false&zzz=1&aaa=2", json=placement, headers=ADMIN)
+    assert r.status_code == 422 and [f["field"] for f in r.json()["fields"]] == ["aaa", "zzz"]
+    assert (await api.client.get(url, headers=ADMIN)).json() == []
+
+
+async def test_an_unknown_query_parameter_names_no_body_field(api: Api) -> None:
+    # As before the body was ever read: the query's mistakes alone, the body's come next.
+    r = await api.client.put("/v1/nodes/n-q?bogus=1", json={"threads": "many"}, headers=ADMIN)
+    assert r.status_code == 422
+    assert [(f["field"], f["location"]) for f in r.json()["fields"]] == [("bogus", "query")]
+
+
+async def test_every_declared_query_parameter_is_accepted(api: Api) -> None:
+    query = "namespace=team-a&kind=x&after_id=0&limit=5&order=asc"
+    assert (await api.client.get(f"/v1/events?{query}", headers=ADMIN)).status_code == 200
+    r = await api.client.get("/v1/nodes?limit=5&after=a", headers=ADMIN)
+    assert r.status_code == 200

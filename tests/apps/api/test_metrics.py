@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -12,7 +13,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 from structlog.testing import capture_logs
 
+from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.metrics import route_template
+from fleetgate.apps.container import virtual_container
+from fleetgate.apps.settings import Settings
+from fleetgate.apps.wire import CLOCK_HEADER, VIRTUAL_CLOCK
 from tests.apps.api.conftest import ADMIN, Api
 from tests.servers import api_process, free_port, wait_until_serving
 
@@ -204,3 +209,18 @@ def test_every_worker_answers_for_all_workers(tmp_path: Path) -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+
+
+async def test_every_answer_of_a_virtual_clock_says_so_and_a_real_clock_adds_nothing(
+    api: Api, tmp_path: Path
+) -> None:
+    # fleetgate up's API (a virtual container): the client labels the instants it prints.
+    settings = Settings(database_url=f"sqlite+aiosqlite:///{tmp_path / 'v.db'}")
+    virtual = create_app(virtual_container(settings, datetime(2031, 1, 1, tzinfo=UTC)))
+    transport = httpx.ASGITransport(app=virtual)
+    async with httpx.AsyncClient(transport=transport, base_url="http://v") as client:
+        for path in ("/healthz", "/v1/nodes"):  # an answer and a refusal (401) alike
+            r = await client.get(path)
+            assert r.headers[CLOCK_HEADER] == VIRTUAL_CLOCK, path
+    answer = await api.client.get("/healthz")
+    assert CLOCK_HEADER.lower() not in {k.lower() for k in answer.headers}

@@ -15,10 +15,10 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
+from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
-from typer.testing import CliRunner
 
-from fleetgate.apps.cli import app
+from fleetgate.apps.cli.main import fleetgate
 from fleetgate.apps.policyfile import PolicyFileError
 from fleetgate.apps.simulate.command import build_inputs
 from tests.apps.api.conftest import ADMIN, Api
@@ -38,7 +38,7 @@ def _named(text: str, drawn: set[str]) -> frozenset[str]:
 def cli_check(path: Path, drawn: set[str]) -> Answer:
     """``fleetgate check --format json``: exit 0 or 1 with a report, or 2 naming the field."""
     result = CliRunner().invoke(
-        app, ["check", str(path), "--expire-after", "14d", "--format", "json"]
+        fleetgate, ["check", str(path), "--expire-after", "14d", "--format", "json"]
     )
     if result.exit_code in (0, 1):
         assert "findings" in json.loads(result.stdout), result.output  # a report, not a crash
@@ -145,6 +145,6 @@ def test_check_refuses_with_exit_2_and_one_line_naming_the_field(
     manifest, _ = _changed(change, set())
     path = tmp_path / "policy.yaml"
     path.write_text(yaml.safe_dump(manifest), encoding="utf-8")
-    result = CliRunner().invoke(app, ["check", str(path), "--expire-after", "14d"])
+    result = CliRunner().invoke(fleetgate, ["check", str(path), "--expire-after", "14d"])
     assert result.exit_code == 2, result.output
     assert f"{path}: {field}: " in result.stderr and reason in " ".join(result.stderr.split())

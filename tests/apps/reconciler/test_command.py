@@ -69,11 +69,13 @@ def test_invalid_configuration_exits_2_naming_the_field(
 ) -> None:
     monkeypatch.setenv("FLEETGATE_RECONCILER__INTERVAL_SECONDS", "-1")
     assert command.run_reconciler(once=True, interval=None) == 2
-    assert capsys.readouterr().err.startswith("error: reconciler.interval_seconds: ")
+    assert capsys.readouterr().err.startswith(
+        "error: FLEETGATE_RECONCILER__INTERVAL_SECONDS (reconciler.interval_seconds): "
+    )
 
 
 async def test_an_unreachable_database_fails_to_start_naming_it() -> None:
-    # cli.main prints the message as the one ``error:`` line, exit 1 (tests/apps/test_cli.py).
+    # cli.main prints the message as the one ``error:`` line, exit 1 (tests/apps/cli/test_main.py).
     url = "postgresql+asyncpg://nobody:pw-123456@127.0.0.1:1/none"
     with pytest.raises(StartupFailed, match=r"the ledger at .*nobody:\*\*\*@") as raised:
         await command.main(container_for(url), once=True, interval=None)

@@ -6,16 +6,16 @@ import json
 from pathlib import Path
 
 import yaml
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
-from fleetgate.apps.cli import app
+from fleetgate.apps.cli.main import fleetgate
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 SPAN = ["--from", "2024-01-01T00:00:00Z", "--to", "2024-02-01T00:00:00Z"]
 
 
 def simulate(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, ["simulate", *args])
+    result = CliRunner().invoke(fleetgate, ["simulate", *args])
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fleetgate.apps.api.schemas.status import PoolRotationBody
-from fleetgate.apps.clientoutput import Output, render
-from fleetgate.apps.clientviews import STATUS
+from fleetgate.apps.client.output import Output, Printer
+from fleetgate.apps.client.views import STATUS
 from fleetgate.apps.settings import ControllerSettings
 from fleetgate.domain.rotation.ledger_gate import ledger_hold
 from tests.apps.api.conftest import ADMIN, Api, api_settings, running_api
@@ -126,7 +126,7 @@ async def test_during_a_ledger_hold_the_status_reports_what_the_controller_decid
         assert pool["reason"] == "ledgerCapacity" and pool["rotating"] == big
         assert pool["ledger_hold"] == decided
         # ``fleetgate status -o wide`` shows the hold from the same body.
-        wide = render([PoolRotationBody.model_validate(pool)], Output.wide, STATUS)
+        wide = Printer(Output.wide, STATUS).render([PoolRotationBody.model_validate(pool)])
         header, row = wide.splitlines()
         assert "LEDGER_HOLD" in header.split()
         assert f"{decided['node']}: 2/5 stranded, missing cpus=8" in row

@@ -451,6 +451,9 @@ class Container(containers.DeclarativeContainer):
         kind=simulation_controller_kind,
     )
     simulator = providers.Singleton(_simulator)
+    #: Whether the clock is virtual time (virtual_container): the API then says so in every
+    #: answer (wire.CLOCK_HEADER), and the client labels the instants it prints.
+    virtual_clock = providers.Object(False)
     # `fleetgate up` (up_container): the workload, the status, and the runtime driving them all.
     up_speed = providers.Object(1.0)
     up_rng = providers.Singleton(Random)
@@ -498,7 +501,7 @@ def build_container(settings: Settings | None = None, **overrides: Any) -> Conta
 
 def virtual_container(settings: Settings, start: datetime, **overrides: Any) -> Container:
     """A container whose clock is virtual time from ``start`` (the simulator, ``fleetgate up``)."""
-    return build_container(settings, clock=VirtualClock(start), **overrides)
+    return build_container(settings, clock=VirtualClock(start), virtual_clock=True, **overrides)
 
 
 def up_container(settings: Settings, start: datetime, speed: float, **overrides: Any) -> Container:

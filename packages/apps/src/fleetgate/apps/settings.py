@@ -281,13 +281,6 @@ def load_settings(**overrides: Any) -> Settings:
     return settings
 
 
-#: ``FLEETGATE_*`` variables that are not settings: read elsewhere, by the CLI and the plugins.
-NOT_SETTINGS = frozenset(
-    {"FLEETGATE_CONFIG", "FLEETGATE_PLUGINS", "FLEETGATE_SERVER", "FLEETGATE_TOKEN"}
-)
-_warned: set[str] = set()
-
-
 def setting_variables() -> list[str]:
     """Every environment variable that sets a setting (``FLEETGATE_CAPACITY__TARGET_LOAD``...)."""
     names = []
@@ -300,26 +293,12 @@ def setting_variables() -> list[str]:
 
 
 def warn_unknown_variables(environ: Mapping[str, str]) -> list[str]:
-    """Warn on stderr of each ``FLEETGATE_*`` variable no setting reads (a typo is otherwise
-    silently ignored), naming the closest setting; the warnings given."""
-    known = setting_variables()
-    warnings = []
-    for name in sorted(environ):
-        upper = name.upper()
-        if not upper.startswith("FLEETGATE_") or upper in known or upper in NOT_SETTINGS:
-            continue
-        if upper.startswith("FLEETGATE_TEST_"):  # the test suite's own variables
-            continue
-        if upper.partition("__")[0] in known:  # a known section's: validation refuses it
-            continue
-        close = difflib.get_close_matches(upper, known, n=1, cutoff=0.6)
-        hint = f"; did you mean {close[0]}?" if close else ""
-        warning = f"fleetgate: warning: {name} is not a setting and is ignored{hint}"
-        warnings.append(warning)
-        if name not in _warned:  # said once per process, however often settings are built
-            _warned.add(name)
-            print(warning, file=sys.stderr)
-    return warnings
+    """Warn on stderr of each ``FLEETGATE_*`` variable nothing reads (a typo is otherwise
+    silently ignored), naming the closest one that is read; the warnings given. The rule is
+    ``fleetgate.apps.variables``', which every command applies without loading this module."""
+    from fleetgate.apps import variables
+
+    return variables.warn_unknown_variables(environ)
 
 
 def describe_validation_error(

@@ -1,6 +1,7 @@
-"""``fleetgate.client``: the typed client of the fleetgate HTTP API (``fleetgate.apps.client``)."""
+"""``fleetgate.client``: the typed client of the fleetgate HTTP API (its home:
+``fleetgate.apps.client.api``)."""
 
-from fleetgate.apps.client import (
+from fleetgate.apps.client.api import (
     DEFAULT_SERVER,
     SERVER_ENV,
     TOKEN_ENV,

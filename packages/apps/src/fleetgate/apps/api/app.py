@@ -86,7 +86,9 @@ def create_app(container: Container, *, start_ledger: bool = True) -> FastAPI:
     app.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     # Outermost: the request id and the timing cover everything the app does, errors included.
     app.state.api_metrics = ApiMetrics(container.metrics_registry())
-    app.add_middleware(ObservedRequests, metrics=app.state.api_metrics)
+    app.add_middleware(
+        ObservedRequests, metrics=app.state.api_metrics, virtual_clock=container.virtual_clock()
+    )
     routers = [
         m.router for m in (health, nodes, placements, claims, admin, tokens, events, rotation)
     ]

@@ -11,13 +11,15 @@ then 422 for an invalid request.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import cached_property, wraps
 from typing import Any, TypeVar
 
 from fastapi import Request
-from fastapi.dependencies.models import Dependant
-from fastapi.dependencies.utils import request_params_to_args
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from starlette.responses import Response
@@ -148,17 +150,30 @@ def other_namespace(principal: Principal) -> ApiError:
     return forbidden(f"not allowed: this token acts only in namespace {principal.namespace}")
 
 
-def _query_names(dependant: Dependant) -> frozenset[str]:
-    """The query parameters a route (with its dependencies) declares."""
-    return frozenset(param.alias for param in _query_fields(dependant))
+#: The query parameters of the request being handled that its route does not declare.
+_unknown_query: ContextVar[Sequence[str]] = ContextVar("unknown_query", default=())
 
 
-def _query_fields(dependant: Dependant) -> list[Any]:
-    """The query parameters a route (with its dependencies) declares, as FastAPI's fields."""
-    fields = list(dependant.query_params)
-    for sub in dependant.dependencies:
-        fields += _query_fields(sub)
-    return fields
+class _UndeclaredQuery(Exception):
+    """Raised in place of the endpoint: the request has query parameters nobody declared."""
+
+
+def _refusing_unknown_query(endpoint: Callable[..., Any]) -> Callable[..., Any]:
+    """``endpoint``, refusing to run while the request has undeclared query parameters.
+
+    FastAPI validates what the route declares (query, path, body) and only then calls the
+    endpoint, so a request whose declared fields are valid gets here with nothing run, and
+    one whose declared fields are not never gets here: either way GuardedRoute answers the
+    422. FastAPI reads the endpoint's signature, and its annotations, through ``wraps``.
+    """
+
+    @wraps(endpoint)
+    async def checked(*args: Any, **kwargs: Any) -> Any:
+        if _unknown_query.get():
+            raise _UndeclaredQuery
+        return await endpoint(*args, **kwargs)
+
+    return checked
 
 
 def current_principal(request: Request) -> Principal:
@@ -180,9 +195,23 @@ class GuardedRoute(APIRoute):
             raise TypeError(f"route {path} must declare its access rule with @access(...)")
         self.rule = rule
         self.lean: LeanHandler | None = getattr(endpoint, _LEAN_ATTR, None)
-        super().__init__(path, endpoint, **kwargs)
-        self.query_names = _query_names(self.dependant)
-        self.query_fields = _query_fields(self.dependant)
+        super().__init__(path, _refusing_unknown_query(endpoint), **kwargs)
+
+    @cached_property
+    def query_names(self) -> frozenset[str]:
+        """The query parameters this route declares: those its OpenAPI operation lists.
+
+        Read on the first request that has a query string (most have none), from the route's
+        own document: what the API says it accepts is what it accepts.
+        """
+        document = get_openapi(title=self.name, version="0", routes=[self])
+        return frozenset(
+            parameter["name"]
+            for path in document.get("paths", {}).values()
+            for operation in path.values()
+            for parameter in operation.get("parameters", ())
+            if parameter.get("in") == "query"
+        )
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         """The FastAPI handler, preceded by the access check."""
@@ -192,24 +221,29 @@ class GuardedRoute(APIRoute):
         async def guarded(request: Request) -> Response:
             request.state.principal = await authorize(request, rule)
             # A misspelt query parameter is refused like a misspelt body field, not ignored.
-            unknown = sorted(set(request.query_params) - self.query_names)
-            if unknown:
-                # Name every offending query field: the declared ones' errors too, not only the
-                # unknown names (the route is not run, so FastAPI would never report them).
-                _, invalid = request_params_to_args(self.query_fields, request.query_params)
-                raise validation_error(
-                    [
-                        *invalid,
-                        *(
-                            {"loc": ("query", name), "msg": "unknown query parameter"}
-                            for name in unknown
-                        ),
-                    ],
-                    sent_data(request),
-                )
-            if lean_handler is not None and (answer := await lean_handler(request)) is not None:
-                return answer
-            return await handler(request)
+            unknown = (
+                sorted(set(request.query_params) - self.query_names) if request.query_params else []
+            )
+            if not unknown:
+                if lean_handler is not None and (answer := await lean_handler(request)) is not None:
+                    return answer
+                return await handler(request)
+            # Name every offending query field: the declared ones' errors too, not only the
+            # unknown names. FastAPI validates the declared fields; the endpoint refuses to run.
+            declared: list[Any] = []
+            token = _unknown_query.set(unknown)
+            try:
+                await handler(request)
+            except RequestValidationError as exc:
+                declared = [e for e in exc.errors() if tuple(e.get("loc", ()))[:1] == ("query",)]
+            except _UndeclaredQuery:
+                pass
+            finally:
+                _unknown_query.reset(token)
+            unknown_fields = [
+                {"loc": ("query", name), "msg": "unknown query parameter"} for name in unknown
+            ]
+            raise validation_error([*declared, *unknown_fields], sent_data(request))
 
         return guarded
 

@@ -26,6 +26,7 @@ from prometheus_client.process_collector import ProcessCollector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from fleetgate.apps.logging import REQUEST_ID_HEADER, request_id_from, request_scope
+from fleetgate.apps.wire import CLOCK_HEADER, VIRTUAL_CLOCK
 
 PREFIX = "fleetgate_api_"
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -114,9 +115,14 @@ def route_template(scope: Scope) -> str:
 class ObservedRequests:
     """ASGI middleware: request id, duration and in-flight series, and the access-log line."""
 
-    def __init__(self, app: ASGIApp, metrics: ApiMetrics) -> None:
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics, *, virtual_clock: bool = False) -> None:
         self.app = app
         self.metrics = metrics
+        # Under ``fleetgate up`` every answer says its instants are virtual (the client labels
+        # them); on a real clock nothing is added.
+        self.extra_headers: list[tuple[bytes, bytes]] = []
+        if virtual_clock:
+            self.extra_headers.append((CLOCK_HEADER.lower().encode(), VIRTUAL_CLOCK.encode()))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Serve one request inside its request-id scope, timing and logging it."""
@@ -138,6 +144,7 @@ class ObservedRequests:
                     (k, v) for k, v in message.get("headers", []) if k.lower() != b"x-request-id"
                 ]
                 headers.append((REQUEST_ID_HEADER.lower().encode(), raw_id))
+                headers += self.extra_headers
                 message = {**message, "headers": headers}
             await send(message)
 

@@ -4,12 +4,12 @@ Without ``api.admin_token`` (``FLEETGATE_API__ADMIN_TOKEN``) in the configuratio
 token is generated for this run and printed once on standard error: it is never stored, so a
 restart makes a new one. Configure a token for anything but a trial.
 
-``--workers N`` (N > 1) serves from N uvicorn worker processes sharing one socket. Each worker
-builds its own container from the environment, so the parent migrates the schema once first
-(workers then find it at head) and hands the admin token it settled on down through
-``FLEETGATE_API__ADMIN_TOKEN``: a generated token is accepted by every worker. Each worker keeps
-its own node snapshot; a node changed through one worker reaches the others' placements within
-``capacity.snapshot_seconds``.
+``--workers N`` (N > 1) serves from N worker processes, each listening on a socket of its own on
+the one address (``workers``). Each worker builds its own container from the environment, so the
+parent migrates the schema once first (workers then find it at head) and hands the admin token
+it settled on down through ``FLEETGATE_API__ADMIN_TOKEN``: a generated token is accepted by every
+worker. Each worker keeps its own node snapshot; a node changed through one worker reaches the
+others' placements within ``capacity.snapshot_seconds``.
 """
 
 from __future__ import annotations
@@ -59,7 +59,6 @@ def _interrupted(signum: int, frame: FrameType | None) -> None:
 
 
 ADMIN_TOKEN_ENV = "FLEETGATE_API__ADMIN_TOKEN"
-WORKER_HEALTHCHECK_SECONDS = 120
 #: uvicorn's access log line: client, method, path, HTTP version, status.
 ACCESS_FORMAT = "%(asctime)s access %(message)s"
 
@@ -181,23 +180,20 @@ def _shared_metrics_dir() -> Iterator[None]:
 def _serve_workers(host: str, port: int, workers: int, sockets: list[socket.socket]) -> int:
     from fleetgate.apps.api.workers import Workers
 
-    config = uvicorn.Config(
-        f"{__name__}:worker_app",
-        factory=True,
-        host=host,
-        port=port,
-        workers=workers,
-        # uvicorn kills a worker that does not answer its health ping within this many seconds;
-        # a worker still importing on a loaded machine (20 s was seen) cannot, so at uvicorn's
-        # 5 s every worker was killed and restarted forever and the API never served.
-        timeout_worker_healthcheck=WORKER_HEALTHCHECK_SECONDS,
-        lifespan="on",
-        log_config=None,
-        access_log=False,  # the API writes its own structured access log (api/metrics.py)
-        proxy_headers=False,
-        loop=fast_loop(),
-        http=fast_http(),
-    )
+    # Each worker makes its uvicorn Config from these (a Config holds a loop and loggers that
+    # do not cross a process boundary); the app is built in the worker from the environment.
+    config = {
+        "app": f"{__name__}:worker_app",
+        "factory": True,
+        "host": host,
+        "port": port,
+        "lifespan": "on",
+        "log_config": None,
+        "access_log": False,  # the API writes its own structured access log (api/metrics.py)
+        "proxy_headers": False,
+        "loop": fast_loop(),
+        "http": fast_http(),
+    }
     # The supervisor handles SIGINT/SIGTERM itself: it stops the workers and returns.
     Workers(config, sockets).run()
     return EXIT_OK

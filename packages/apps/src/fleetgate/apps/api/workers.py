@@ -7,40 +7,72 @@ idle (``ss`` showed 32 of 32 on one of two workers, in two runs of three). Here 
 its own socket, all bound to the same address with ``SO_REUSEPORT``, so the kernel spreads new
 connections across them by their addresses. A worker that dies is replaced on the same socket
 (connections that arrive meanwhile wait in its backlog); one that failed before it served stops
-the whole server, as uvicorn's does, since a replacement would fail the same way.
+the whole server, since a replacement would fail the same way.
 
-Each worker is uvicorn's own ``Process`` (its spawn, its health ping); only the supervision loop
-is ours.
+A worker is a spawned process running uvicorn's public ``Server`` with a ``Config`` of its own
+(the supervision, the spawning and the start-up verdict are ours, decisions.md § 23).
 """
 
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import signal
 import socket
+import sys
 import threading
+from collections.abc import Callable
+from multiprocessing.process import BaseProcess
 from types import FrameType
+from typing import Any
 
 import uvicorn
-from uvicorn.config import STARTUP_FAILURE
-from uvicorn.supervisors.multiprocess import Process
 
 _log = logging.getLogger("fleetgate.api.workers")
 #: How often the supervisor looks at its workers, in seconds.
 CHECK_SECONDS = 0.5
+#: A worker's exit status when its server stopped before it ever served.
+STARTUP_FAILED = 3
+#: uvicorn's own settings for a worker's Config, as keyword arguments (made in the worker).
+ConfigArgs = dict[str, Any]
+
+
+def serve_worker(config: ConfigArgs, sock: socket.socket) -> None:
+    """A worker process: uvicorn's ``Server`` on ``sock``; exit STARTUP_FAILED if it never served.
+
+    uvicorn leaves a server that failed to start by ``sys.exit``; whatever the way out, a server
+    that never started is a start-up failure, one that did is a worker that ended.
+    """
+    server = uvicorn.Server(uvicorn.Config(**config))
+    try:
+        server.run(sockets=[sock])
+    except SystemExit:
+        if server.started:
+            raise
+    if not server.started:
+        sys.exit(STARTUP_FAILED)
 
 
 class Workers:
     """One worker process per listening socket, kept alive until SIGINT or SIGTERM."""
 
-    def __init__(self, config: uvicorn.Config, sockets: list[socket.socket]) -> None:
+    def __init__(
+        self,
+        config: ConfigArgs,
+        sockets: list[socket.socket],
+        target: Callable[[ConfigArgs, socket.socket], None] = serve_worker,
+    ) -> None:
         self._config = config
         self._sockets = sockets
+        self._target = target
         self._stop = threading.Event()
-        self._workers: list[Process] = []
+        self._workers: list[BaseProcess] = []
+        # Spawned, not forked: a worker imports the app afresh (the parent's event loop, its
+        # threads and its database connections stay behind), as uvicorn's workers do.
+        self._context = multiprocessing.get_context("spawn")
 
-    def _start(self, sock: socket.socket) -> Process:
-        worker = Process(self._config, [sock])
+    def _start(self, sock: socket.socket) -> BaseProcess:
+        worker = self._context.Process(target=self._target, args=(self._config, sock))
         worker.start()
         return worker
 
@@ -58,7 +90,8 @@ class Workers:
                 self._replace_the_dead()
         finally:
             for worker in self._workers:
-                worker.terminate()
+                if worker.is_alive():
+                    worker.terminate()  # SIGTERM: uvicorn shuts the worker down gracefully
             for worker in self._workers:
                 worker.join()
             for signum, handler in previous.items():
@@ -66,11 +99,10 @@ class Workers:
 
     def _replace_the_dead(self) -> None:
         for i, worker in enumerate(self._workers):
-            if worker.is_alive(timeout=self._config.timeout_worker_healthcheck):
+            if worker.is_alive():
                 continue
-            worker.kill()  # hung, or already gone
             worker.join()
-            if worker.exitcode == STARTUP_FAILURE:
+            if worker.exitcode == STARTUP_FAILED:
                 _log.error("worker %s failed to start; stopping the server", worker.pid)
                 self._stop.set()
                 return
@@ -80,4 +112,4 @@ class Workers:
             self._workers[i] = self._start(self._sockets[i])
 
 
-__all__ = ["CHECK_SECONDS", "Workers"]
+__all__ = ["CHECK_SECONDS", "STARTUP_FAILED", "ConfigArgs", "Workers", "serve_worker"]

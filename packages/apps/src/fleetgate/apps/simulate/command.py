@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from fleetgate.apps.clientoutput import dump_yaml
+from fleetgate.apps.client.output import dump_yaml
 from fleetgate.apps.container import Container
 from fleetgate.apps.policyfile import PolicyFileError, load_policy
 from fleetgate.apps.redaction import error_markup
@@ -37,6 +37,20 @@ def _fail(message: str) -> int:
     return 2
 
 
+def _simulated_instant(value: str, option: str) -> datetime:
+    """``value`` as an instant a simulation can start or end at: in the years the API takes."""
+    from fleetgate.apps.api.schemas.fleet import FIRST_YEAR, LAST_YEAR
+
+    at = parse_instant(value, option)
+    try:
+        year = at.astimezone(UTC).year
+    except OverflowError:  # an offset that takes the year 1 or 9999 off the calendar
+        year = at.year
+    if not FIRST_YEAR <= year <= LAST_YEAR:
+        raise FleetError(f"{option}: must be in the years {FIRST_YEAR} to {LAST_YEAR} (UTC)")
+    return at
+
+
 def build_inputs(
     policy: Path,
     fleet: Path,
@@ -46,8 +60,8 @@ def build_inputs(
     env_drain: str | None,
 ) -> SimulationInputs:
     """Read and check every input; raises ValueError naming the bad one."""
-    begin = parse_instant(start, "--from")
-    finish = parse_instant(end, "--to")
+    begin = _simulated_instant(start, "--from")
+    finish = _simulated_instant(end, "--to")
     try:
         document = read_yaml(fleet)
     except YamlFileError as exc:  # one line: cannot read, or where the YAML is broken

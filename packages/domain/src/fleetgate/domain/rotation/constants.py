@@ -34,3 +34,6 @@ HARD_CAP = timedelta(days=21)
 """EKS Auto Mode's limit on expireAfter + terminationGracePeriod."""
 BACKOFF_CAP_SHIFT = 3
 """Retry backoff doubles at most this many times (8x the base)."""
+MAX_POOL_NODES = 1_000_000
+"""The most NodeClaims a pool is checked with (N): far past any pool Karpenter runs, so a count
+written by mistake (99999999999999999999999) is refused wherever N is given, CLI or API."""

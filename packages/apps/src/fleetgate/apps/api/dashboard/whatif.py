@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from string import Template
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -37,8 +37,20 @@ from fleetgate.apps.simulate.fleet import Fleet, FleetError, labels_for, load_fl
 from fleetgate.domain.durations import format_duration, parse_duration
 from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
 
-if TYPE_CHECKING:  # the package imports this module: only the type, to avoid a cycle
-    from fleetgate.apps.api.dashboard import Dashboard
+
+class SignIn(Protocol):
+    """What the page needs of the dashboard's sign-in (``Dashboard`` is one): the package
+    installs this page, so the page names only what it calls, never the package."""
+
+    def sign_in(self, request: Request) -> Response | None:
+        """A session and a redirect for ``?token=``; None when the address has none."""
+
+    def authorized(self, request: Request) -> bool:
+        """The request carries the admin's session or token."""
+
+    def refused(self, request: Request) -> Response:
+        """The sign-in form, for a page asked for without a session."""
+
 
 START = datetime(2024, 1, 1, tzinfo=UTC)
 MAX_DAYS = 90
@@ -328,7 +340,7 @@ def results_html(sides: list[Side], span: timedelta) -> str:
     return "".join(_side(side, "AB"[i], span) for i, side in enumerate(sides))
 
 
-def install(app: FastAPI, dashboard: Dashboard, headers: dict[str, str]) -> None:
+def install(app: FastAPI, dashboard: SignIn, headers: dict[str, str]) -> None:
     """Mount ``/whatif`` and ``POST /dashboard/whatif`` behind the dashboard's sign-in."""
     authorized = dashboard.authorized
 

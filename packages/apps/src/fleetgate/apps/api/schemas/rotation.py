@@ -22,6 +22,7 @@ from fleetgate.apps.api.schemas.fleet import (
 )
 from fleetgate.apps.api.schemas.policy import RotationPolicyManifest
 from fleetgate.apps.services.check import parse_expire_after, parse_grace_period
+from fleetgate.domain.rotation.constants import MAX_POOL_NODES
 
 #: The largest YAML policy text accepted (a policy is a few hundred bytes).
 MAX_POLICY_TEXT = 64 * 1024
@@ -86,7 +87,7 @@ class RotationCheckRequest(RequestBody):
     termination_grace_period: GracePeriod | None = Field(
         None, description="NodePool terminationGracePeriod; unset uses the drain fallback."
     )
-    nodes: Annotated[int, Field(strict=True, ge=0, le=1_000_000), WHOLE_NUMBER] = Field(
+    nodes: Annotated[int, Field(strict=True, ge=0, le=MAX_POOL_NODES), WHOLE_NUMBER] = Field(
         0, description="NodeClaims in the pool (N)."
     )
 

@@ -1,7 +1,7 @@
 """The columns of each kind of row the client commands print (``table`` and, with more, ``wide``)
 and the identifier ``-o name`` prints: the id a later command takes (release, claims update...).
 
-Rows are the client's bodies (``clientbodies``); they are read by attribute only, so this module
+Rows are the client's bodies (``bodies``); they are read by attribute only, so this module
 needs none of them imported.
 """
 
@@ -11,7 +11,7 @@ import json
 from datetime import datetime
 from typing import Any
 
-from fleetgate.apps.clientoutput import Column, View
+from fleetgate.apps.client.output import Column, View
 
 
 def _used(dimension: str) -> Any:
@@ -28,6 +28,16 @@ def _iso(field: str) -> Any:
         return None if at is None else at.isoformat()
 
     return cell
+
+
+#: The widest instant ``isoformat`` writes (microseconds and an offset), and an id (a UUID):
+#: the widths ``--watch`` keeps for such columns from its first line on.
+INSTANT, ID = len("2026-03-02T09:00:00.120000+00:00"), 36
+
+
+def instant(header: str, field: str, *, wide: bool = False) -> Column:
+    """A column of the instant ``field`` (labelled virtual under ``fleetgate up``)."""
+    return Column(header, _iso(field), wide=wide, instant=True, width=INSTANT)
 
 
 def when(at: datetime | None) -> str | None:
@@ -51,22 +61,22 @@ NODES = View(
         Column("SCHEDULABLE", lambda r: "yes" if r.schedulable else "cordoned"),
         Column("THREADS", lambda r: r.threads, wide=True),
         Column("LABELS", _labels, wide=True),
-        Column("UPDATED", _iso("updated_at"), wide=True),
+        instant("UPDATED", "updated_at", wide=True),
     ),
     name=lambda r: str(r.name),
 )
 
 PLACEMENTS = View(
     columns=(
-        Column("ID", lambda r: r.id),
+        Column("ID", lambda r: r.id, width=ID),
         Column("NODE", lambda r: r.node),
         Column("CPUS", lambda r: r.cpus),
         Column("MEMORY_MB", lambda r: r.memory_mb),
         Column("DISK_GB", lambda r: r.disk_gb),
         Column("REQUEST_ID", lambda r: r.request_id),
-        Column("ADMITTED", _iso("admitted_at")),
+        instant("ADMITTED", "admitted_at"),
         Column("NAMESPACE", lambda r: r.namespace, wide=True),
-        Column("CLAIM", lambda r: r.claim_id, wide=True),
+        Column("CLAIM", lambda r: r.claim_id, wide=True, width=ID),
     ),
     name=lambda r: str(r.id),
 )
@@ -87,31 +97,31 @@ DRY_RUN = View(
 
 CLAIMS = View(
     columns=(
-        Column("ID", lambda r: r.id),
+        Column("ID", lambda r: r.id, width=ID),
         Column("STATE", lambda r: r.state),
         Column("CPUS", _claimed("cpus", "cpus")),
         Column("MEMORY_MB", _claimed("memory_mb", "memory_mb")),
         Column("DISK_GB", _claimed("disk_gb", "disk_gb")),
-        Column("EXPIRES", _iso("expires_at")),
+        instant("EXPIRES", "expires_at"),
         Column("NAMESPACE", lambda r: r.namespace, wide=True),
         Column(
             "OVERAGE",
             lambda r: f"{r.overage.cpus}/{r.overage.memory_mb}/{r.overage.disk_gb}",
             wide=True,
         ),
-        Column("CREATED", _iso("created_at"), wide=True),
+        instant("CREATED", "created_at", wide=True),
     ),
     name=lambda r: str(r.id),
 )
 
 EVENTS = View(
     columns=(
-        Column("ID", lambda r: r.id),
-        Column("AT", _iso("at")),
-        Column("LEVEL", lambda r: r.level),
-        Column("NAMESPACE", lambda r: r.namespace),
-        Column("KIND", lambda r: r.kind),
-        Column("SUBJECT", lambda r: r.subject),
+        Column("ID", lambda r: r.id, width=6),
+        instant("AT", "at"),
+        Column("LEVEL", lambda r: r.level, width=len("warning")),
+        Column("NAMESPACE", lambda r: r.namespace, width=12),
+        Column("KIND", lambda r: r.kind, width=len("schedule final candidates")),
+        Column("SUBJECT", lambda r: r.subject, width=ID),
         Column("DATA", lambda r: json.dumps(r.data, sort_keys=True) if r.data else None, wide=True),
     ),
     name=lambda r: str(r.id),
@@ -133,14 +143,14 @@ STATUS = View(
         Column("POLICY", lambda r: r.policy or r.governance),
         Column("NODES", lambda r: r.nodes),
         Column("WINDOW", lambda r: "open" if r.window_open else "closed"),
-        Column("NEXT_WINDOW", lambda r: when(r.next_window_start)),
+        Column("NEXT_WINDOW", lambda r: when(r.next_window_start), instant=True),
         Column("A", lambda r: r.age_threshold),
         Column("G", lambda r: r.guaranteed_chances),
         Column("ROTATING", lambda r: r.rotating),
         Column("REASON", lambda r: r.reason),
-        Column("WINDOW_END", lambda r: when(r.next_window_end), wide=True),
+        Column("WINDOW_END", lambda r: when(r.next_window_end), wide=True, instant=True),
         Column("C", lambda r: r.throughput_capacity, wide=True),
-        Column("GATE_UNTIL", _iso("gate_until"), wide=True),
+        instant("GATE_UNTIL", "gate_until", wide=True),
         Column("LEDGER_HOLD", lambda r: ledger_hold(r.ledger_hold), wide=True),
         Column("FINDINGS", lambda r: ",".join(r.findings), wide=True),
     ),
@@ -149,21 +159,23 @@ STATUS = View(
 
 TOKENS = View(
     columns=(
-        Column("ID", lambda r: r.id),
+        Column("ID", lambda r: r.id, width=ID),
         Column("NAMESPACE", lambda r: r.namespace),
         Column("ACTIVE", lambda r: r.active),
-        Column("CREATED", _iso("created_at")),
-        Column("REVOKED", _iso("revoked_at")),
+        instant("CREATED", "created_at"),
+        instant("REVOKED", "revoked_at"),
     ),
     name=lambda r: str(r.id),
 )
 
-#: A token just made: the secret is shown (this once) in every format but ``name``.
+#: A token just made: its secret is shown this once, in every format. ``-o name`` prints the
+#: secret itself (what ``kubectl create token`` prints: ``TOKEN=$(fleetgate tokens create -n
+#: ci -o name)``); the id is in ``tokens list``, the secret nowhere again.
 NEW_TOKEN = View(
     columns=(
         Column("ID", lambda r: r.id),
         Column("NAMESPACE", lambda r: r.namespace),
         Column("SECRET", lambda r: r.secret),
     ),
-    name=lambda r: str(r.id),
+    name=lambda r: str(r.secret),
 )

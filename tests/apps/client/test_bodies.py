@@ -1,4 +1,4 @@
-"""The client's wire shapes (``clientbodies``) against the API's own: the served OpenAPI document
+"""The client's wire shapes (``bodies``) against the API's own: the served OpenAPI document
 and the pydantic bodies it is generated from, so the two definitions cannot drift apart."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter
 
-from fleetgate.apps import clientbodies
 from fleetgate.apps.api.app import create_app
-from fleetgate.apps.clientbodies import BODIES, NodeBody, Wire, WireError, hints, read_datetime
+from fleetgate.apps.client import bodies
+from fleetgate.apps.client.bodies import BODIES, NodeBody, Wire, WireError, hints, read_datetime
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, Settings
 
@@ -142,7 +142,7 @@ def test_a_body_reads_what_the_api_writes_and_keeps_it_for_json_output() -> None
 )
 def test_an_answer_of_another_shape_is_refused_naming_the_field(wire: Any, reason: str) -> None:
     with pytest.raises(WireError, match=reason):
-        clientbodies.Amounts.from_wire(wire)
+        bodies.Amounts.from_wire(wire)
 
 
 @given(

@@ -1,12 +1,12 @@
 """A small typed client of the fleetgate HTTP API, for scripts and for ``fleetgate nodes`` & co.
 
-It answers with typed bodies of the API's wire format (``fleetgate.apps.clientbodies``, checked
+It answers with typed bodies of the API's wire format (``fleetgate.apps.client.bodies``, checked
 against the API's OpenAPI document) and follows the ``Link: rel="next"`` header of the paged
 lists. A request is one of the API's own pydantic request bodies (``fleetgate.apps.api.schemas``,
 which check it when it is made) or a plain mapping of its fields, which the API checks. An error
 answer raises :class:`ClientError` with
 the API's ``error`` code and message; the token is never part of an error or a repr. It runs on
-the standard library's HTTP (``clienthttp``), so a client command starts at once::
+the standard library's HTTP (``transport``), so a client command starts at once::
 
     from fleetgate.client import FleetgateClient
 
@@ -21,8 +21,9 @@ import json
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
+from urllib.parse import quote
 
-from fleetgate.apps.clientbodies import (
+from fleetgate.apps.client.bodies import (
     ClaimBody,
     DryRunBody,
     EventBody,
@@ -36,8 +37,8 @@ from fleetgate.apps.clientbodies import (
     Wire,
     WireError,
 )
-from fleetgate.apps.clientdefaults import DEFAULT_SERVER, SERVER_ENV, TOKEN_ENV
-from fleetgate.apps.clienthttp import (
+from fleetgate.apps.client.defaults import DEFAULT_SERVER, SERVER_ENV, TOKEN_ENV
+from fleetgate.apps.client.transport import (
     HttpTransport,
     Response,
     Transport,
@@ -45,6 +46,7 @@ from fleetgate.apps.clienthttp import (
     encode_query,
 )
 from fleetgate.apps.redaction import redact
+from fleetgate.apps.wire import CLOCK_HEADER, VIRTUAL_CLOCK
 
 Body = TypeVar("Body", bound=Wire)
 
@@ -85,6 +87,8 @@ class FleetgateClient:
             self._headers["Authorization"] = f"Bearer {token}"
         self.server = server.rstrip("/")
         self._http: Transport = transport or HttpTransport(self.server, timeout)
+        #: Whether the last answer's instants are on a virtual clock (``fleetgate up``).
+        self.virtual_clock = False
 
     def __repr__(self) -> str:
         return f"FleetgateClient({redact(self.server)!r})"
@@ -116,7 +120,7 @@ class FleetgateClient:
 
     def claims(self, namespace: str) -> list[ClaimBody]:
         """The claims of ``namespace``."""
-        return _list(ClaimBody, self._json("GET", f"/v1/namespaces/{namespace}/claims"))
+        return _list(ClaimBody, self._json("GET", self._claims(namespace)))
 
     def events(
         self,
@@ -137,7 +141,7 @@ class FleetgateClient:
 
     def node(self, name: str) -> NodeBody:
         """One node (admin token)."""
-        return NodeBody.from_wire(self._json("GET", f"/v1/nodes/{name}"))
+        return NodeBody.from_wire(self._json("GET", self._node(name)))
 
     def tokens(self, namespace: str) -> list[TokenBody]:
         """The tokens of ``namespace``, revoked ones included, never their secrets (admin)."""
@@ -166,37 +170,37 @@ class FleetgateClient:
 
     def release(self, namespace: str, placement_id: str) -> None:
         """Release a placement (ClientError 404 when it is already gone)."""
-        self._send("DELETE", f"{self._placements(namespace)}/{placement_id}")
+        self._send("DELETE", f"{self._placements(namespace)}/{_segment(placement_id)}")
 
     def create_claim(self, namespace: str, request: Request) -> ClaimBody:
         """Reserve capacity for ``namespace`` (admin token)."""
-        path = f"/v1/namespaces/{namespace}/claims"
+        path = self._claims(namespace)
         return ClaimBody.from_wire(self._json("POST", path, json=_body(request)))
 
     def update_claim(self, namespace: str, claim_id: str, patch: Request) -> ClaimBody:
         """Change only the fields ``patch`` sets (admin token)."""
-        path = f"/v1/namespaces/{namespace}/claims/{claim_id}"
+        path = f"{self._claims(namespace)}/{_segment(claim_id)}"
         return ClaimBody.from_wire(self._json("PATCH", path, json=_body(patch)))
 
     def delete_claim(self, namespace: str, claim_id: str) -> None:
         """Delete a claim (ClientError 404 when it is already gone)."""
-        self._send("DELETE", f"/v1/namespaces/{namespace}/claims/{claim_id}")
+        self._send("DELETE", f"{self._claims(namespace)}/{_segment(claim_id)}")
 
     def put_node(self, name: str, spec: Request) -> NodeBody:
         """Add the node, or replace its capacity, pool and labels (admin token)."""
-        return NodeBody.from_wire(self._json("PUT", f"/v1/nodes/{name}", json=_body(spec)))
+        return NodeBody.from_wire(self._json("PUT", self._node(name), json=_body(spec)))
 
     def delete_node(self, name: str) -> None:
         """Remove the node (ClientError 409 ``node_busy`` while it holds placements)."""
-        self._send("DELETE", f"/v1/nodes/{name}")
+        self._send("DELETE", self._node(name))
 
     def cordon(self, name: str) -> NodeBody:
         """Stop admitting onto the node; its placements stay."""
-        return NodeBody.from_wire(self._json("POST", f"/v1/nodes/{name}/cordon"))
+        return NodeBody.from_wire(self._json("POST", f"{self._node(name)}/cordon"))
 
     def uncordon(self, name: str) -> NodeBody:
         """Admit onto the node again."""
-        return NodeBody.from_wire(self._json("POST", f"/v1/nodes/{name}/uncordon"))
+        return NodeBody.from_wire(self._json("POST", f"{self._node(name)}/uncordon"))
 
     def create_token(self, namespace: str) -> NewTokenBody:
         """A new token for ``namespace``; its secret is in this answer only (admin token)."""
@@ -204,17 +208,28 @@ class FleetgateClient:
 
     def revoke_token(self, namespace: str, token_id: str) -> None:
         """Revoke a token: it stops authenticating at once (ClientError 404 the second time)."""
-        self._send("DELETE", f"{self._tokens(namespace)}/{token_id}")
+        self._send("DELETE", f"{self._tokens(namespace)}/{_segment(token_id)}")
 
     # --- plumbing -----------------------------------------------------------------------------
 
+    # Each name is one segment of the path, percent-encoded: a name with "?", "#" or " " reaches
+    # the API as written, which judges it (its 422 names the field).
+
     @staticmethod
     def _placements(namespace: str) -> str:
-        return f"/v1/namespaces/{namespace}/placements"
+        return f"/v1/namespaces/{_segment(namespace)}/placements"
+
+    @staticmethod
+    def _claims(namespace: str) -> str:
+        return f"/v1/namespaces/{_segment(namespace)}/claims"
 
     @staticmethod
     def _tokens(namespace: str) -> str:
-        return f"/v1/admin/namespaces/{namespace}/tokens"
+        return f"/v1/admin/namespaces/{_segment(namespace)}/tokens"
+
+    @staticmethod
+    def _node(name: str) -> str:
+        return f"/v1/nodes/{_segment(name)}"
 
     def _send(
         self,
@@ -236,6 +251,7 @@ class FleetgateClient:
         except Unreachable as exc:
             # ``--server http://user:pass@...``: the password is the caller's, never shown.
             raise ClientError(None, "unreachable", redact(f"{self.server}: {exc}")) from exc
+        self.virtual_clock = response.headers.get(CLOCK_HEADER.lower()) == VIRTUAL_CLOCK
         if response.is_error:
             try:
                 answer = response.json()
@@ -263,6 +279,11 @@ def _list(body: type[Body], data: Any) -> list[Body]:
     if not isinstance(data, list):
         raise WireError(f"list[{body.__name__}]: expected an array, got {type(data).__name__}")
     return [body.from_wire(item) for item in data]
+
+
+def _segment(value: str) -> str:
+    """``value`` as one segment of a URL path (every reserved character percent-encoded)."""
+    return quote(value, safe="")
 
 
 def _body(request: Request) -> dict[str, Any]:

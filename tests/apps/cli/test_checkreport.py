@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
-from fleetgate.apps.cli import app
+from fleetgate.apps.cli.main import fleetgate
 from fleetgate.apps.policyfile import load_policy
 from fleetgate.apps.services.check import CheckInputs
 from fleetgate.apps.services.check import check as check_policy
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples"
 H = 3600
 
@@ -90,7 +90,7 @@ DOCUMENTED = {
 
 def check(*args: str | Path) -> tuple[int, str, str]:
     """Run ``fleetgate check`` in-process: (exit code, stdout, stderr)."""
-    result = CliRunner().invoke(app, ["check", *map(str, args)])
+    result = CliRunner().invoke(fleetgate, ["check", *map(str, args)])
     return result.exit_code, result.stdout, result.stderr
 
 

@@ -9,11 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
-import typer
-from typer.testing import CliRunner
+from click.testing import CliRunner
 
-from fleetgate.apps.cli import app, debug_first
+from fleetgate.apps.cli.main import debug_first, fleetgate
 
 FLEETGATE = Path(sys.executable).with_name("fleetgate")
 
@@ -76,7 +76,7 @@ def every_command(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...
     """Every command path under ``group`` (the root included)."""
     found = [path]
     for name, command in group.commands.items():
-        if hasattr(command, "commands"):  # a group (typer ships its own click)
+        if isinstance(command, click.Group):
             found += every_command(command, (*path, name))
         else:
             found.append((*path, name))
@@ -84,12 +84,12 @@ def every_command(group: Any, path: tuple[str, ...] = ()) -> list[tuple[str, ...
 
 
 def test_help_fits_80_columns_without_bool_metavars_or_markup() -> None:
-    root = typer.main.get_command(app)
+    root = fleetgate
     for path in every_command(root):
         command: Any = root
         for name in path:
             command = command.commands[name]
-        out = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "80"})
+        out = CliRunner().invoke(fleetgate, [*path, "--help"], env={"COLUMNS": "80"})
         where = " ".join(("fleetgate", *path))
         assert out.exit_code == 0, where
         assert "<bool>" not in out.stdout, where
@@ -103,7 +103,7 @@ def test_help_fits_80_columns_without_bool_metavars_or_markup() -> None:
 
 def test_api_help_describes_host_and_port_with_their_defaults(tmp_path: Path) -> None:
     text = " ".join(run_in(tmp_path, "api", "--help").stdout.split())
-    assert "--host <str> Address to listen on. [default: the api.host setting, 127.0.0.1]" in text
+    assert "--host TEXT Address to listen on. [default: the api.host setting, 127.0.0.1]" in text
     assert "[default: the api.port setting, 8000]" in text
 
 
@@ -217,16 +217,68 @@ def test_db_current_and_history_name_the_revisions(tmp_path: Path) -> None:
     assert history[5].split()[:2] == ["0005_function_repeat_check", "(current)"]
 
 
-def test_shell_completion_is_offered(tmp_path: Path) -> None:
-    # --show-completion prints the script for the shell it is run from (found by walking the
-    # parent processes), as a user types it: so run it from bash (the "; true" keeps bash from
-    # exec'ing the command in its place, which would leave no shell to find).
-    out = subprocess.run(
-        ["bash", "-c", f"{FLEETGATE} --show-completion; true"],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=tmp_path,
-        timeout=300,
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (("events", "--limit", "0"), ("'--limit'", "greater than or equal to 1")),
+        (("nodes", "--bogus"), ("'--bogus'",)),
+        (("nodes", "-o", "xml"), ("'--output' / '-o'", "'xml'")),
+        (("frobnicate",), ("'frobnicate'",)),
+        (("check",), ("'policy'",)),
+        (("check", "p.yaml"), ("'--expire-after'",)),
+        (("api", "--port", "70000"), ("'--port'",)),
+        (("up", "--nodes", "0"), ("'--nodes'",)),
+        (("--config", "/nonexistent/fleetgate.yaml", "version"), ("'--config'",)),
+        (("nodes", "extra"), ("extra",)),
+    ],
+    ids=" ".join,
+)
+def test_an_option_error_is_one_line_naming_the_option_exit_2(
+    tmp_path: Path, args: tuple[str, ...], needles: tuple[str, ...]
+) -> None:
+    out = run_in(tmp_path, *args)
+    assert out.returncode == 2
+    line = one_error_line(out)
+    for needle in needles:
+        assert needle in line, line
+    assert line.endswith("--help')")  # where to read more, on the same line
+
+
+def test_a_bare_group_still_prints_its_help(tmp_path: Path) -> None:
+    out = run_in(tmp_path, "node")
+    assert out.returncode == 2 and out.stderr.startswith("Usage: fleetgate node")
+
+
+def test_dash_h_is_help_as_for_kubectl(tmp_path: Path) -> None:
+    assert run_in(tmp_path, "-h").stdout == run_in(tmp_path, "--help").stdout
+    assert run_in(tmp_path, "nodes", "-h").stdout.startswith("Usage: fleetgate nodes")
+
+
+KUBECTL_PLUGIN = FLEETGATE.with_name("kubectl-fleetgate")
+
+
+def test_the_client_installs_as_a_kubectl_plugin(tmp_path: Path) -> None:
+    # kubectl finds kubectl-fleetgate on PATH and execs it with the arguments after
+    # "fleetgate" as given, argv[0] the plugin's path: its help and errors say
+    # "kubectl fleetgate", as kubectl's plugin guide asks.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
+    env["PATH"] = f"{KUBECTL_PLUGIN.parent}{os.pathsep}{env.get('PATH', '')}"
+
+    def plugin(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["kubectl-fleetgate", *args], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=300, check=False)  # fmt: skip
+
+    assert KUBECTL_PLUGIN.is_file() and os.access(KUBECTL_PLUGIN, os.X_OK)
+    usage = plugin("--help")
+    assert usage.returncode == 0 and usage.stdout.startswith("Usage: kubectl fleetgate [OPTIONS]")
+    assert plugin("-h").stdout == usage.stdout
+    assert plugin("nodes", "-h").stdout.startswith("Usage: kubectl fleetgate nodes")
+    assert plugin("version").stdout.startswith("fleetgate 0.")
+    wrong = plugin("nodes", "--bogus")
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip() == (
+        "error: No such option '--bogus'. (see 'kubectl fleetgate nodes --help')"
     )
-    assert "_FLEETGATE_COMPLETE=complete_bash" in out.stdout, out.stderr
+    policy = Path(__file__).resolve().parents[3] / "examples" / "policy-weekly.yaml"
+    checked = plugin("check", str(policy), "--expire-after", "14d", "-o", "json")
+    assert checked.returncode == 0 and '"findings"' in checked.stdout, checked.stderr

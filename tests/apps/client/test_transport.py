@@ -1,4 +1,4 @@
-"""``clienthttp``, the client's HTTP on the standard library, against small real servers on
+"""``transport``, the client's HTTP on the standard library, against small real servers on
 127.0.0.1 (keep-alive, TLS verification, a timeout, a dropped kept-alive connection), and the
 error mapping of ``FleetgateClient`` over it and over a test transport (the seam tests use)."""
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from fleetgate.apps.clienthttp import HttpTransport, Response, Unreachable, encode_query
+from fleetgate.apps.client.transport import HttpTransport, Response, Unreachable, encode_query
 from fleetgate.client import ClientError, FleetgateClient
 from tests.servers import free_port
 

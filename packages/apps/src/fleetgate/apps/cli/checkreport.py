@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import yaml
 
-from fleetgate.apps.clientoutput import dump_yaml
+from fleetgate.apps.client.output import dump_yaml
 from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.redaction import error_markup
 from fleetgate.apps.services.check import (

@@ -2,7 +2,7 @@
 
 The server's pydantic bodies (``fleetgate.apps.api.schemas``) are the definition of each shape;
 these are the client's reading of them, so ``fleetgate nodes`` & co. import neither pydantic nor
-the schemas (docs/performance.md, CLI start-up). ``tests/apps/test_clientbodies.py`` checks every
+the schemas (docs/performance.md, CLI start-up). ``tests/apps/client/test_bodies.py`` checks every
 class here against the served OpenAPI document (each field, its type, whether it may be null), so
 the two cannot drift apart. Each body keeps the JSON object it was read from (:attr:`Wire.wire`):
 ``-o json`` and ``-o yaml`` print the API's own answer, field for field.

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fleetgate.apps.dbcommand import run_upgrade
+from fleetgate.apps.cli.db import run_upgrade
 
 
 def test_upgrade_creates_every_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
