@@ -20,7 +20,6 @@ from fleetgate.domain.rotation.disruption import (
     budget_counts,
     node_disrupted,
     node_limit_reached,
-    not_ready_nodes,
     opt_out_expiry,
     pod_opt_out_active,
     pod_opted_out_claims,
@@ -158,4 +157,4 @@ def test_budget_counts_count_as_karpenter_counts() -> None:
     )
     obs = PoolObservation("p", "1", None, claims=claims, nodes=nodes)
     assert budget_counts(obs) == (5, 4)
-    assert ready_count(obs) == 5 and not_ready_nodes(obs) == 3
+    assert ready_count(obs) == 5

@@ -37,7 +37,6 @@ __all__ = [
     "budget_counts",
     "node_disrupted",
     "node_limit_reached",
-    "not_ready_nodes",
     "opt_out_expiry",
     "pod_opt_out_active",
     "pod_opted_out_claims",
@@ -132,12 +131,6 @@ def ready_count(obs: PoolObservation) -> int:
     """How many of the pool's claims are Ready (the nodes budgets count), at C speed."""
     count: int = sum(map(_READY, obs.claims))
     return count
-
-
-def not_ready_nodes(obs: PoolObservation) -> int:
-    """How many of the pool's Nodes are not Ready, at C speed."""
-    ready: int = sum(map(_READY, obs.nodes))
-    return len(obs.nodes) - ready
 
 
 _READY = attrgetter("ready")
