@@ -21,13 +21,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from fleetgate.apps.clientoutput import dump_yaml
-from fleetgate.apps.container import Container
 from fleetgate.apps.heap import settle_heap
 from fleetgate.apps.policyfile import PolicyFileError, load_policy
 from fleetgate.apps.redaction import error_markup
 from fleetgate.apps.services.simulation import SimulationError, SimulationInputs, SimulationResult
 from fleetgate.apps.simulate.fleet import FleetError, load_fleet, parse_instant
 from fleetgate.apps.simulate.report import headline, render_html
+from fleetgate.apps.simulate.world import simulator as make_simulator
 from fleetgate.domain.durations import parse_duration
 
 _err = Console(stderr=True)
@@ -184,7 +184,7 @@ def run_simulate(
 
 def _run_with_progress(inputs: SimulationInputs) -> SimulationResult:
     """The simulation, with a progress bar on a terminal; no wall-clock bound (Ctrl-C stops it)."""
-    simulator = Container().simulator()
+    simulator = make_simulator()
     # The process's start-up and the inputs live until it ends: out of the collector's way
     # while the run steps the controller some ten thousand times a simulated month.
     settle_heap()

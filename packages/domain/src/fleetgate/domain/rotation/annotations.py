@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from functools import lru_cache
 from enum import StrEnum
+from functools import lru_cache
 
 __all__ = [
     "ACTIVE_ROTATION",
