@@ -6,6 +6,8 @@
     python3 run.py ARGS    # any other `fleetgate` command, e.g. `python3 run.py check ...`
 
 It installs uv into ./.tools when uv is not on PATH, then lets uv create ./.venv from uv.lock.
+Before the tests it installs, as root on Debian, the programs they drive (``TEST_NEEDS``); where
+it cannot, it stops at once with one line per missing program saying how to install it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ import signal
 import subprocess
 import sys
 import venv
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent
 TOOLS = ROOT / ".tools"
@@ -49,6 +54,8 @@ def main(argv: list[str]) -> int:
     if sys.version_info < (3, 11):  # noqa: UP036 - run.py must explain itself on old Pythons
         print("run.py: fleetgate needs Python 3.11 or newer", file=sys.stderr)
         return 2
+    if argv[:1] == ["test"] and not bring(TEST_NEEDS):
+        return 2
     exe = uv()
     subprocess.run([exe, "sync", "--locked", "--all-packages", "--quiet"], cwd=ROOT, check=True)
     bindir = ROOT / ".venv" / ("Scripts" if os.name == "nt" else "bin")
@@ -63,6 +70,95 @@ def main(argv: list[str]) -> int:
     else:
         cmd = [exe, "run", "--locked", "fleetgate", *(argv or ["--help"])]
     return hand_over(cmd)
+
+
+@dataclass(frozen=True)
+class Need:
+    """A program the tests drive, where it is found, and the Debian package that installs it."""
+
+    what: str
+    found_at: str  # an absolute path, or a command looked up on PATH
+    package: str
+
+
+#: What the test suite needs beyond Python and uv (the clients mariadb and psql come with the
+#: servers). The test sessions start MariaDB and PostgreSQL servers of their own, on free
+#: ports, where the machine's do not serve or do not let them in.
+TEST_NEEDS = (
+    Need("Chromium (the dashboard's browser tests)", "/usr/bin/chromium", "chromium"),
+    Need("ChromeDriver (drives Chromium)", "/usr/bin/chromedriver", "chromium-driver"),
+    Need("promtool (the chart's alert tests)", "promtool", "prometheus"),
+    Need("wrk (the HTTP benchmark's load)", "wrk", "wrk"),
+    Need("MariaDB's server", "/usr/sbin/mariadbd", "mariadb-server"),
+    Need("Galera (the cluster lanes)", "/usr/lib/galera/libgalera_smm.so", "galera-4"),
+    Need("rsync (Galera's state transfers)", "rsync", "rsync"),
+    Need("PostgreSQL 15", "/usr/lib/postgresql/15/bin/initdb", "postgresql-15"),
+)
+
+
+def present(found_at: str) -> bool:
+    """Whether an absolute path exists, or a command is on PATH."""
+    return Path(found_at).exists() if os.path.isabs(found_at) else bool(shutil.which(found_at))
+
+
+def apt_commands(packages: Sequence[str]) -> list[list[str]]:
+    """The apt-get commands that install ``packages``: the lists refreshed once, then one install.
+
+    Recommended packages are left out (prometheus would bring and start a node exporter); the
+    install waits for another apt or dpkg holding the lock instead of failing at once.
+    """
+    return [
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
+         "-o", "DPkg::Lock::Timeout=600", *packages],
+    ]  # fmt: skip
+
+
+def bring(
+    needs: Sequence[Need],
+    *,
+    found: Callable[[str], bool] | None = None,
+    euid: Callable[[], int] | None = None,
+    apt: Callable[[list[str]], int] | None = None,
+    out: TextIO | None = None,
+) -> bool:
+    """Install what ``needs`` lacks (as root, with apt-get); False, after one line per missing
+    program saying how to install it, when that cannot be done or did not bring it.
+
+    ``found``, ``euid`` and ``apt`` default to the machine's (``present``, ``os.geteuid``,
+    ``run_apt``).
+    """
+    found = found or present
+    euid = euid or getattr(os, "geteuid", lambda: -1)  # no geteuid (Windows): never root
+    apt = apt or run_apt
+    out = out or sys.stderr
+    absent = [n for n in needs if not found(n.found_at)]
+    if not absent:
+        return True
+    packages = list(dict.fromkeys(n.package for n in absent))
+    can_install = euid() == 0 and found("apt-get")
+    if can_install:
+        print(f"run.py: installing Debian's {' '.join(packages)} (one time)", file=out, flush=True)
+        for command in apt_commands(packages):
+            apt(command)  # the check below decides, whatever apt-get said
+        absent = [n for n in absent if not found(n.found_at)]
+        if not absent:
+            return True
+    for n in absent:
+        if can_install:
+            how = f"apt-get install -y {n.package} did not install it; see apt-get's output above"
+        elif found("apt-get"):
+            how = f"install it as root: apt-get install -y --no-install-recommends {n.package}"
+        else:
+            how = f"install it with your system's package manager (Debian's package: {n.package})"
+        print(f"run.py: {n.what} is missing ({n.found_at}): {how}", file=out)
+    return False
+
+
+def run_apt(command: list[str]) -> int:
+    """Run an apt-get command non-interactively; its exit status."""
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    return subprocess.run(command, env=env, check=False).returncode
 
 
 def compile_workspace(python: Path) -> None:

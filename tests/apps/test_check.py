@@ -373,4 +373,38 @@ def test_a_nodepools_budgets_are_laid_over_the_windows(tmp_path: Path) -> None:
         "duration: 1h}]}}\n"
     )
     code, _, err = check(*args, "--nodepool", bad)
-    assert code == 2 and "spec.disruption.budgets[0].schedule: unsupported macro" in err
+    assert code == 2 and "spec.disruption.budgets[0].schedule: must be a descriptor" in err
+
+
+@pytest.mark.parametrize(
+    ("schedule", "field"),
+    [
+        ("\u00b9 * * * *", "(minute)"),  # a superscript one: isdigit(), yet no Go digit
+        ("0 \u0663 * * *", "(hour)"),  # an Arabic-Indic three
+        ("@hourly2", ""),
+    ],
+)
+def test_a_schedule_karpenter_would_fail_closed_on_is_refused_by_name_not_crashed_on(
+    tmp_path: Path, schedule: str, field: str
+) -> None:
+    # Karpenter's CRD admits these; robfig/cron cannot read them, so Karpenter would allow no
+    # disruption of the pool at all. check says so as invalid input (exit 2), never a crash.
+    args = [EXAMPLES / "tokyo-policy.yaml", *DOCUMENTED["tokyo-policy.yaml"]]
+    bad = tmp_path / "np.yaml"
+    bad.write_text(
+        yaml.safe_dump(
+            {
+                "kind": "NodePool",
+                "spec": {
+                    "disruption": {
+                        "budgets": [{"nodes": "0", "schedule": schedule, "duration": "1h"}]
+                    }
+                },
+            },
+            allow_unicode=True,
+        )
+    )
+    code, _, err = check(*args, "--nodepool", bad)
+    assert code == 2, err
+    assert f"spec.disruption.budgets[0].schedule {field}".strip() in err
+    assert "no disruption" in err and "Traceback" not in err and "int()" not in err

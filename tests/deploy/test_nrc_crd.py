@@ -170,3 +170,28 @@ def test_the_nrc_metrics_switch_reaches_the_controllers_settings() -> None:
 def test_the_guides_table_has_a_row_for_each_extension_tested_here_and_no_other() -> None:
     rows = re.findall(r"^\| `([^`]+)`", section("What the reference's CRD refuses"), re.M)
     assert sorted(rows) == sorted(key for key, _, _ in EXTENSIONS)
+
+
+def test_the_guide_and_the_operator_docs_say_of_durations_what_the_code_does() -> None:
+    # Issue 43.7: the guide once said every duration the reference takes is taken. What both
+    # documents now name as refused is refused, and what they name as added is taken.
+    rotation = (GUIDE.parent / "rotation.md").read_text()
+    row = next(line for line in GUIDE.read_text().splitlines() if line.startswith("| Durations |"))
+    for refused in ("1ns", "1.5us", "100000h"):
+        assert f"`{refused}`" in row and f"`{refused}`" in rotation
+        _, errors = read_manifest(
+            {
+                "apiVersion": "noderotation.io/v1alpha1",
+                "kind": "RotationPolicy",
+                "metadata": {"name": "p"},
+                "spec": {
+                    "nodePoolSelector": {},
+                    "maintenanceWindows": [
+                        {"timezone": "UTC", "days": ["Sat"], "start": "01:00", "end": "05:00"}
+                    ],
+                    "surge": {"readyTimeout": refused},
+                },
+            }
+        )
+        assert [e for e in errors if e.startswith("spec.surge.readyTimeout")], refused
+    assert "`14d`" in row

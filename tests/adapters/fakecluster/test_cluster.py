@@ -11,6 +11,7 @@ from fleetgate.adapters.fakecluster.cluster import FakeCluster, NodeChange
 from fleetgate.adapters.fakecluster.faults import ControllerCrash
 from fleetgate.adapters.fakecluster.scheduler import BATCH
 from fleetgate.domain.ports import ClusterGateway, SimulatedCluster
+from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT
 from fleetgate.domain.rotation.budgets import budgets_from_spec
 from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound, PlaceholderSpec
 from fleetgate.domain.rotation.status import PolicyStatus, ReadyCondition
@@ -508,13 +509,68 @@ async def test_a_pdb_that_allows_no_disruption_holds_the_drain_until_the_tgp(
     kinds = [r.kind for r in cluster.history]
     assert kinds.count("eviction-blocked") == 1 and "drain-forced" not in kinds
 
-    cluster.advance_to(T0 + timedelta(minutes=63))  # deleted at 3m, tGP 1h
+    # Deleted at 3m with a tGP of 1h: Karpenter force-deletes the Pod its own 30 s grace period
+    # before that deadline (needsForceDelete), and the claim goes at the deadline.
+    deadline = T0 + timedelta(minutes=63)
+    cluster.advance_to(deadline - timedelta(seconds=31))
+    obs = await cluster.observe("pool")
+    assert obs is not None and [p.name for p in obs.pods_on(old)] == [f"{old}-app"]
+    cluster.advance_to(deadline - timedelta(seconds=30))
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is not None and obs.pods_on(old) == ()
+    forced = [r for r in cluster.history if r.kind == "drain-forced"]
+    assert [(r.name, r.at) for r in forced] == [(old, deadline - timedelta(seconds=30))]
+    cluster.advance_to(deadline)
     obs = await cluster.observe("pool")
     assert obs is not None and obs.claim(old) is None
-    forced = [r for r in cluster.history if r.kind == "drain-forced"]
-    assert [(r.name, r.at) for r in forced] == [(old, T0 + timedelta(minutes=63))]
     new = next(c for c in obs.claims if c.name != old)
     assert [p.name for p in obs.pods_on(new.name)] == [f"{old}-app"]  # it lands after the force
+
+
+async def test_a_do_not_disrupt_pod_holds_the_drain_until_it_is_forced(
+    cluster: FakeCluster,
+) -> None:
+    # Karpenter never evicts a Pod whose do-not-disrupt is active: the drain waits for it until
+    # the claim's deadline less the Pod's grace period (here 10 minutes), then forces it.
+    old = cluster.add_node("pool", workload=CPU)
+    cluster.add_pod(
+        "batch",
+        "job",
+        node=old,
+        annotations={KARPENTER_DO_NOT_DISRUPT: "true"},
+        termination_grace_period=timedelta(minutes=10),
+    )
+    await cluster.create_placeholder(placeholder(old))
+    cluster.advance_to(T0 + timedelta(minutes=3))
+    await cluster.delete_claim(old)
+    deadline = T0 + timedelta(minutes=63)
+
+    cluster.advance_to(deadline - timedelta(minutes=10, seconds=1))
+    obs = await cluster.observe("pool")
+    assert obs is not None and [p.name for p in obs.pods_on(old)] == ["job"]  # app evicted
+    blocked = [r for r in cluster.history if r.kind == "eviction-blocked"]
+    assert [dict(r.data)["pods"] for r in blocked] == ["job"]
+    cluster.advance_to(deadline - timedelta(minutes=10))
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is not None and obs.pods_on(old) == ()
+    cluster.advance_to(deadline)
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is None
+
+
+async def test_a_duration_opt_out_that_runs_out_lets_the_drain_end(cluster: FakeCluster) -> None:
+    old = cluster.add_node("pool", workload=CPU)
+    cluster.add_pod("batch", "job", node=old, annotations={KARPENTER_DO_NOT_DISRUPT: "20m"})
+    await cluster.create_placeholder(placeholder(old))
+    cluster.advance_to(T0 + timedelta(minutes=3))
+    await cluster.delete_claim(old)
+    cluster.advance_to(T0 + timedelta(minutes=19))
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is not None  # held past the 5m drain
+    cluster.advance_to(T0 + timedelta(minutes=21))  # ran out at 20m; a retry follows within 10s
+    obs = await cluster.observe("pool")
+    assert obs is not None and obs.claim(old) is None
+    assert "drain-forced" not in {r.kind for r in cluster.history}
 
 
 async def test_a_pdb_with_room_lets_the_drain_end_on_time(cluster: FakeCluster) -> None:

@@ -63,6 +63,30 @@ def test_an_unhealthy_pod_goes_only_while_the_budget_is_healthy_unless_always_al
     )
 
 
+@pytest.mark.parametrize(
+    ("healthy", "goes"),
+    [
+        (0, False),  # nothing desired, nothing healthy: DisruptionsAllowed 0, a 429
+        (1, True),  # one healthy Pod leaves a disruption to spend
+    ],
+)
+def test_an_unhealthy_pod_with_nothing_desired_needs_a_disruption_to_spare(
+    healthy: int, goes: bool
+) -> None:
+    # maxUnavailable 100%: DesiredHealthy is 0, so the IfHealthyBudget shortcut (which needs
+    # DesiredHealthy > 0) does not apply and checkAndDecrement decides.
+    assert (
+        may_evict(
+            pod_healthy=False,
+            expected=2,
+            healthy=healthy,
+            min_available=None,
+            max_unavailable="100%",
+        )
+        is goes
+    )
+
+
 def test_karpenters_retries_double_from_100ms_then_fall_every_10s() -> None:
     t0 = datetime(2024, 1, 1, tzinfo=UTC)
     ms = timedelta(milliseconds=1)

@@ -5,21 +5,35 @@ pool with NodeClaims and Nodes, ``provision()`` capacity for pending placeholder
 NodeClaim + Node that is Ready, and the Pod bound and Running), and ``terminate()`` NodeClaims
 whose deletion was requested (the drain ends: the claim's finalizer is lifted, the Node and its
 Pods go). Objects look like karpenter.sh/v1 objects on EKS so the gateway parses real shapes.
+
+The drain follows Karpenter's terminator (kubernetes-sigs/karpenter 2266468,
+``pkg/controllers/node/termination/terminator/eviction.go`` and ``terminator.go``;
+``pkg/controllers/nodeclaim/lifecycle/controller.go``; ``pkg/utils/pod/scheduling.go``): the
+claim's deadline is its deletion plus its ``terminationGracePeriod``, written on the claim as
+``karpenter.sh/nodeclaim-termination-timestamp``; a Pod is evicted (UID precondition) unless its
+``karpenter.sh/do-not-disrupt`` is active, which holds it; once ``now`` passes the deadline less
+the Pod's own ``terminationGracePeriodSeconds`` it is deleted regardless (PDB and opt-out
+bypassed) with a grace of what is left to the deadline, at least 1 s; the node goes once no Pod
+it waits for is left (a Pod terminating for over a minute past its deletion no longer counts).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from fleetgate.adapters.karpenter.views import parse_time, pod_view
 from fleetgate.domain.durations import parse_duration
+from fleetgate.domain.rotation.disruption import pod_opt_out_active
 from tests.adapters.karpenter.kubeapi import KubeAPIServer, KubeError, Obj, Request, rfc3339
 from tests.adapters.karpenter.kubeapi_store import parse_quantity_units
 
 POOL_LABEL = "karpenter.sh/nodepool"
 TERMINATION_FINALIZER = "karpenter.sh/termination"
+TERMINATION_TIMESTAMP = "karpenter.sh/nodeclaim-termination-timestamp"
+STUCK_TERMINATING = timedelta(minutes=1)  # IsStuckTerminating: a minute past deletion
 
 
 def nodepool(
@@ -81,7 +95,8 @@ class KarpenterSim:
     shortage: bool = False  # when set, provision() leaves placeholders Unschedulable
     graceful: bool = False  # when set, terminate() evicts Pods gracefully and waits them out
     evictions: list[tuple[str, int]] = field(default_factory=list)  # (Pod, HTTP status) tried
-    forced: list[str] = field(default_factory=list)  # claims whose drain ran out its tGP
+    forced: list[str] = field(default_factory=list)  # claims a Pod of which was force-deleted
+    held: list[str] = field(default_factory=list)  # Pods whose do-not-disrupt held the drain
     _serial: int = 0
 
     def node(
@@ -217,53 +232,110 @@ class KarpenterSim:
         return launched
 
     def terminate(self) -> list[str]:
-        """Drain every NodeClaim being deleted, as Karpenter's terminator does; return the claims
-        that went (it, its Node and its Pods).
+        """Drain every NodeClaim being deleted, as Karpenter's terminator does (see the module
+        docstring); return the claims that went (each with its Node and its Pods).
 
-        Each workload Pod is evicted through the Eviction API (a UID precondition; grace 0
-        unless ``graceful``); DaemonSet Pods are left to go with the Node. A Pod a
-        PodDisruptionBudget holds (429, or 500 under two budgets) keeps the claim, to be tried
-        again on a later call, until the claim's ``terminationGracePeriod`` has passed since its
-        deletion: then what is left is deleted regardless (``forced``). With ``graceful`` the
-        claim also waits until its evicted Pods have terminated.
+        DaemonSet Pods tolerate Karpenter's disruption taint, so the drain leaves them to go
+        with the Node. Evictions use grace 0 unless ``graceful`` (then the Pod terminates for
+        its own grace period and the node waits for it). A Pod a PodDisruptionBudget holds
+        (429, or 500 under two budgets) or whose do-not-disrupt is active is tried again on a
+        later call, until its force-deletion time.
         """
         gone = []
         self.api.reap()
         for claim in self.api.list("NodeClaim"):
-            deleting = claim["metadata"].get("deletionTimestamp")
-            if not deleting:
+            if not claim["metadata"].get("deletionTimestamp"):
                 continue
+            name = claim["metadata"]["name"]
+            deadline = self._termination_time(claim)
             node = claim.get("status", {}).get("nodeName")
-            on_node = [
-                p for p in self.api.list("Pod") if node and p["spec"].get("nodeName") == node
-            ]
-            held = [p for p in on_node if not _daemonset(p) and not self._evicted(p)]
-            deadline = _deadline(claim)
-            if held and (deadline is None or self.api.now() < deadline):
-                continue  # a budget holds it: Karpenter retries on its backoff
-            if held:
-                self.forced.append(claim["metadata"]["name"])
-            elif self.graceful and any(not _daemonset(p) for p in on_node):
-                continue  # the node goes once its Pods have terminated
+            for pod in self._waiting(node):
+                self._drain(name, pod, deadline)
+            self.api.reap()
+            if self._waiting(node):
+                continue  # Karpenter requeues the drain
             for pod in self.api.list("Pod"):
                 if node and pod["spec"].get("nodeName") == node:
                     self.api.remove("Pod", pod["metadata"]["name"], pod["metadata"]["namespace"])
             if node and self.api.get("Node", node) is not None:
                 self.api.remove("Node", node)
-            self.api.remove("NodeClaim", claim["metadata"]["name"])
-            gone.append(claim["metadata"]["name"])
+            self.api.remove("NodeClaim", name)
+            gone.append(name)
         return gone
 
-    def _evicted(self, pod: Obj) -> bool:
-        """Evict ``pod`` (already terminating counts as evicted); False when a budget holds it."""
-        meta = pod["metadata"]
+    def _termination_time(self, claim: Obj) -> datetime | None:
+        """The claim's drain deadline, written on it first as Karpenter's lifecycle controller
+        writes it (deletion + terminationGracePeriod; None without one)."""
+        written = (claim["metadata"].get("annotations") or {}).get(TERMINATION_TIMESTAMP)
+        if written is None:
+            deadline = _deadline(claim)
+            if deadline is None:
+                return None
+            written = rfc3339(deadline)
+            self.api.modify(
+                "NodeClaim",
+                claim["metadata"]["name"],
+                lambda c: (
+                    c["metadata"]
+                    .setdefault("annotations", {})
+                    .update({TERMINATION_TIMESTAMP: written})
+                ),
+            )
+        return parse_time(written, TERMINATION_TIMESTAMP)
+
+    def _waiting(self, node: str | None) -> list[Obj]:
+        """The Pods the drain of ``node`` waits for (``IsWaitingEviction``): not terminal, not
+        a DaemonSet's, not terminating for over a minute past their deletion."""
+        now = self.api.now()
+        return [
+            p
+            for p in self.api.list("Pod")
+            if node
+            and p["spec"].get("nodeName") == node
+            and not _daemonset(p)
+            and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            and not (
+                p["metadata"].get("deletionTimestamp")
+                and now - _when(p["metadata"]["deletionTimestamp"]) > STUCK_TERMINATING
+            )
+        ]
+
+    def _drain(self, claim: str, pod: Obj, deadline: datetime | None) -> None:
+        """One reconcile of Karpenter's eviction queue for ``pod``: force-delete, wait, hold or
+        evict."""
+        meta, now = pod["metadata"], self.api.now()
+        if _needs_force_delete(pod, deadline, now):
+            assert deadline is not None
+            grace = max(int((deadline - now).total_seconds()), 1)
+            options = {"gracePeriodSeconds": grace, "preconditions": {"uid": meta["uid"]}}
+            self.api.delete("Pod", meta["name"], meta["namespace"], options)
+            if claim not in self.forced:
+                self.forced.append(claim)
+            return
         if meta.get("deletionTimestamp"):
-            return True
+            return  # terminating: the drain waits for it
+        if pod_opt_out_active(pod_view(pod), now):
+            if meta["name"] not in self.held:
+                self.held.append(meta["name"])
+            return  # do-not-disrupt: Karpenter does not evict it, only forces it at the end
+        self._evicted(pod)
+
+    def _evicted(self, pod: Obj) -> bool:
+        """Evict ``pod`` through the Eviction API; False when a budget holds it (429, or 500
+        under two budgets), as Karpenter's queue retries it."""
+        meta = pod["metadata"]
         options: Obj = {"preconditions": {"uid": meta["uid"]}}
         if not self.graceful:
             options["gracePeriodSeconds"] = 0
+        eviction = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            # controller-runtime names the Eviction after the Pod it creates it for.
+            "metadata": {"name": meta["name"], "namespace": meta["namespace"]},
+            "deleteOptions": options,
+        }
         try:
-            self.api.evict(meta["namespace"], meta["name"], {"deleteOptions": options})
+            self.api.evict(meta["namespace"], meta["name"], eviction)
         except KubeError as refused:
             if refused.code not in (429, 500):
                 raise
@@ -381,8 +453,27 @@ def _deadline(claim: Obj) -> datetime | None:
     tgp = (claim.get("spec") or {}).get("terminationGracePeriod")
     if not tgp:
         return None
-    deleted = datetime.fromisoformat(claim["metadata"]["deletionTimestamp"].replace("Z", "+00:00"))
-    return deleted + parse_duration(tgp)
+    return _when(claim["metadata"]["deletionTimestamp"]) + parse_duration(tgp)
+
+
+def _when(stamp: str) -> datetime:
+    at = parse_time(stamp, "timestamp")
+    assert at is not None
+    return at
+
+
+def _needs_force_delete(pod: Obj, deadline: datetime | None, now: datetime) -> bool:
+    """Karpenter's ``needsForceDelete``: a terminating Pod whose deletion ends past the
+    deadline, or one whose own grace period would run past it from now."""
+    if deadline is None:
+        return False
+    deleting = pod["metadata"].get("deletionTimestamp")
+    if deleting:
+        return _when(deleting) > deadline
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    if grace is None:
+        return False
+    return now > deadline - timedelta(seconds=int(grace))
 
 
 def _bind(pod: Any, node: str) -> None:

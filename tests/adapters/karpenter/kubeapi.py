@@ -2,7 +2,9 @@
 
 It serves, over real HTTP on 127.0.0.1, the subset of the Kubernetes API the gateway speaks:
 discovery (``/api``, ``/apis``, ``/apis/<group>/<version>``), get, list (label and field
-selectors, ``limit``/``continue``), watch (``?watch=true`` as a JSON-lines stream), create,
+selectors, ``limit``/``continue``, ``resourceVersion``/``resourceVersionMatch`` with 410 and 504
+as a real server answers them: ``kubeapi_lists``), watch (``?watch=true`` as a JSON-lines
+stream), create,
 replace (``PUT``), JSON merge patch and JSON patch, the ``status`` subresource, delete
 (finalizers turn a delete into a ``deletionTimestamp``; a bound Pod terminates gracefully),
 ``resourceVersion`` bookkeeping with ``409 Conflict`` on a stale write (also for a merge patch
@@ -30,6 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.adapters.karpenter.kubeapi_lists import list_response
 from tests.adapters.karpenter.kubeapi_semantics import (
     KubeError,
     json_patch,
@@ -207,7 +210,7 @@ class KubeAPIServer(ObjectStore):
             self.reap()  # terminating Pods whose grace period has passed are gone by now
             answer = await self._route(request, query, body)
         except KubeError as exc:
-            return _status(exc.code, exc.reason, exc.message)
+            return _status(exc.code, exc.reason, exc.message, exc.list_continue)
         for hook in self.after_request:
             hook(record)
         return answer
@@ -347,7 +350,7 @@ class KubeAPIServer(ObjectStore):
             raise KubeError(404, "NotFound", "the server could not find the requested resource")
         ns = namespace or ""
         if verb == "list":
-            return web.json_response(self._list_response(res, namespace, query))
+            return web.json_response(list_response(self, res, namespace, query))
         if verb == "watch":
             return await self._watch(request, res, namespace, query)
         if verb == "create":
@@ -394,21 +397,6 @@ class KubeAPIServer(ObjectStore):
             self._delete(res, ns, name, body, int(grace) if grace is not None else None)
         )
 
-    def _list_response(self, res: Resource, namespace: str | None, query: dict[str, str]) -> Obj:
-        items = self._select(res, namespace, query)
-        start = int(query.get("continue") or 0)
-        limit = int(query.get("limit") or 0)
-        page = items[start : start + limit] if limit else items[start:]
-        meta: Obj = {"resourceVersion": str(self._rv)}
-        if limit and start + limit < len(items):
-            meta["continue"] = str(start + limit)
-        return {
-            "kind": f"{res.kind}List",
-            "apiVersion": res.api_version,
-            "metadata": meta,
-            "items": page,
-        }
-
     async def _watch(
         self, request: web.Request, res: Resource, namespace: str | None, query: dict[str, str]
     ) -> web.StreamResponse:
@@ -435,7 +423,7 @@ class KubeAPIServer(ObjectStore):
         try:
             if not query.get("resourceVersion"):
                 # "Get state and start at most recent": the current objects first, as ADDED.
-                for obj in self._select(res, namespace, query):
+                for obj in self.select(res, namespace, query):
                     await response.write(
                         (json.dumps({"type": "ADDED", "object": obj}) + "\n").encode()
                     )
@@ -516,12 +504,12 @@ def _fires(fault: _Fault, method: str, path: str, token: str | None) -> bool:
     return True
 
 
-def _status(code: int, reason: str, message: str) -> web.Response:
+def _status(code: int, reason: str, message: str, list_continue: str = "") -> web.Response:
     return web.json_response(
         {
             "kind": "Status",
             "apiVersion": "v1",
-            "metadata": {},
+            "metadata": {"continue": list_continue} if list_continue else {},
             "status": "Failure",
             "message": message,
             "reason": reason,

@@ -5,12 +5,16 @@ A budget's ``status`` is what the disruption controller would write, kept curren
 of a Pod or a budget: ``expectedPods`` (the matching Pods that are not terminal),
 ``currentHealthy`` (those Running and Ready, not terminating), ``desiredHealthy`` and
 ``disruptionsAllowed`` (computed by the fake cluster's ``pdb`` module, the project's one budget
-arithmetic). An eviction (``POST .../pods/<name>/eviction``) deletes the Pod like a DELETE would,
-unless a budget forbids it: 429 ``TooManyRequests`` while the budget allows no disruption, 500
-when two budgets select the Pod (the real server refuses to choose); a Pod that is Pending,
-terminal or already terminating goes whatever the budget says; a UID precondition that does not
-match is a 409. Facts from Kubernetes ``pkg/registry/core/pod/storage/eviction.go`` and
-``pkg/controller/disruption``.
+arithmetic). An eviction (``POST .../pods/<name>/eviction``) is judged in the real server's
+order (Kubernetes ``pkg/registry/core/pod/storage/eviction.go``, ``EvictionREST.Create``):
+
+1. an Eviction whose ``metadata.name`` is not the Pod's in the URL: 400 ``BadRequest``;
+2. no such Pod: 404;
+3. a Pod that is Pending, terminal or already terminating goes whatever any budget says;
+4. two budgets selecting the Pod: 500 (the server refuses to choose); one that allows no
+   disruption: 429 ``TooManyRequests`` (see ``pdb.may_evict`` for unhealthy Pods);
+5. only then is the Pod deleted with the Eviction's ``deleteOptions``, so a UID precondition
+   that does not match is a 409, and a 429 comes first where a budget holds the Pod.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from tests.adapters.karpenter.kubeapi_semantics import KubeError
 Obj = dict[str, Any]
 
 TOO_MANY = "Cannot evict pod as it would violate the pod's disruption budget."
+NAME_MISMATCH = "name in URL does not match name in Eviction object"
 TWO_BUDGETS = (
     "This pod has more than one PodDisruptionBudget, which the eviction subresource does not "
     "support."
@@ -82,17 +87,9 @@ def budget_status(budget: Obj, pods: list[Obj]) -> Obj:
     }
 
 
-def check_eviction(pod: Obj, budgets: list[Obj], pods: list[Obj], body: Any) -> None:
-    """Raise the API server's refusal of evicting ``pod``, or return to let it be deleted."""
-    options = (body or {}).get("deleteOptions") or {}
-    uid = (options.get("preconditions") or {}).get("uid")
-    if uid and uid != pod["metadata"]["uid"]:
-        raise KubeError(
-            409,
-            "Conflict",
-            f"Precondition failed: UID in precondition: {uid}, UID in object meta: "
-            f"{pod['metadata']['uid']}",
-        )
+def check_eviction(pod: Obj, budgets: list[Obj], pods: list[Obj]) -> None:
+    """Raise the API server's refusal of evicting ``pod`` on behalf of its budgets (steps 3 and 4
+    above), or return to let it be deleted."""
     phase = (pod.get("status") or {}).get("phase")
     if pod["metadata"].get("deletionTimestamp") or phase in ("Pending", "Succeeded", "Failed"):
         return  # nothing a budget protects: it goes
@@ -114,3 +111,10 @@ def check_eviction(pod: Obj, budgets: list[Obj], pods: list[Obj], body: Any) -> 
     )
     if not allowed:
         raise KubeError(429, "TooManyRequests", TOO_MANY)
+
+
+def check_eviction_name(name: str, body: Any) -> None:
+    """Step 1: the Eviction must name the Pod of the URL (a 400 before anything is looked up)."""
+    given = ((body or {}).get("metadata") or {}).get("name") if isinstance(body, dict) else None
+    if given != name:
+        raise KubeError(400, "BadRequest", NAME_MISMATCH)

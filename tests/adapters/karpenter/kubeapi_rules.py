@@ -7,7 +7,9 @@
   of the real server does (checked against kubernetes-sigs/karpenter v1.0 to v1.14);
 - kinds with a ``status`` subresource ignore ``status`` in writes to the main resource and
   everything but ``status`` in writes to the subresource; on create, CRDs drop ``status`` and a
-  Pod starts ``Pending``.
+  Pod starts ``Pending``;
+- a Pod's ``spec.terminationGracePeriodSeconds`` defaults to 30 (kubernetes
+  ``pkg/apis/core/v1/defaults.go``, ``SetDefaults_PodSpec``), which Karpenter's drain reads.
 """
 
 from __future__ import annotations
@@ -27,15 +29,18 @@ STATUS_KINDS = frozenset(
 CRD_KINDS = frozenset({"NodePool", "NodeClaim", "RotationPolicy"})
 
 EXPIRE_AFTER_DEFAULT = "720h"
+POD_GRACE_DEFAULT = 30  # v1.DefaultTerminationGracePeriodSeconds
 
 
 def apply_defaults(kind: str, obj: Obj) -> None:
-    """Fill in the v1 CRD defaults of a NodePool or NodeClaim, in place."""
+    """Fill in the defaults of a NodePool, a NodeClaim (the v1 CRDs') or a Pod, in place."""
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return
     if kind == "NodeClaim":
         spec.setdefault("expireAfter", EXPIRE_AFTER_DEFAULT)
+    elif kind == "Pod":
+        spec.setdefault("terminationGracePeriodSeconds", POD_GRACE_DEFAULT)
     elif kind == "NodePool":
         template = spec.setdefault("template", {}).setdefault("spec", {})
         template.setdefault("expireAfter", EXPIRE_AFTER_DEFAULT)

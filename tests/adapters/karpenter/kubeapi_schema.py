@@ -13,6 +13,12 @@ keeps what it holds; a non-nullable ``null`` is dropped before defaulting; defau
 absent fields only, also inside a value that was itself just defaulted; CEL rules run only where
 the value is present, with ``self`` bound to it, and a transition rule (one that reads
 ``oldSelf``) only on an update where the old value exists. CEL is evaluated by ``cel-python``.
+
+An ``integer`` takes a whole number written as a float (``3.0``: kube-openapi
+``pkg/validation/validate/type.go``, ``isFloatInt``), and the object is stored as Go encodes
+it, so it reads back as ``3``. A ``pattern`` is a Go regular expression, matched as Go's
+``regexp.MatchString`` matches it (:func:`go_regex`): ``$`` is the end of the text (Python's lets
+a trailing newline through), ``\\d``, ``\\s`` and ``\\w`` are ASCII classes.
 """
 
 from __future__ import annotations
@@ -55,7 +61,8 @@ def crd_schema(path: Path, version: str | None = None) -> Schema:
 
 
 def admit(schema: Schema, obj: Obj, *, kind: str, name: str, old: Obj | None = None) -> Obj:
-    """``obj`` pruned and defaulted by ``schema``, or a 422 naming every invalid field."""
+    """``obj`` pruned and defaulted by ``schema``, or a 422 naming every invalid field; stored
+    with its whole floats as the integers Go's JSON encoder writes them."""
     out = copy.deepcopy(obj)
     _prune(schema, out, root=True)
     _default(schema, out)
@@ -66,7 +73,70 @@ def admit(schema: Schema, obj: Obj, *, kind: str, name: str, old: Obj | None = N
     if errors:
         listed = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
         raise KubeError(422, "Invalid", f'{kind} "{name}" is invalid: {listed}')
-    return out
+    stored: Obj = _as_go_encodes(out)
+    return stored
+
+
+def _as_go_encodes(value: Any) -> Any:
+    """``value`` as it reads back once Go's encoding/json wrote it: a float64 with no fraction
+    (below 1e21, where Go switches to exponent form) is written without a point."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _as_go_encodes(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_go_encodes(v) for v in value]
+    return value
+
+
+# Go's RE2 classes, spelt out for Python's re (whose \d, \s, \w are Unicode, and whose \s
+# also takes \v, which Go's does not).
+_GO_CLASSES = {"d": "0-9", "s": "\t\n\f\r ", "w": "0-9A-Za-z_"}
+
+
+@cache
+def go_regex(pattern: str) -> re.Pattern[str]:
+    """``pattern`` (Go RE2 syntax, as a CRD states it) compiled for Python with Go's meaning,
+    for ``search`` (Go's ``MatchString`` is unanchored too)."""
+    out: list[str] = []
+    in_class = False
+    index = 0
+    while index < len(pattern):
+        char = pattern[index]
+        if char == "\\" and index + 1 < len(pattern):
+            follower = pattern[index + 1]
+            index += 2
+            if follower.lower() in _GO_CLASSES:
+                members = _GO_CLASSES[follower.lower()]
+                if in_class:
+                    if follower.isupper():
+                        # No CRD here needs one; fail loudly rather than mistranslate it.
+                        raise NotImplementedError(f"negated \\{follower} in a class: {pattern}")
+                    out.append(members)
+                else:
+                    out.append(f"[{'^' if follower.isupper() else ''}{members}]")
+            elif follower == "z":
+                out.append("\\Z")
+            else:
+                out.append("\\" + follower)
+            continue
+        if in_class:
+            if char == "]" and out[-1] not in ("[", "[^"):
+                in_class = False
+            out.append(char)
+        elif char == "[":
+            in_class = True
+            if pattern[index + 1 : index + 2] == "^":
+                out.append("[^")
+                index += 1
+            else:
+                out.append("[")
+        elif char == "$":
+            out.append("\\Z")  # Go: the end of the text, never before a final newline
+        else:
+            out.append(char)
+        index += 1
+    return re.compile("".join(out))
 
 
 # --- pruning and defaulting ------------------------------------------------------------------
@@ -152,7 +222,12 @@ def _type_ok(schema: Schema, value: Any) -> bool:
     if wanted is None:
         return True
     actual = _type_of(value)
-    return actual == wanted or (wanted == "number" and actual == "integer")
+    whole = isinstance(value, float) and value.is_integer()
+    return (
+        actual == wanted
+        or (wanted == "number" and actual == "integer")
+        or (wanted == "integer" and whole)  # kube-openapi's isFloatInt
+    )
 
 
 def _check(schema: Schema, value: Any, path: str, errors: list[str]) -> None:
@@ -199,7 +274,7 @@ def _fits(schema: Schema, value: Any, path: str) -> bool:
 
 
 def _check_string(schema: Schema, value: str, field: str, errors: list[str]) -> None:
-    if "pattern" in schema and re.search(schema["pattern"], value) is None:
+    if "pattern" in schema and go_regex(schema["pattern"]).search(value) is None:
         errors.append(
             f"{field}: Invalid value: {_shown(value)}: {field} in body should match "
             f"'{schema['pattern']}'"

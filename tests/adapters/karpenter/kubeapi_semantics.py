@@ -18,9 +18,11 @@ Obj = dict[str, Any]
 class KubeError(Exception):
     """An API error answered as a ``Status`` object."""
 
-    def __init__(self, code: int, reason: str, message: str) -> None:
+    def __init__(self, code: int, reason: str, message: str, *, list_continue: str = "") -> None:
         super().__init__(message)
         self.code, self.reason, self.message = code, reason, message
+        #: A 410 on a list's continue token carries one to go on with (``metadata.continue``).
+        self.list_continue = list_continue
 
 
 def merge_patch(target: Any, patch: Any) -> Any:

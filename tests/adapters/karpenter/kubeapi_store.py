@@ -8,12 +8,20 @@ else ``spec.terminationGracePeriodSeconds``, else 30 s) and goes once that passe
 unbound Pod goes at once. ``compact()`` drops the change history, so a watch resuming from an
 older ``resourceVersion`` gets 410 Gone. Generation, CRD defaults and the status rules are
 ``kubeapi_rules``. Tests seed and inspect objects through the same methods.
+
+Every object is created under a name that is a DNS subdomain (RFC 1123: lower-case letters,
+digits, ``-`` and ``.``, starting and ending with a letter or digit, at most 253 characters), as
+the API server validates every kind served here (apimachinery ``pkg/util/validation``,
+``IsDNS1123Subdomain``; ``metadata.name`` through ``ValidateObjectMeta``); anything else is a 422
+naming ``metadata.name``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import json
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +31,11 @@ from typing import Any
 
 import yaml
 
-from tests.adapters.karpenter.kubeapi_eviction import budget_status, check_eviction
+from tests.adapters.karpenter.kubeapi_eviction import (
+    budget_status,
+    check_eviction,
+    check_eviction_name,
+)
 from tests.adapters.karpenter.kubeapi_rules import on_create, on_update
 from tests.adapters.karpenter.kubeapi_schema import Schema, admit, crd_schema
 from tests.adapters.karpenter.kubeapi_semantics import (
@@ -74,6 +86,25 @@ DEFAULT_RESOURCES = (
     Resource("karpenter.sh", "v1", "nodeclaims", "NodeClaim", namespaced=False),
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", namespaced=True),
 )
+
+
+_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN = _DNS1123_LABEL + "(\\." + _DNS1123_LABEL + ")*"
+DNS_SUBDOMAIN_MESSAGE = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', regex "
+    f"used for validation is '{_DNS1123_SUBDOMAIN}')"
+)
+
+
+def name_problems(name: str) -> list[str]:
+    """Why ``name`` is no DNS subdomain, as the API server words it (empty: it is one)."""
+    problems = []
+    if len(name) > 253:
+        problems.append("must be no more than 253 characters")
+    if not re.fullmatch(_DNS1123_SUBDOMAIN, name):
+        problems.append(DNS_SUBDOMAIN_MESSAGE)
+    return problems
 
 
 #: The chart's CRDs, which the local server serves with their schemas (see ``crd_resource``).
@@ -181,14 +212,41 @@ class ObjectStore:
         self._bump(res, obj, "MODIFIED")
         return copy.deepcopy(obj)
 
-    def delete(self, kind: str, name: str, namespace: str = "") -> None:
-        """Delete as a client's DELETE does (finalizers wait; a bound Pod terminates)."""
-        self._delete(self.resource(kind), namespace, name, None)
+    def delete(self, kind: str, name: str, namespace: str = "", options: Obj | None = None) -> None:
+        """Delete as a client's DELETE with ``options`` (DeleteOptions: ``gracePeriodSeconds``,
+        ``preconditions``) does: finalizers wait; a bound Pod terminates."""
+        self._delete(self.resource(kind), namespace, name, options)
 
     def compact(self) -> None:
         """Forget the change history (etcd compaction): older resourceVersions now answer 410."""
         self._compacted = self._rv
         self._history.clear()
+
+    @property
+    def resource_version(self) -> int:
+        """The latest resourceVersion written (etcd's current revision)."""
+        return self._rv
+
+    @property
+    def compacted(self) -> int:
+        """The revision of the last compaction: the state at any earlier one is gone."""
+        return self._compacted
+
+    def objects_at(self, res: Resource, revision: int) -> list[Obj]:
+        """Copies of ``res``'s objects as they were at ``revision`` (no earlier than the last
+        compaction, no later than now), ordered by namespace and name as a list is."""
+        state = {key: obj for key, obj in self._objects.items() if key[0] == res}
+        for rv, kind, change, now, before in reversed(self._history):
+            if rv <= revision:
+                break
+            if kind != res:
+                continue
+            key = (kind, now["metadata"].get("namespace", ""), now["metadata"]["name"])
+            if change == "ADDED" or before is None:
+                state.pop(key, None)
+            else:
+                state[key] = before
+        return [copy.deepcopy(o) for k, o in sorted(state.items(), key=lambda kv: kv[0][1:])]
 
     def reap(self) -> None:
         """Remove the terminating Pods whose grace period has passed (the kubelet's part)."""
@@ -249,9 +307,11 @@ class ObjectStore:
         finally:
             self._refreshing = False
 
-    def evict(self, namespace: str, name: str, body: Obj | None = None) -> Obj:
-        """``POST pods/<name>/eviction``: delete the Pod as a DELETE would, unless a
-        PodDisruptionBudget forbids it (see ``kubeapi_eviction``); the Pod as it is left."""
+    def evict(self, namespace: str, name: str, body: Obj | None) -> Obj:
+        """``POST pods/<name>/eviction`` with the Eviction ``body``: delete the Pod as a DELETE
+        with its ``deleteOptions`` would, unless the real server's checks refuse first (see
+        ``kubeapi_eviction``); the Pod as it is left."""
+        check_eviction_name(name, body)
         res = self.resource("Pod")
         pod = self._existing(res, namespace, name)
         budgets = [
@@ -260,7 +320,7 @@ class ObjectStore:
             if k[0].kind == "PodDisruptionBudget" and k[1] == namespace
         ]
         pods = [o for k, o in self._objects.items() if k[0].kind == "Pod" and k[1] == namespace]
-        check_eviction(pod, budgets, pods, body)
+        check_eviction(pod, budgets, pods)
         options = (body or {}).get("deleteOptions") or None
         return copy.deepcopy(self._delete(res, namespace, name, options))
 
@@ -274,6 +334,15 @@ class ObjectStore:
         name = meta.get("name")
         if not name:
             raise KubeError(422, "Invalid", f"{res.kind} is invalid: metadata.name: Required value")
+        problems = name_problems(str(name))
+        if problems:
+            shown = json.dumps(name, ensure_ascii=False)
+            listed = "; ".join(problems)
+            raise KubeError(
+                422,
+                "Invalid",
+                f"{res.kind} {shown} is invalid: metadata.name: Invalid value: {shown}: {listed}",
+            )
         if res.namespaced:
             meta["namespace"] = namespace
         if (res, namespace, name) in self._objects:
@@ -382,13 +451,23 @@ class ObjectStore:
         self._bump(res, obj, "DELETED")
         return obj
 
-    def _select(self, res: Resource, namespace: str | None, query: dict[str, str]) -> list[Obj]:
+    def select(
+        self,
+        res: Resource,
+        namespace: str | None,
+        query: dict[str, str],
+        objects: list[Obj] | None = None,
+    ) -> list[Obj]:
+        """``res``'s objects (now, or the given ``objects``) in ``namespace`` that the query's
+        label and field selectors match."""
         labels = parse_label_selector(query.get("labelSelector", ""))
         fields = parse_field_selector(query.get("fieldSelector", ""))
-        out = []
-        for (r, ns, _name), obj in sorted(self._objects.items(), key=lambda kv: kv[0][1:]):
-            if r != res or (namespace is not None and ns != namespace):
-                continue
-            if matches(obj, labels, fields):
-                out.append(obj)
-        return out
+        if objects is None:
+            ordered = sorted(self._objects.items(), key=lambda kv: kv[0][1:])
+            objects = [o for (r, _ns, _n), o in ordered if r == res]
+        return [
+            obj
+            for obj in objects
+            if (namespace is None or obj["metadata"].get("namespace", "") == namespace)
+            and matches(obj, labels, fields)
+        ]

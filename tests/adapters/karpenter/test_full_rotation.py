@@ -21,6 +21,7 @@ from fleetgate.adapters.karpenter.gateway import KarpenterGateway
 from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import PassResult, RotationController
 from fleetgate.domain.rotation import annotations as ann
+from fleetgate.domain.rotation.constants import LONG_REQUEUE
 from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.machine import MachineConfig
 from fleetgate.domain.rotation.policy import RotationPolicy
@@ -439,3 +440,36 @@ async def test_no_rotation_starts_while_the_nodepools_budgets_allow_no_disruptio
     clock.set(controller.next_due() or clock.now())
     await controller.run_due()
     assert _annotations(api)[ann.ACTIVE_ROTATION] == old
+
+
+async def test_a_pool_that_cannot_be_read_is_held_with_a_warning_and_the_others_served(
+    api: KubeAPIServer, sim: KarpenterSim, gateway: KarpenterGateway, clock: VirtualClock
+) -> None:
+    # "broken" holds a value Karpenter could not have written; "pool" is due for rotation.
+    api.seed(nodepool("broken", expire_after="336h", tgp="soon"))
+    sim.node("broken", created=clock.now() - timedelta(days=14) + timedelta(minutes=30))
+    api.seed(nodepool("pool", expire_after="336h", tgp="1h"))
+    old, node = sim.node("pool", created=clock.now() - timedelta(days=14) + timedelta(minutes=30))
+    sim.pod("web-0", node, {"cpu": "1"})
+    passes: list[PassResult] = []
+    controller = _controller(gateway, clock, passes, CollectorRegistry())
+
+    results = await controller.run_due()  # never raises: one pool's problem stays its own
+
+    held = next(r for r in results if r.pool == "broken")
+    assert held.step is None and held.interrupted is not None
+    assert "spec.template.spec.terminationGracePeriod" in held.interrupted
+    assert held.requeue_at == clock.now() + LONG_REQUEUE
+    assert _annotations(api)[ann.ACTIVE_ROTATION] == old  # the other pool was served
+    broken = api.get("NodePool", "broken") or {}
+    assert ann.ACTIVE_ROTATION not in (broken["metadata"].get("annotations") or {})
+    [warning] = [e for e in api.list("Event", "default") if e["reason"] == "NodePoolUnreadable"]
+    assert warning["type"] == "Warning" and warning["regarding"]["name"] == "broken"
+    assert "spec.template.spec.terminationGracePeriod" in warning["note"]
+
+    # Said once per distinct problem, not on every pass.
+    clock.set(held.requeue_at)
+    await controller.reconcile("broken")
+    assert (
+        len([e for e in api.list("Event", "default") if e["reason"] == "NodePoolUnreadable"]) == 1
+    )

@@ -10,7 +10,7 @@ import pytest
 
 from tests.adapters.karpenter.karpenter_sim import KarpenterSim, nodepool
 from tests.adapters.karpenter.kubeapi import KubeAPIServer
-from tests.adapters.karpenter.kubeapi_eviction import TOO_MANY, TWO_BUDGETS
+from tests.adapters.karpenter.kubeapi_eviction import NAME_MISMATCH, TOO_MANY, TWO_BUDGETS
 
 PODS = "/api/v1/namespaces/apps/pods"
 
@@ -111,3 +111,53 @@ async def test_an_unhealthy_pod_goes_only_as_its_policy_allows(
         namespace="apps",
     )
     assert (await _evict(http, "web-1"))[0] == 201
+
+
+async def test_a_budget_is_judged_before_a_uid_precondition(
+    api: KubeAPIServer, http: aiohttp.ClientSession, web: list[str]
+) -> None:
+    # EvictionREST.Create checks the budget first; the UID precondition is the delete's own.
+    api.seed(budget("web", maxUnavailable=0))
+    code, answer = await _evict(http, "web-0", preconditions={"uid": "not-its-uid"})
+    assert (code, answer["reason"]) == (429, "TooManyRequests")
+    assert api.get("Pod", "web-0", "apps") is not None
+
+
+@pytest.mark.parametrize("named", ["web-1", "", None])
+async def test_an_eviction_naming_another_pod_is_a_400_before_anything_else(
+    api: KubeAPIServer, http: aiohttp.ClientSession, web: list[str], named: str | None
+) -> None:
+    api.seed(budget("web", maxUnavailable=0))  # would be a 429: the name is judged first
+    body: dict[str, Any] = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {}}
+    if named is not None:
+        body["metadata"]["name"] = named
+    async with http.post(f"{PODS}/web-0/eviction", json=body) as response:
+        answer = await response.json()
+    assert (response.status, answer["reason"], answer["message"]) == (
+        400,
+        "BadRequest",
+        NAME_MISMATCH,
+    )
+    assert api.get("Pod", "web-0", "apps") is not None and api.get("Pod", "web-1", "apps")
+    # Even for a Pod that does not exist, the name is judged before the look-up.
+    async with http.post(f"{PODS}/nobody/eviction", json=body) as response:
+        assert response.status == 400
+
+
+@pytest.mark.parametrize(("ready_left", "code"), [(0, 429), (1, 201)])
+async def test_an_unhealthy_pod_under_a_budget_desiring_none_needs_a_healthy_one(
+    api: KubeAPIServer,
+    http: aiohttp.ClientSession,
+    web: list[str],
+    ready_left: int,
+    code: int,
+) -> None:
+    # maxUnavailable 100%: DesiredHealthy 0, so the IfHealthyBudget shortcut does not apply and
+    # checkAndDecrement needs DisruptionsAllowed (= CurrentHealthy) above 0.
+    api.modify("Pod", "web-1", lambda p: p["status"].update(conditions=[]), namespace="apps")
+    if not ready_left:
+        api.modify("Pod", "web-0", lambda p: p["status"].update(conditions=[]), namespace="apps")
+    api.seed(budget("web", maxUnavailable="100%"))
+    status = api.get("PodDisruptionBudget", "web", "apps")["status"]  # type: ignore[index]
+    assert (status["desiredHealthy"], status["currentHealthy"]) == (0, ready_left)
+    assert (await _evict(http, "web-1"))[0] == code

@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from tests.adapters.karpenter.kubeapi import DEFAULT_RESOURCES, KubeAPIServer, KubeError
-from tests.adapters.karpenter.kubeapi_schema import admit
+from tests.adapters.karpenter.kubeapi_schema import admit, go_regex
 from tests.adapters.karpenter.kubeapi_store import chart_crd
 from tests.waiting import until
 
@@ -234,3 +234,88 @@ async def test_a_watch_with_a_selector_sees_an_object_leave_it_as_deleted(
 
     # It leaves carrying its last matching state, and comes back as ADDED.
     assert seen == [("ADDED", "a"), ("DELETED", "a"), ("ADDED", "a")]
+
+
+async def test_a_whole_float_is_an_integer_and_reads_back_as_one(
+    api: KubeAPIServer, http: aiohttp.ClientSession
+) -> None:
+    # kube-openapi's type check takes a float64 with no fraction for an integer (isFloatInt);
+    # the object is stored as Go writes it, so 3.0 reads back as 3.
+    status, stored = await _answer(await http.post(POLICIES, json=policy(minRotationChances=3.0)))
+    assert status == 201
+    assert stored["spec"]["minRotationChances"] == 3
+    assert type(stored["spec"]["minRotationChances"]) is int
+    status, answer = await _answer(
+        await http.post(POLICIES, json=policy("half", minRotationChances=2.5))
+    )
+    assert status == 422 and "spec.minRotationChances" in answer["message"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "field"),
+    [
+        ({"ageThreshold": "240h\n"}, "spec.ageThreshold"),
+        ({"surge": {"readyTimeout": "15m\n"}}, "spec.surge.readyTimeout"),
+        (
+            {
+                "maintenanceWindows": [
+                    {"timezone": "UTC", "days": ["Sat"], "start": "01:00\n", "end": "05:00"}
+                ]
+            },
+            "spec.maintenanceWindows[0].start",
+        ),
+    ],
+)
+async def test_a_pattern_is_anchored_as_go_anchors_it(
+    api: KubeAPIServer, http: aiohttp.ClientSession, spec: dict[str, Any], field: str
+) -> None:
+    # Go's "$" is the end of the text: Python's would let the trailing newline through.
+    status, answer = await _answer(await http.post(POLICIES, json=policy(**spec)))
+    assert status == 422 and f"{field}: Invalid value" in answer["message"]
+    assert api.get("RotationPolicy", "web") is None
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "matches"),
+    [
+        ("^a$", "a", True),
+        ("^a$", "a\n", False),
+        ("a$", "ba", True),
+        (r"^\d+$", "42", True),
+        (r"^\d+$", "\u0663", False),  # an Arabic-Indic digit: no Go \d
+        (r"^[\d.]+$", "1.5", True),
+        (r"^\s$", " ", True),
+        (r"^\s$", "\v", False),  # Go's \s has no vertical tab
+        (r"^\w+$", "a_1", True),
+        (r"^\w+$", "\u00e9", False),
+        (r"^\D$", "x", True),
+        (r"^[$]$", "$", True),  # a dollar inside a class is a dollar
+        (r"^\$$", "$", True),
+        (r"^a\z", "a", True),
+    ],
+)
+def test_go_patterns_mean_in_python_what_they_mean_in_go(
+    pattern: str, text: str, matches: bool
+) -> None:
+    assert bool(go_regex(pattern).search(text)) is matches
+
+
+@pytest.mark.parametrize(
+    "name", ["Bad_Name", "UPPER", "-lead", "trail-", "a..b", "dot.", "x" * 254, "web\n"]
+)
+async def test_a_name_that_is_no_dns_subdomain_is_refused(
+    api: KubeAPIServer, http: aiohttp.ClientSession, name: str
+) -> None:
+    status, answer = await _answer(await http.post(POLICIES, json=policy(name)))
+    assert (status, answer["reason"]) == (422, "Invalid")
+    assert "metadata.name: Invalid value" in answer["message"]
+    assert api.list("RotationPolicy") == []
+    with pytest.raises(KubeError) as refused:  # seeding goes through the same create
+        api.seed({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "spec": {}})
+    assert refused.value.code == 422
+
+
+async def test_a_dns_subdomain_is_taken(http: aiohttp.ClientSession) -> None:
+    for name in ("web", "a.b-c.d", "0", "x" * 253):
+        status, _ = await _answer(await http.post(POLICIES, json=policy(name)))
+        assert status == 201, name

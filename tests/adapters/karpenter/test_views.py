@@ -250,14 +250,45 @@ def test_the_nodepools_disruption_budgets_are_read_as_karpenter_reads_them() -> 
         "budgets": [
             {"nodes": "0", "reasons": ["Drifted"]},
             {"nodes": "20%", "schedule": "0 22 * * mon-fri", "duration": "8h"},
-            # The CRD's pattern lets this cron through; Karpenter fails closed on it.
+            # The CRD's pattern lets this cron through; Karpenter fails closed on it, and for
+            # every reason (MustGetAllowedDisruptions answers 0 on any budget error).
             {"nodes": "5", "schedule": "61 * * * *", "duration": "1h", "reasons": ["Empty"]},
         ]
     }
-    drift, nightly, broken = views.pool_observation(pool, [], [], [], []).budgets
+    obs = views.pool_observation(pool, [], [], [], [])
+    drift, nightly, broken = obs.budgets
     assert drift == Budget(nodes="0", reasons=("Drifted",))
     assert nightly.nodes == "20%" and nightly.duration == timedelta(hours=8)
     assert nightly.schedule is not None and nightly.schedule.weekdays == frozenset(range(1, 6))
-    assert broken == Budget(nodes="0", reasons=("Empty",))
+    assert broken == Budget(nodes="0")
+    (problem,) = obs.budget_problems
+    assert problem.startswith("nodepool p: spec.disruption.budgets[2].schedule (minute): '61'")
     pool["spec"]["disruption"]["budgets"] = []
     assert views.pool_observation(pool, [], [], [], []).budgets == ()
+
+
+@pytest.mark.parametrize(
+    "schedule",
+    ["\u00b9 * * * *", "\u0663 0 * * *", "0 0 * * \u2076", "@hourly2"],
+)
+def test_a_schedule_with_digits_robfig_cannot_read_fails_closed_without_raising(
+    schedule: str,
+) -> None:
+    # Superscripts and Arabic-Indic digits pass str.isdigit() but not Go's Atoi (issue 43).
+    pool: dict[str, Any] = {
+        "metadata": {"name": "p"},
+        "spec": {
+            "template": {"spec": {}},
+            "disruption": {"budgets": [{"nodes": "3", "schedule": schedule, "duration": "1h"}]},
+        },
+    }
+    obs = views.pool_observation(pool, [], [], [], [])
+    assert obs.budgets == (Budget(nodes="0"),)
+    assert "budgets[0].schedule" in obs.budget_problems[0]
+
+
+def test_a_claim_terminating_its_instance_is_marked() -> None:
+    raw = _claim()
+    raw["status"]["conditions"].append({"type": "InstanceTerminating", "status": "True"})
+    assert views.claim_view(raw).instance_terminating
+    assert not views.claim_view(_claim()).instance_terminating

@@ -12,8 +12,10 @@ import asyncio
 import os
 import random
 from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+
+import pytest
 
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
@@ -21,7 +23,7 @@ from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import AdmitRequest
 from tests.adapters.sql.test_concurrency import assert_counters_match_placements
 from tests.backends import create_database
-from tests.clusters import Galera
+from tests.clusters import Cluster, Galera
 from tests.conftest import Backend
 from tests.ledgers import open_ledger
 
@@ -29,15 +31,28 @@ from tests.ledgers import open_ledger
 URLS_VARIABLE = "FLEETGATE_TEST_GALERA_URLS"
 
 
-def galera_server_urls() -> Iterator[list[str]]:
+def galera_server_urls(request: pytest.FixtureRequest) -> Iterator[list[str]]:
     """The lane's cluster, or one started here (and stopped afterwards) when none was given."""
     given = os.environ.get(URLS_VARIABLE, "")
     if given:
         yield given.split(",")
         return
-    with Galera() as cluster:
+    with Galera() as cluster, logs_kept_on_failure(request, cluster):
         assert isinstance(cluster, Galera)
         yield cluster.urls
+
+
+@contextmanager
+def logs_kept_on_failure(request: pytest.FixtureRequest, cluster: Cluster) -> Iterator[None]:
+    """Keep ``cluster``'s directory (its path printed when it stops) if a test failed meanwhile.
+
+    A fixture's teardown does not see its test's failure; the session's count of failed tests
+    does (a test's own report is counted before its fixtures are torn down).
+    """
+    failed_before = request.session.testsfailed
+    yield
+    if request.session.testsfailed > failed_before:
+        cluster.failed = True
 
 
 def node_backends(server_urls: list[str], name: str) -> list[Backend]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -25,7 +26,7 @@ from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
-from tests.adapters.sql.galera_support import Outcomes, assert_exact
+from tests.adapters.sql.galera_support import Outcomes, assert_exact, logs_kept_on_failure
 from tests.clusters import Galera, PostgresPair
 from tests.conftest import Backend
 from tests.ledgers import START, open_ledger
@@ -41,15 +42,15 @@ WRITERS = 6
 
 
 @pytest.fixture
-def pg_pair() -> Iterator[PostgresPair]:
-    with PostgresPair() as pair:
+def pg_pair(request: pytest.FixtureRequest) -> Iterator[PostgresPair]:
+    with PostgresPair() as pair, logs_kept_on_failure(request, pair):
         assert isinstance(pair, PostgresPair)
         yield pair
 
 
 @pytest.fixture
-def galera() -> Iterator[Galera]:
-    with Galera() as cluster:
+def galera(request: pytest.FixtureRequest) -> Iterator[Galera]:
+    with Galera() as cluster, logs_kept_on_failure(request, cluster):
         assert isinstance(cluster, Galera)
         yield cluster
 
@@ -174,7 +175,12 @@ def test_the_api_process_follows_a_promoted_standby_without_a_restart(
         for n in range(10):
             post(f"before-{n}")
         assert len(placed) == 10
-        failover = threading.Thread(target=lambda: (pg_pair.kill_primary(), pg_pair.promote()))
+
+        def kill_and_promote() -> None:
+            pg_pair.kill_primary()
+            pg_pair.promote()
+
+        failover = threading.Thread(target=kill_and_promote)
         failover.start()
         n = 0
         while failover.is_alive():
@@ -191,3 +197,30 @@ def test_the_api_process_follows_a_promoted_standby_without_a_restart(
         assert listed.status_code == 200
         by_request = {p["request_id"]: p["id"] for p in listed.json()}
         assert by_request == placed  # every 201 exactly once, nothing else
+
+
+def test_a_galera_node_whose_port_was_taken_while_it_was_down_rejoins_on_new_ports(
+    galera: Galera,
+) -> None:
+    """A program that takes a dead node's SQL port (here a client connection's local end, as
+    any outgoing connection could get it) makes the restarted node abort (-6); the rejoin
+    starts it again on newly reserved ports, and every node is synced in a cluster of three."""
+    node = galera.nodes[0]
+    galera.sql(0, "CREATE DATABASE fgf_before; CREATE TABLE fgf_before.t (n INT PRIMARY KEY)")
+    galera.sql(1, "INSERT INTO fgf_before.t VALUES (1)")
+    galera.kill(0)
+    galera.wait_ready(galera.nodes[1:])
+    taken = node.port
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.socket()
+        client.bind(("127.0.0.1", taken))
+        client.connect(listener.getsockname())
+        try:
+            galera.rejoin(0)
+        finally:
+            client.close()
+    assert node.port != taken
+    assert (node.home / "data.failed-1").is_dir()  # the failed attempt's datadir, kept
+    assert galera.sql(0, "SELECT n FROM fgf_before.t").split() == ["1"]
+    assert all(galera.status(n, "wsrep_cluster_size") == "3" for n in galera.nodes)
+    galera.failed = False  # the retry was this test's point: no logs to keep

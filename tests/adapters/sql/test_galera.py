@@ -39,8 +39,8 @@ pytestmark = pytest.mark.galera
 
 
 @pytest.fixture(scope="module")
-def server_urls() -> Iterator[list[str]]:
-    yield from galera_server_urls()
+def server_urls(request: pytest.FixtureRequest) -> Iterator[list[str]]:
+    yield from galera_server_urls(request)
 
 
 @pytest.fixture(scope="module")

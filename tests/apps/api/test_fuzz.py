@@ -47,7 +47,7 @@ from fleetgate.apps.policyfile import policies_from_text
 from fleetgate.apps.settings import ApiSettings, CapacitySettings, Settings
 from fleetgate.apps.simulate.fleet import parse_instant
 from fleetgate.domain.durations import parse_duration
-from fleetgate.domain.rotation.cron import CronError, parse_cron
+from fleetgate.domain.rotation.budgets import BudgetError, read_schedule
 from fleetgate.domain.rotation.labelselector import LabelSelector
 from fleetgate.domain.rotation.manifest import policy_from_manifest
 from tests.apps.api.conftest import ADMIN_TOKEN
@@ -334,8 +334,8 @@ def _readable_budget(budget: dict[str, Any]) -> dict[str, Any]:
     if schedule is None and duration is None:
         return budget
     try:
-        parse_cron(schedule or "")
-    except CronError:
+        read_schedule(schedule or "")
+    except BudgetError:
         schedule = "@daily"
     return {**budget, "schedule": schedule, "duration": duration or "1h"}
 

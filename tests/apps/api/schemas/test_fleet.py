@@ -29,7 +29,7 @@ from fleetgate.apps.api.schemas.fleet import (
 from fleetgate.apps.simulate.fleet import FleetError, load_fleet
 from fleetgate.domain.durations import parse_duration
 from fleetgate.domain.rotation.annotations import parse_timestamp
-from fleetgate.domain.rotation.cron import CronError, parse_cron
+from fleetgate.domain.rotation.budgets import BudgetError, read_schedule
 from tests.strategies import from_json_schema, matching
 
 EXAMPLES = Path(__file__).resolve().parents[4] / "examples"
@@ -60,8 +60,8 @@ def _broken_rule(document: dict[str, Any], start: datetime) -> str | None:
             return path
         if scheduled:
             try:
-                parse_cron(budget["schedule"])
-            except CronError:
+                read_schedule(budget["schedule"])
+            except BudgetError:
                 return f"{path}.schedule"
     return None
 

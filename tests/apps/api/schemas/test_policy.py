@@ -1,10 +1,13 @@
-"""The API's schema for ``policy`` against the CRD's: the same manifest, said the same way.
+"""The API's schema for ``policy`` against the domain's one schema of a policy
+(``fleetgate.domain.rotation.schema``, from which the CRDs are generated): the same manifest, said
+the same way.
 
-Walks the CRD's openAPIV3Schema and the schema the API publishes side by side. At every node:
-the same type, the same properties and required fields, the same enums and clock patterns; where
-the API is narrower (durations, bounds), it must admit nothing the CRD refuses; and every API
-object refuses unknown fields, which Kubernetes would prune. The narrowings themselves are the
-ones the module docstring of ``fleetgate.apps.api.schemas.policy`` lists.
+Walks the domain's schema and the schema the API publishes side by side. At every node: the same
+type, the same properties and required fields, the same enums and clock patterns; where the API is
+narrower (durations, bounds), it must admit nothing the schema refuses; every API object refuses
+unknown fields, which Kubernetes would prune; and the API restates no default (an absent field
+stays absent, and the domain's reader gives it the schema's default). The narrowings themselves
+are the ones the module docstring of ``fleetgate.apps.api.schemas.policy`` lists.
 """
 
 from __future__ import annotations
@@ -20,20 +23,18 @@ from pydantic import ValidationError
 
 from fleetgate.apps.api.schemas.policy import RotationPolicyManifest, time_zones
 from fleetgate.domain.rotation.manifest import policy_from_manifest
+from fleetgate.domain.rotation.schema import METADATA_FIELDS, SPEC_SCHEMA, TOP_FIELDS
 from fleetgate.domain.rotation.windows import load_zone
 from tests.strategies import matching
 
 ROOT = Path(__file__).resolve().parents[4]
-CRD = ROOT / "deploy" / "helm" / "fleetgate" / "crds" / "rotationpolicies.fleetgate.io.yaml"
 EXAMPLES = ROOT / "examples"
 SCHEMA = RotationPolicyManifest.model_json_schema()
 
 
 def crd_spec() -> dict[str, Any]:
-    """The CRD's schema of ``spec``."""
-    document = yaml.safe_load(CRD.read_text())
-    spec: dict[str, Any] = document["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return spec["properties"]["spec"]
+    """The domain's schema of ``spec`` (the CRDs' too: they are generated from it)."""
+    return dict(SPEC_SCHEMA)
 
 
 def resolved(node: dict[str, Any]) -> dict[str, Any]:
@@ -87,7 +88,10 @@ def compare(crd: dict[str, Any], api: dict[str, Any], path: str) -> list[str]:
                 continue
             if name == "values" and len(members) > 1:
                 continue  # required for In/NotIn, empty for Exists/DoesNotExist: see below
-            found += compare(crd_child, resolved(members[0]["properties"][name]), f"{path}.{name}")
+            raw = members[0]["properties"][name]
+            if raw.get("default") is not None:  # absent stays absent: the reader defaults it
+                found.append(f"{path}.{name}: the API restates a default ({raw['default']!r})")
+            found += compare(crd_child, resolved(raw), f"{path}.{name}")
     map_values = crd.get("additionalProperties")
     if isinstance(map_values, dict) and api.get("additionalProperties") != map_values:
         found.append(f"{path}: map values {api.get('additionalProperties')}")
@@ -134,6 +138,12 @@ def test_the_narrowings_are_the_server_rules_the_crd_leaves_to_the_controller() 
     # The top of the manifest: what the server reads besides spec.
     assert set(SCHEMA["required"]) == {"apiVersion", "kind", "spec"}
     assert SCHEMA["additionalProperties"] is False
+
+
+def test_the_top_and_the_metadata_are_the_domains() -> None:
+    assert set(SCHEMA["properties"]) == set(TOP_FIELDS)
+    metadata = resolved(SCHEMA["properties"]["metadata"])
+    assert set(metadata["properties"]) == set(METADATA_FIELDS)
 
 
 def test_every_listed_time_zone_loads() -> None:

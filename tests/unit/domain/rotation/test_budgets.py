@@ -12,6 +12,7 @@ from fleetgate.domain.rotation.budgets import (
     BudgetError,
     allowed,
     blocked_intervals,
+    budgets_failing_closed,
     budgets_from_spec,
     next_change,
     remaining,
@@ -115,7 +116,14 @@ def test_blocked_intervals_are_the_zero_budgets_for_every_reason_only() -> None:
         ({"duration": "1h"}, r"'schedule' must be set with 'duration'"),
         ({"schedule": "@daily", "duration": "1d"}, r"budgets\[0\]\.duration: must be hours"),
         ({"schedule": "@daily", "duration": "30s"}, r"budgets\[0\]\.duration"),
-        ({"schedule": "@every 1h", "duration": "1h"}, r"budgets\[0\]\.schedule: unsupported"),
+        ({"schedule": "@every 1h", "duration": "1h"}, r"budgets\[0\]\.schedule: must be a"),
+        ({"schedule": "@HOURLY", "duration": "1h"}, r"budgets\[0\]\.schedule: must be a"),
+        ({"schedule": "0 0 * *", "duration": "1h"}, r"budgets\[0\]\.schedule: must be a"),
+        # Go's $ is the end of the text: a trailing newline does not pass the CRD's patterns.
+        ({"nodes": "10\n"}, r"budgets\[0\]\.nodes: must be a count"),
+        ({"schedule": "@daily", "duration": "8h\n"}, r"budgets\[0\]\.duration: must be hours"),
+        ({"schedule": "@daily", "duration": "\u0668h"}, r"budgets\[0\]\.duration"),  # Arabic 8
+        ({"nodes": "\u0663"}, r"budgets\[0\]\.nodes"),
         ({"reasons": ["Expired"]}, r"budgets\[0\]\.reasons: 'Expired' is not one of"),
         ({"nodes": "1", "when": "now"}, r"budgets\[0\]\.when: unknown field"),
     ],
@@ -131,3 +139,96 @@ def test_durations_take_karpenters_forms() -> None:
     assert budget(schedule="@daily", duration="1h30m").duration == 90 * timedelta(minutes=1)
     assert budget(schedule="@daily", duration="8h0m0s").duration == 8 * H
     assert budget(schedule="@daily", duration="45m0s").duration == timedelta(minutes=45)
+
+
+def test_unlimited_by_default_stays_go_bounded() -> None:
+    with pytest.raises(BudgetError, match=r"duration: '2562048h' is past Go's limit"):
+        budgets_from_spec([{"schedule": "@daily", "duration": "2562048h"}])
+
+
+# Schedules Karpenter's CRD admits (its pattern is anchored at one end per branch) but robfig
+# cannot read: Karpenter fails closed on them, for every reason (issue 43, point 2).
+UNREADABLE_SCHEDULES = [
+    "\u00b9 * * * *",  # a superscript one
+    "\u0663 * * * *",  # an Arabic-Indic three
+    "@hourly2",
+    "@daily @weekly",
+    "0 0 * * * *",  # six fields
+    "L * * * *",
+]
+
+
+@pytest.mark.parametrize("schedule", UNREADABLE_SCHEDULES)
+def test_a_schedule_only_the_crd_admits_is_refused_by_name_where_a_file_is_read(
+    schedule: str,
+) -> None:
+    with pytest.raises(BudgetError, match=r"budgets\[0\]\.schedule: .*fails closed|no disrupt"):
+        budgets_from_spec([{"nodes": "5", "schedule": schedule, "duration": "1h"}])
+
+
+@pytest.mark.parametrize("schedule", UNREADABLE_SCHEDULES)
+def test_a_live_schedule_karpenter_cannot_read_stops_every_disruption(schedule: str) -> None:
+    spec = [
+        {"nodes": "5", "schedule": schedule, "duration": "1h", "reasons": ["Drifted"]},
+        {"nodes": "50%"},
+    ]
+    budgets, problems = budgets_failing_closed(spec)
+    # Karpenter's MustGetAllowedDisruptions answers 0 on any budget error, whatever the reason.
+    for reason in (None, "Drifted", "Empty", "Underutilized"):
+        assert allowed(budgets, T, 10, reason) == 0
+    (problem,) = problems
+    assert problem.startswith("spec.disruption.budgets[0].schedule")
+    assert "no disruption" in problem
+
+
+def test_what_robfig_reads_the_crd_admits_with_go_anchoring() -> None:
+    # "@daily" then a newline: the CRD's first branch is anchored at the start only, and robfig
+    # trims the text, so Karpenter reads it as @daily.
+    assert budget(nodes="0", schedule="@daily\n", duration="1h").is_active(T)
+    budgets, problems = budgets_failing_closed(
+        [{"nodes": "0", "schedule": "@daily\t", "duration": "1h"}]
+    )
+    assert problems == () and budgets[0].is_active(T + timedelta(minutes=30))
+
+
+def test_a_schedule_that_never_fires_keeps_its_budget_active_for_good() -> None:
+    # robfig's Next gives the zero time, which is not after now: Karpenter's IsActive is true.
+    never = budget(nodes="0", schedule="0 0 30 2 *", duration="1h")
+    assert all(never.is_active(T + k * timedelta(days=37)) for k in range(20))
+    assert allowed([never], T, 10) == 0
+    assert next_change([never], T) is None
+    assert blocked_intervals([never], T, T + timedelta(days=3)) == [(T, T + timedelta(days=3))]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "allows"),
+    [
+        ("2147483647", 2147483647),
+        ("2147483648", -2147483648),  # intstr.FromInt keeps the low 32 bits
+        ("4294967295", -1),
+        ("4294967296", 0),
+        ("4294967297", 1),
+        ("9223372036854775807", -1),
+        ("00000000003", 3),
+    ],
+)
+def test_a_count_past_int32_wraps_as_karpenter_reads_it(nodes: str, allows: int) -> None:
+    assert budget(nodes=nodes).value(10) == allows
+    assert allowed([budget(nodes=nodes)], T, 10) == allows
+    assert remaining([budget(nodes=nodes)], T, 10, 0) == max(allows, 0)
+
+
+def test_a_wrapped_negative_count_blocks_like_zero() -> None:
+    spans = blocked_intervals([budget(nodes="2147483648")], T, T + H)
+    assert spans == [(T, T + H)]
+
+
+def test_a_count_past_int64_fails_closed_while_active_only() -> None:
+    nodes = "9223372036854775808"
+    with pytest.raises(BudgetError, match=r"budgets\[0\]\.nodes: .* past int64"):
+        budgets_from_spec([{"nodes": nodes}])
+    spec = [{"nodes": nodes, "schedule": "0 22 * * *", "duration": "2h", "reasons": ["Empty"]}]
+    budgets, problems = budgets_failing_closed(spec)
+    assert len(problems) == 1
+    assert allowed(budgets, T.replace(hour=23), 10, "Drifted") == 0  # active: every reason
+    assert allowed(budgets, T.replace(hour=12), 10, "Drifted") == UNLIMITED  # inactive: none

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT
+from fleetgate.domain.rotation.budgets import DEFAULT_BUDGETS, remaining
 from fleetgate.domain.rotation.cluster import (
     NodeClaimView,
     NodeView,
@@ -75,6 +76,37 @@ def test_the_disrupted_taint_marks_a_node_karpenter_is_replacing() -> None:
 )
 def test_pod_opt_out_values(value: str | None, started: timedelta | None, active: bool) -> None:
     assert pod_opt_out_active(pod(value, started), NOW) is active
+
+
+# Karpenter's own cases (pkg/utils/pod/suite_test.go, IsDoNotDisruptActive: a Pod started 10m
+# ago) and the values it ignores because Go's time.ParseDuration refuses them (issue 43).
+@pytest.mark.parametrize(
+    ("value", "active"),
+    [
+        ("true", True),
+        ("invalid-format", False),
+        ("0s", False),
+        ("-5m", False),
+        ("15m", True),
+        ("5m", False),
+        ("10m", False),  # ran out exactly now
+        ("10m1ns", True),  # a nanosecond more still holds, as Go compares nanoseconds
+        ("2h", True),
+        (" 2h", False),  # whitespace: Go reads a unit " " or "h " and refuses it
+        ("2h ", False),
+        ("2h\n", False),  # what a YAML "|" block gives
+        ("\t2h", False),
+        ("2562047h", True),  # just inside Go's limit of 2^63-1 ns
+        ("2562048h", False),  # past it: Go refuses, so Karpenter ignores the annotation
+        ("9223372036854775808ns", False),
+        ("1d", False),
+        ("+2h", True),  # Go takes a sign
+        ("1.5h", True),
+        ("٣h", False),  # a non-ASCII digit
+    ],
+)
+def test_karpenters_reading_of_a_duration_opt_out(value: str, active: bool) -> None:
+    assert pod_opt_out_active(pod(value, started=timedelta(minutes=10)), NOW) is active
 
 
 def test_only_active_pods_opt_out() -> None:
@@ -158,3 +190,30 @@ def test_budget_counts_count_as_karpenter_counts() -> None:
     obs = PoolObservation("p", "1", None, claims=claims, nodes=nodes)
     assert budget_counts(obs) == (5, 4)
     assert ready_count(obs) == 5
+
+
+def test_claims_terminating_their_instance_count_for_nothing() -> None:
+    # BuildDisruptionBudgetMapping skips a claim whose InstanceTerminating is True: it is in
+    # neither the total nor the disrupting count (it is deleting, and its Node may be NotReady).
+    now = datetime(2024, 1, 1, tzinfo=UTC)
+    claims = (
+        NodeClaimView("a", now, None, ready=True, node_name="a"),
+        NodeClaimView("b", now, None, ready=True, node_name="b"),
+        NodeClaimView(
+            "c", now, None, ready=True, node_name="c", deleting_at=now, instance_terminating=True
+        ),
+    )
+    nodes = (NodeView("a", ready=True), NodeView("b", ready=True), NodeView("c", ready=False))
+    obs = PoolObservation("p", "1", None, claims=claims, nodes=nodes)
+    assert budget_counts(obs) == (2, 0)
+    assert ready_count(obs) == 2
+    # 10% of 2 nodes rounds up to 1 and none is under way: a rotation may start. Counted twice,
+    # the terminating claim would have used that one up.
+    assert remaining(DEFAULT_BUDGETS, now, *budget_counts(obs)) == 1
+
+
+def test_an_unreadable_budget_is_a_pool_finding_naming_the_field() -> None:
+    problem = "nodepool p: spec.disruption.budgets[0].schedule: '¹' is not a number"
+    (found,) = pool_findings(obs(budget_problems=(problem,)))
+    assert found.code is FindingCode.BUDGET_UNREADABLE and not found.fatal
+    assert found.message == problem

@@ -29,6 +29,7 @@ DEADLINE = {
     "StaticNodePool": "warn",
     "NodePoolNotReady": "warn",
     "NodeLimitReached": "warn",
+    "BudgetUnreadable": "warn",  # the budget gate refuses: the unreadable budget allows none
 }
 FORECAST = {
     "DrainEstimateAboveTGP",

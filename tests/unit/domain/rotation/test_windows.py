@@ -344,6 +344,8 @@ def test_parse_day(text: str, day: int | None) -> None:
         ("2:00", None, False),
         ("12:60", None, False),
         ("24:01", None, True),
+        ("01:00\n", None, False),  # the CRD's pattern, anchored as Go anchors it (issue 43)
+        ("\u0661\u0662:00", None, False),  # Arabic-Indic digits are no Go [0-9]
     ],
 )
 def test_parse_clock(text: str, minutes: int | None, midnight: bool) -> None:

@@ -359,7 +359,9 @@ class ClusterGateway(Protocol):
         """Read one NodePool with its NodeClaims, Nodes, their Pods and the pool's placeholders.
 
         Returns None when the pool does not exist. The observation carries the NodePool's
-        ``version``, which a conditional ``annotate_pool`` must match.
+        ``version``, which a conditional ``annotate_pool`` must match. Raises
+        ``ObjectUnreadable`` (naming the object and the field) when an object of the pool holds
+        a value that cannot be read; the caller holds that pool.
         """
         ...
 

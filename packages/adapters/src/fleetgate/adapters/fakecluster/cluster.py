@@ -280,11 +280,14 @@ class FakeCluster:
         annotations: Mapping[str, str] | None = None,
         started_at: datetime | None = None,
         labels: Mapping[str, str] | None = None,
+        termination_grace_period: timedelta = timedelta(seconds=30),
     ) -> None:
         """Add a Pod, bound to ``node`` or Pending (then scheduled like any other).
 
         ``annotations`` may carry ``karpenter.sh/do-not-disrupt`` (``"true"`` or a duration
-        counted from ``started_at``, the Pod's ``status.startTime``; default: now if bound).
+        counted from ``started_at``, the Pod's ``status.startTime``; default: now if bound): a
+        drain then leaves the Pod until it is forced, ``termination_grace_period`` (the API
+        server's default 30 s) before the claim's deadline.
         """
         if started_at is None and node is not None:
             started_at = self.clock.now()
@@ -300,6 +303,7 @@ class FakeCluster:
             annotations=dict(annotations or {}),
             labels=dict(labels or {}),
             started_at=started_at,
+            termination_grace_period=termination_grace_period,
         )
         self.pods[pod.key] = pod
         pod.attach(self.state.revisions)

@@ -5,6 +5,14 @@ the ``journal``, queues what takes time on the ``timeline`` and applies it when 
 (``happen``), and places Pending Pods through its ``scheduler``. The cluster module holds the
 public surface (seeding, faults, time, the gateway) and delegates the behaviour the controller
 reacts to here.
+
+A drain follows Karpenter's terminator (kubernetes-sigs/karpenter 2266468,
+``pkg/controllers/node/termination/terminator/eviction.go``): a workload Pod is evicted unless a
+PodDisruptionBudget refuses (``pdb``) or its ``karpenter.sh/do-not-disrupt`` is active (Karpenter
+does not evict it, ``IsEvictable``); a held Pod is retried on Karpenter's backoff, and once the
+claim's deadline (deletion + ``terminationGracePeriod``) less the Pod's own grace period has
+passed it is deleted regardless (``needsForceDelete``); the claim then goes at its deadline, when
+the forced Pods' clamped grace periods have run out.
 """
 
 from __future__ import annotations
@@ -27,9 +35,15 @@ from fleetgate.adapters.fakecluster.pdb import next_retry
 from fleetgate.adapters.fakecluster.scheduler import BATCH, Scheduler
 from fleetgate.adapters.fakecluster.state import ClusterState
 from fleetgate.adapters.fakecluster.timeline import Timeline
+from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT
 from fleetgate.domain.rotation.budgets import allowed, next_change, remaining
 from fleetgate.domain.rotation.cluster import Taint
-from fleetgate.domain.rotation.disruption import DISRUPTED_TAINT, NODES
+from fleetgate.domain.rotation.disruption import (
+    DISRUPTED_TAINT,
+    NODES,
+    opt_out_expiry,
+    pod_opt_out_active,
+)
 
 _ONE_NODE = 1000  # ``nodes`` in spec.limits / status.resources, in milli-units
 BUDGET_RETRY = timedelta(minutes=10)
@@ -57,10 +71,12 @@ class KarpenterLifecycle:
         self._replacing: dict[str, str] = {}  # Karpenter's replacement -> the claim it replaces
         self._disruptions: dict[str, str] = {}  # claim -> reason, for a queued ``disrupt``
         self._budget_blocked: set[str] = set()  # claims whose disruption budgets hold back
-        # claim -> its drain's first refused eviction, while a PodDisruptionBudget holds it
+        # claim -> its drain's first refused eviction, while a PodDisruptionBudget or a Pod's
+        # do-not-disrupt holds it
         self._held: dict[str, datetime] = {}
         self._retrying: set[str] = set()  # held claims with an eviction retry queued
         self._drain_due: set[str] = set()  # held claims whose drain time has passed
+        self._forced: set[str] = set()  # claims some Pod of which was force-deleted
 
     def refuses_to_provision(self, pool: Pool) -> str | None:
         """Why Karpenter launches nothing for a pending Pod of ``pool`` (None: it may).
@@ -255,12 +271,15 @@ class KarpenterLifecycle:
                     )
             held = self._evict(claim, at)
             if held:
-                # A PodDisruptionBudget refuses: Karpenter retries with backoff and, once the
-                # claim's terminationGracePeriod runs out, deletes what is left (drain-deadline).
+                # A PodDisruptionBudget refuses, or do-not-disrupt holds: Karpenter retries with
+                # backoff and, as the claim's terminationGracePeriod runs out, deletes what is
+                # left (``force``), the claim going at the deadline (``drain-deadline``).
                 self._held[claim.name] = at
                 self.journal.record(at, "eviction-blocked", claim.name, claim.pool, pods=held)
+                self._retry_at_opt_out_expiry(claim, at)
                 if tgp is not None:
                     self.timeline.at(at + tgp, "drain-deadline", claim.name)
+                    self._queue_force(claim, at)
         self.schedule(at)
 
     def _evict(self, claim: Claim, at: datetime) -> str:
@@ -272,12 +291,69 @@ class KarpenterLifecycle:
         for pod in sorted(on_node, key=lambda p: p.seq):
             if pod.node_name != claim.node.name or pod.owner_kind in (None, "DaemonSet"):
                 continue
-            if self._budget_holds(pod):
+            if self._holds(pod, at):
                 held.append(pod.name)
             else:
                 pod.node_name = None  # its owner recreates it: Pending, to be scheduled anew
                 pod.pending_since = at
         return ",".join(held)
+
+    def _holds(self, pod: Pod, at: datetime) -> bool:
+        """Whether Karpenter leaves ``pod`` where it is for now: its do-not-disrupt is active
+        (it does not even try), or the Eviction API would answer 429."""
+        opted_out = KARPENTER_DO_NOT_DISRUPT in pod.annotations and pod_opt_out_active(
+            pod.view(), at
+        )
+        return opted_out or self._budget_holds(pod)
+
+    def _held_pods(self, claim: Claim, at: datetime) -> list[Pod]:
+        """The workload Pods on ``claim``'s Node that Karpenter cannot evict at ``at``."""
+        if claim.node is None:
+            return []
+        on_node = self.state.pods.bound.get(claim.node.name, {}).values()
+        return [
+            p
+            for p in sorted(on_node, key=lambda p: p.seq)
+            if p.node_name == claim.node.name
+            and p.owner_kind not in (None, "DaemonSet")
+            and self._holds(p, at)
+        ]
+
+    def _force_at(self, claim: Claim, pod: Pod) -> datetime:
+        """When Karpenter force-deletes held ``pod``: the claim's deadline less the Pod's grace
+        period (at once when that is already past)."""
+        assert claim.deleting_at is not None and claim.termination_grace_period is not None
+        deadline = claim.deleting_at + claim.termination_grace_period
+        return max(claim.deleting_at, deadline - pod.termination_grace_period)
+
+    def _queue_force(self, claim: Claim, at: datetime) -> None:
+        """Queue the next force-deletion among ``claim``'s held Pods (none left: nothing)."""
+        times = [self._force_at(claim, p) for p in self._held_pods(claim, at)]
+        if times:
+            self.timeline.at(max(min(times), at), "force", claim.name)
+
+    def _retry_at_opt_out_expiry(self, claim: Claim, at: datetime) -> None:
+        """A duration opt-out that runs out frees its Pod: Karpenter's next retry after that
+        evicts it (nothing else changes in the cluster to prompt a look)."""
+        held = self._held_pods(claim, at)
+        ends = opt_out_expiry([p.view() for p in held], at)
+        if ends is not None and claim.name in self._held:
+            self.timeline.at(next_retry(self._held[claim.name], ends), "evict", claim.name)
+
+    def _force(self, claim: Claim, at: datetime) -> None:
+        """Karpenter deletes the held Pods whose grace period would run past the deadline,
+        bypassing budgets and opt-outs; their owners recreate them (Pending). The claim stays
+        until its deadline, while their clamped grace periods run out."""
+        forced = [p for p in self._held_pods(claim, at) if self._force_at(claim, p) <= at]
+        for pod in forced:
+            pod.node_name = None
+            pod.pending_since = at
+        if forced:
+            if claim.name not in self._forced:
+                self.journal.record(at, "drain-forced", claim.name, claim.pool)
+            self._forced.add(claim.name)
+        self._queue_force(claim, at)
+        self.schedule(at)
 
     def _budget_holds(self, pod: Pod) -> bool:
         """Whether the Eviction API would answer 429 for ``pod`` now (no budget: never)."""
@@ -316,7 +392,7 @@ class KarpenterLifecycle:
             if any(
                 p.node_name == claim.node.name
                 and p.owner_kind not in (None, "DaemonSet")
-                and not self._budget_holds(p)
+                and not self._holds(p, at)
                 for p in on_node
             ):
                 self._retrying.add(name)
@@ -327,36 +403,33 @@ class KarpenterLifecycle:
         own time has passed (the ``drained`` happening waited for this)."""
         self._retrying.discard(claim.name)
         if claim.node is not None and self._evict(claim, at):
+            self._retry_at_opt_out_expiry(claim, at)
             self.schedule(at)
             return
         del self._held[claim.name]
         self.journal.record(at, "eviction-done", claim.name, claim.pool)
-        if claim.name in self._drain_due:
+        if claim.name in self._forced:
+            self.schedule(at)  # forced Pods are still terminating: the claim goes at its deadline
+        elif claim.name in self._drain_due:
             self._drain_due.discard(claim.name)
             self.remove_claim(claim, at)
         else:
             self.schedule(at)
 
     def _drained(self, claim: Claim, at: datetime) -> None:
-        """The drain's own time has passed: the claim goes, unless a budget still holds a Pod."""
-        if claim.name in self._held:
+        """The drain's own time has passed: the claim goes, unless a Pod is still held (or a
+        forced one is still terminating)."""
+        if claim.name in self._held or claim.name in self._forced:
             self._drain_due.add(claim.name)
             return
         self.remove_claim(claim, at)
 
     def _drain_deadline(self, claim: Claim, at: datetime) -> None:
-        """terminationGracePeriod ran out with Pods still held: Karpenter deletes them anyway."""
-        if claim.name not in self._held:
+        """terminationGracePeriod ran out: whatever is still held is forced now (a Pod whose
+        grace period is 0), and a claim that had to force anything goes."""
+        if claim.name not in self._held and claim.name not in self._forced:
             return
-        del self._held[claim.name]
-        self._drain_due.discard(claim.name)
-        self._retrying.discard(claim.name)
-        if claim.node is not None:
-            for pod in list(self.state.pods.bound.get(claim.node.name, {}).values()):
-                if pod.node_name == claim.node.name and pod.owner_kind not in (None, "DaemonSet"):
-                    pod.node_name = None
-                    pod.pending_since = at
-        self.journal.record(at, "drain-forced", claim.name, claim.pool)
+        self._force(claim, at)
         self.remove_claim(claim, at)
 
     def _force_expire(self, claim: Claim, at: datetime) -> None:
@@ -370,6 +443,7 @@ class KarpenterLifecycle:
         self._held.pop(claim.name, None)
         self._drain_due.discard(claim.name)
         self._retrying.discard(claim.name)
+        self._forced.discard(claim.name)
         if claim.node is not None:
             self.state.pods.drop_node(claim.node.name)
         self.state.revisions.left("claims", claim)
@@ -407,6 +481,8 @@ class KarpenterLifecycle:
             self._drained(claim, at)
         elif kind == "evict":
             self._retry_evictions(claim, at)
+        elif kind == "force":
+            self._force(claim, at)
         elif kind == "drain-deadline":
             self._drain_deadline(claim, at)
         elif kind == "expire":
@@ -430,8 +506,10 @@ class KarpenterLifecycle:
             return not claim.ready and claim.deleting_at is None
         if kind in ("expire", "disrupt"):
             return claim.deleting_at is None
-        if kind in ("evict", "drain-deadline"):
+        if kind in ("evict", "force"):
             return name in self._held
+        if kind == "drain-deadline":
+            return name in self._held or name in self._forced
         return True
 
     def node_ready_changed(self, at: datetime) -> None:

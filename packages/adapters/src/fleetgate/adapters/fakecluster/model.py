@@ -282,6 +282,9 @@ class Pod(_Cached):
     unschedulable_message: str | None = None
     pending_since: datetime | None = None
     started_at: datetime | None = None  # status.startTime (a duration opt-out counts from it)
+    #: spec.terminationGracePeriodSeconds (the API server's default): Karpenter force-deletes a
+    #: Pod it may not evict this long before its node's drain deadline.
+    termination_grace_period: timedelta = timedelta(seconds=30)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -69,15 +69,21 @@ def may_evict(
 ) -> bool:
     """Whether the Eviction API lets one Pod guarded by this budget go (else it answers 429).
 
-    A healthy Pod needs a disruption to spare. An unhealthy one costs the budget nothing: under
-    ``AlwaysAllow`` it may always go, under ``IfHealthyBudget`` (the default) only while the
-    application already has its desired healthy Pods.
+    As ``EvictionREST.Create`` decides (kubernetes ``pkg/registry/core/pod/storage/eviction.go``):
+    an unhealthy (not Ready) Pod goes without spending a disruption under ``AlwaysAllow``, and
+    under ``IfHealthyBudget`` (the default) when the application already has its desired
+    healthy Pods *and* desires at least one (``DesiredHealthy > 0``). Every other Pod, healthy
+    or not, needs a disruption to spare (``checkAndDecrement``: ``DisruptionsAllowed > 0``), so
+    an unhealthy Pod under ``maxUnavailable: 100%`` (nothing desired) goes only while some
+    other Pod of the budget is healthy.
     """
-    if pod_healthy:
-        return allowed_disruptions(expected, healthy, min_available, max_unavailable) > 0
-    if unhealthy_policy == ALWAYS_ALLOW:
-        return True
-    return healthy >= desired_healthy(expected, min_available, max_unavailable)
+    if not pod_healthy:
+        if unhealthy_policy == ALWAYS_ALLOW:
+            return True
+        desired = desired_healthy(expected, min_available, max_unavailable)
+        if desired > 0 and healthy >= desired:
+            return True
+    return allowed_disruptions(expected, healthy, min_available, max_unavailable) > 0
 
 
 def next_retry(first_refusal: datetime, now: datetime) -> datetime:

@@ -39,7 +39,12 @@ from fleetgate.adapters.karpenter.podspec import placeholder_pod
 from fleetgate.adapters.karpenter.preflight import PreflightError, preflight
 from fleetgate.adapters.karpenter.watches import ChangeWatcher
 from fleetgate.domain.rotation.annotations import KARPENTER_NODEPOOL, SURGE_FOR
-from fleetgate.domain.rotation.cluster import ClusterConflict, PlaceholderSpec, PoolObservation
+from fleetgate.domain.rotation.cluster import (
+    ClusterConflict,
+    ObjectUnreadable,
+    PlaceholderSpec,
+    PoolObservation,
+)
 from fleetgate.domain.rotation.reference import REFERENCE_GROUP
 from fleetgate.domain.rotation.status import PolicyStatus
 
@@ -185,13 +190,22 @@ class KarpenterGateway:
         node_items = (await self._json(nodes)).get("items") or []
         pods = await self._pods_on([str(n["metadata"]["name"]) for n in node_items])
         placeholder_items = (await self._json(placeholders)).get("items") or []
-        return views.pool_observation(
-            nodepool,
-            claims.get("items") or [],
-            node_items,
-            [p for p in pods if not self._is_placeholder(p)],
-            placeholder_items,
-        )
+        try:
+            return views.pool_observation(
+                nodepool,
+                claims.get("items") or [],
+                node_items,
+                [p for p in pods if not self._is_placeholder(p)],
+                placeholder_items,
+            )
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            # A value neither Karpenter nor Kubernetes could have written: nothing is decided
+            # on a guess, and the other pools are still served (the controller holds this one).
+            # The views name the object and the field in their own errors.
+            detail = str(exc) if isinstance(exc, ValueError) else f"{type(exc).__name__}: {exc}"
+            raise ObjectUnreadable(
+                pool, f"{detail} (the pool is held until it can be read)"
+            ) from exc
 
     async def _pods_on(self, nodes: Sequence[str]) -> list[dict[str, Any]]:
         """Every Pod bound to one of ``nodes`` (one field-selected list per node, bounded)."""

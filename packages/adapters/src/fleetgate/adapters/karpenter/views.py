@@ -126,6 +126,9 @@ def claim_view(obj: Obj) -> NodeClaimView:
         # Karpenter sets DisruptionReason (v1.2+) when it decides to replace the claim.
         disruption_reason=true_condition_reason(obj, "DisruptionReason"),
         drifted=condition_true(obj, "Drifted"),
+        # Drained, and the cloud provider is deleting the instance (Karpenter's termination
+        # controller, awaitInstanceTermination): the budgets stop counting the claim.
+        instance_terminating=condition_true(obj, "InstanceTerminating"),
     )
 
 
@@ -263,6 +266,8 @@ def pool_observation(
     ):
         raise ValueError(f"{where}: spec.replicas: {replicas!r} is not a count")
 
+    budgets, budget_problems = budgets_failing_closed((spec.get("disruption") or {}).get("budgets"))
+
     def by_name(o: Obj) -> tuple[str, str]:
         return (str(_meta(o).get("namespace", "")), str(_meta(o).get("name", "")))
 
@@ -288,5 +293,6 @@ def pool_observation(
         placeholders=tuple(pod_view(p) for p in sorted(placeholders, key=by_name)),
         replicas=replicas,
         ready=condition_true(pool, "Ready"),
-        budgets=budgets_failing_closed((spec.get("disruption") or {}).get("budgets")),
+        budgets=budgets,
+        budget_problems=tuple(f"{where}: {problem}" for problem in budget_problems),
     )

@@ -27,10 +27,16 @@ from fleetgate.domain.ports import Clock, ClusterGateway, EventSink
 from fleetgate.domain.rotation import actions as act
 from fleetgate.domain.rotation.annotations import ACTIVE_ROTATION
 from fleetgate.domain.rotation.census import PoolCensus
-from fleetgate.domain.rotation.cluster import ClusterConflict, ObjectNotFound, PoolObservation
+from fleetgate.domain.rotation.cluster import (
+    ClusterConflict,
+    ObjectNotFound,
+    ObjectUnreadable,
+    PoolObservation,
+)
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
 from fleetgate.domain.rotation.machine import MachineConfig, Step, step
 from fleetgate.domain.rotation.policy import RotationPolicy
+from fleetgate.domain.rotation.report import unreadable
 from fleetgate.domain.rotation.status import (
     PolicyStatus,
     PoolGovernance,
@@ -109,7 +115,13 @@ class RotationController:
         now = self.clock.now()
         await self._read_statuses()
         for pool in await self.cluster.list_pools():
-            obs = await self.cluster.observe(pool)
+            try:
+                obs = await self.cluster.observe(pool)
+            except ObjectUnreadable as exc:
+                self.log.warning(
+                    "startup sweep skipped an unreadable pool", nodepool=pool, error=str(exc)
+                )
+                continue
             if obs is None:
                 continue
             try:
@@ -160,7 +172,10 @@ class RotationController:
     async def reconcile(self, pool: str) -> PassResult:
         """Observe, step, apply, and record when to come back."""
         now = self.clock.now()
-        obs = await self.cluster.observe(pool)
+        try:
+            obs = await self.cluster.observe(pool)
+        except ObjectUnreadable as exc:
+            return await self._hold_unreadable(pool, exc, now)
         if obs is None:
             self.forget(pool)
             return PassResult(pool, None)
@@ -212,6 +227,20 @@ class RotationController:
         if await self._write_statuses(policies, now):
             # A watch may have poked the pool (dropped its entry: due now) while we wrote.
             self.due[pool] = min(self.due.get(pool, now), now + STATUS_RECHECK)
+        if self.on_pass is not None:
+            self.on_pass(outcome)
+        return outcome
+
+    async def _hold_unreadable(self, pool: str, exc: ObjectUnreadable, now: datetime) -> PassResult:
+        """A pool whose objects cannot be read is held: nothing is written for it, a Warning
+        names the field (once per distinct problem), and it is looked at again on the slow
+        cadence; the other pools are served as usual."""
+        memo = _Memo()
+        await self._announce(pool, unreadable(pool, str(exc)), now, memo)
+        self._announced[pool] = memo.announced
+        self.log.warning("pool held: it cannot be read", nodepool=pool, error=str(exc))
+        self.due[pool] = now + LONG_REQUEUE
+        outcome = PassResult(pool, None, interrupted=str(exc), requeue_at=self.due[pool])
         if self.on_pass is not None:
             self.on_pass(outcome)
         return outcome

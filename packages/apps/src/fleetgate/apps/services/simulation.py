@@ -368,9 +368,10 @@ def _outcome_diagnostics(summary: Summary) -> list[Diagnostic]:
             Diagnostic(
                 "warning",
                 "DrainForcedAtTerminationGracePeriod",
-                f"{summary.forced_drains} drain(s) were held by the PodDisruptionBudget until "
-                "terminationGracePeriod and then forced: their Pods were deleted regardless of "
-                "the budget. Allow a disruption (maxUnavailable >= 1) or keep a spare replica.",
+                f"{summary.forced_drains} drain(s) were held by the PodDisruptionBudget (or a "
+                "Pod's karpenter.sh/do-not-disrupt) until terminationGracePeriod, less the Pod's "
+                "own grace period, and then forced: their Pods were deleted regardless. Allow a "
+                "disruption (maxUnavailable >= 1) or keep a spare replica.",
             )
         )
     return out

@@ -326,7 +326,7 @@ class PoolCensus:
 
     @property
     def not_ready_nodes(self) -> int:
-        """How many of the observed Nodes are not Ready (``disruption.not_ready_nodes``), kept
+        """How many of the observed Nodes are not Ready (the disruption-budget gate's bound), kept
         from the nodes that joined, left or changed."""
         return self._t.marks.not_ready
 

@@ -129,6 +129,17 @@ class ObjectNotFound(LookupError):
     """The object a write addressed does not exist (any more). Requeue; the next pass sees it."""
 
 
+class ObjectUnreadable(ValueError):
+    """A pool's objects hold a value that neither Karpenter nor Kubernetes could have written
+    (a duration, a time or a quantity that does not parse); the message names the object and
+    the field. Nothing is decided on a guess: the controller holds that pool and serves the
+    others."""
+
+    def __init__(self, pool: str, message: str) -> None:
+        super().__init__(message)
+        self.pool = pool
+
+
 @dataclass(frozen=True)
 class Requirement:
     """One node-selector requirement (``key``, ``operator``, ``values``) as Kubernetes spells it.
@@ -159,7 +170,9 @@ class NodeClaimView:
     ``deleting_at`` is the deletionTimestamp (None while not being deleted). ``ready`` is the
     Ready condition being exactly True. ``node_name`` is ``status.nodeName`` (None until bound).
     ``disruption_reason`` is the reason of a True ``DisruptionReason`` condition (Karpenter has
-    decided to replace the claim), ``drifted`` a True ``Drifted`` condition.
+    decided to replace the claim), ``drifted`` a True ``Drifted`` condition, and
+    ``instance_terminating`` a True ``InstanceTerminating`` condition (drained, and the cloud
+    provider is deleting the instance: Karpenter's budgets no longer count it).
     """
 
     name: str
@@ -175,6 +188,7 @@ class NodeClaimView:
     allocatable: Resources = field(default_factory=dict)
     disruption_reason: str | None = None
     drifted: bool = False
+    instance_terminating: bool = False
 
     @property
     def deleting(self) -> bool:
@@ -274,7 +288,9 @@ class PoolObservation:
     does not provision for pending pods, so a surge cannot work); ``ready`` is the NodePool's
     Ready condition being True (Karpenter does not provision from a pool that is not Ready).
     ``budgets`` are ``spec.disruption.budgets`` (the gateway gives the CRD's default, 10%, for a
-    NodePool that sets none; the empty default here means no budget).
+    NodePool that sets none; the empty default here means no budget); ``budget_problems`` says,
+    field by field, which budgets could not be read (each stands in ``budgets`` as Karpenter
+    uses it: allowing no disruption).
     """
 
     name: str
@@ -294,6 +310,7 @@ class PoolObservation:
     replicas: int | None = None
     ready: bool = True
     budgets: tuple[Budget, ...] = ()
+    budget_problems: tuple[str, ...] = ()
     serial: int | None = field(default=None, compare=False)
     """The gateway's number for this observation value (None: it numbers none)."""
     changes: MemberChanges | None = field(default=None, compare=False, repr=False)

@@ -7,13 +7,17 @@ would refuse to disrupt, nor start a surge in a pool where Karpenter will not pr
   controllers set it before a replacement) or a NodeClaim whose ``DisruptionReason`` condition
   is True is already being replaced; a ``Drifted`` claim will be;
 - a Pod annotated ``karpenter.sh/do-not-disrupt`` blocks its node's disruption while it is
-  active (not Succeeded/Failed, not terminating) and the value is ``"true"``, or a positive
-  Go duration that has not yet run out since the Pod's ``status.startTime`` (no start time:
-  still blocking). Any other value is ignored, as Karpenter ignores it;
+  active (not Succeeded/Failed, not terminating) and the value is ``"true"``, or a duration that
+  Go's ``time.ParseDuration`` reads as greater than 0 and that has not yet run out since the
+  Pod's ``status.startTime`` (no start time: still blocking). Any other value is ignored, as
+  Karpenter ignores it (``pkg/utils/pod/scheduling.go``: ``parseDoNotDisrupt``,
+  ``IsDoNotDisruptActive``): whitespace (``" 2h"``, ``"2h\\n"`` from a YAML block), days
+  (``"1d"``), a value past Go's limit (``"2562048h"``), zero or a negative one;
 - a static NodePool (``spec.replicas`` set) or one whose ``Ready`` condition is not True gets
   no surge node for a pending placeholder; a pool at ``spec.limits.nodes`` gets none either;
-- a NodePool's disruption budgets count its initialized nodes, and take off what they allow the
-  ones already disrupting (:func:`budget_counts`).
+- a NodePool's disruption budgets count its initialized nodes that are not terminating their
+  instance, and take off what they allow the ones already disrupting (:func:`budget_counts`);
+  a budget Karpenter cannot read stops every disruption of the pool (a pool finding says so).
 
 Deleting a NodeClaim bypasses every one of Karpenter's own checks, so these are fleetgate's.
 """
@@ -25,7 +29,7 @@ from datetime import datetime, timedelta
 from itertools import compress, repeat
 from operator import attrgetter, is_not, not_
 
-from fleetgate.domain.durations import parse_duration
+from fleetgate.domain.durations import DurationError, parse_go_duration
 from fleetgate.domain.rotation.annotations import KARPENTER_DO_NOT_DISRUPT, TRUE
 from fleetgate.domain.rotation.cluster import NodeView, PodView, PoolObservation
 from fleetgate.domain.rotation.findings import Finding, FindingCode, finding
@@ -59,14 +63,19 @@ def node_disrupted(node: NodeView) -> bool:
 
 
 def _opt_out_duration(value: str) -> timedelta | None:
-    """A do-not-disrupt duration as Go's ``time.ParseDuration`` reads it; None if invalid."""
-    if "d" in value:  # fleetgate's durations take days; Go's (and so Karpenter's) do not
-        return None
+    """How long a do-not-disrupt duration holds, as Karpenter reads it; None: Karpenter ignores it.
+
+    Go's nanoseconds become the whole microseconds that keep the comparison exact: a Pod of age
+    ``a`` (whole microseconds) is protected while ``a < d`` nanoseconds, that is while ``a`` is
+    below ``d`` rounded up to a microsecond.
+    """
     try:
-        duration = parse_duration(value)
-    except ValueError:
+        nanoseconds = parse_go_duration(value)
+    except DurationError:
         return None
-    return duration if duration > timedelta(0) else None
+    if nanoseconds <= 0:
+        return None
+    return timedelta(microseconds=-(-nanoseconds // 1_000))
 
 
 def pod_opt_out_active(pod: PodView, now: datetime) -> bool:
@@ -109,27 +118,33 @@ def budget_counts(obs: PoolObservation) -> tuple[int, int]:
     """The pool's nodes as Karpenter's budgets count them, and how many of those are disrupting.
 
     Karpenter counts initialized nodes only (fleetgate reads a NodeClaim whose Ready condition
-    is True as initialized: a replacement still coming up counts for neither); a node counts as
+    is True as initialized: a replacement still coming up counts for neither), and skips the
+    claims whose ``InstanceTerminating`` condition is True (``BuildDisruptionBudgetMapping``:
+    counting them would hold a small pool on a percentage budget for longer); a node counts as
     disrupting when it is deleting, tainted ``karpenter.sh/disrupted`` or its Node is not Ready.
     """
     # Asked on every pass that could start a rotation, over pools of thousands: the walks are
     # builtins over attribute getters, and only the few marked nodes are looked up one by one.
     claims, nodes = obs.claims, obs.nodes
     ready = list(compress(claims, map(_READY, claims)))
+    if any(map(_TERMINATING, ready)):
+        ready = [c for c in ready if not c.instance_terminating]
     marked = {c.name for c in compress(ready, map(is_not, map(_DELETING_AT, ready), repeat(None)))}
     marked.update(c.name for c in compress(ready, map(is_not, map(_REASON, ready), repeat(None))))
     sick = list(compress(nodes, map(not_, map(_READY, nodes))))
     sick += [n for n in compress(nodes, map(_TAINTS, nodes)) if n.ready and node_disrupted(n)]
     for node in sick:
         claim = obs.claim_on(node.name)
-        if claim is not None and claim.ready:
+        if claim is not None and claim.ready and not claim.instance_terminating:
             marked.add(claim.name)
     return len(ready), len(marked)
 
 
 def ready_count(obs: PoolObservation) -> int:
-    """How many of the pool's claims are Ready (the nodes budgets count), at C speed."""
+    """How many of the pool's claims the budgets count (Ready, not terminating), at C speed."""
     count: int = sum(map(_READY, obs.claims))
+    if any(map(_TERMINATING, obs.claims)):
+        count -= sum(1 for c in obs.claims if c.ready and c.instance_terminating)
     return count
 
 
@@ -137,6 +152,7 @@ _READY = attrgetter("ready")
 _DELETING_AT = attrgetter("deleting_at")
 _REASON = attrgetter("disruption_reason")
 _TAINTS = attrgetter("taints")
+_TERMINATING = attrgetter("instance_terminating")
 
 
 def node_limit_reached(obs: PoolObservation) -> bool:
@@ -164,6 +180,8 @@ def pool_findings(obs: PoolObservation) -> tuple[Finding, ...]:
                 "from it, so a surge cannot succeed; fleetgate will not start a rotation",
             )
         )
+    for problem in obs.budget_problems:
+        found.append(finding(FindingCode.BUDGET_UNREADABLE, problem))
     if node_limit_reached(obs):
         found.append(
             finding(

@@ -33,6 +33,7 @@ from fleetgate.domain.durations import DurationError, parse_duration
 
 __all__ = [
     "AGE_THRESHOLD",
+    "AUTO",
     "MAX_ROTATION_CHANCES",
     "MAX_UNAVAILABLE",
     "MIN_ROTATION_CHANCES",
@@ -43,6 +44,8 @@ __all__ = [
     "read_duration",
 ]
 
+#: ageThreshold's word for "derive it from the windows".
+AUTO = "auto"
 #: minRotationChances: at least one chance; at most 1000 (K weekly windows is already 19 years,
 #: and K times the window period must stay a duration).
 MIN_ROTATION_CHANCES, MAX_ROTATION_CHANCES = 1, 1000
@@ -64,7 +67,7 @@ POSITIVE_DURATION = f"^\\+?(?:{_GO.positive()})$"
 _ZERO = f"0|{_GO.zero_text()}"
 NON_NEGATIVE_DURATION = f"^(?:\\+?(?:{_ZERO}|{_GO.positive()})|-(?:{_ZERO}))$"
 #: "auto", or a duration greater than 0 as NRC's CRD writes them.
-AGE_THRESHOLD = f"^(?:auto|{_REFERENCE.positive()})$"
+AGE_THRESHOLD = f"^(?:{AUTO}|{_REFERENCE.positive()})$"
 
 #: Every ``spec.surge`` duration and the pattern it must match.
 SURGE_DURATIONS: Mapping[str, str] = {

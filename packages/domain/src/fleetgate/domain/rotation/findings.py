@@ -63,6 +63,7 @@ class FindingCode(StrEnum):
     STATIC_NODE_POOL = "StaticNodePool"
     NODE_POOL_NOT_READY = "NodePoolNotReady"
     NODE_LIMIT_REACHED = "NodeLimitReached"
+    BUDGET_UNREADABLE = "BudgetUnreadable"
 
 
 POOL_STATE_CODES = frozenset(
@@ -70,6 +71,7 @@ POOL_STATE_CODES = frozenset(
         FindingCode.STATIC_NODE_POOL,
         FindingCode.NODE_POOL_NOT_READY,
         FindingCode.NODE_LIMIT_REACHED,
+        FindingCode.BUDGET_UNREADABLE,
     }
 )
 """Codes about the NodePool's own state: reported with the derivation's, never raised by it."""
@@ -103,6 +105,7 @@ CLASSIFICATION: dict[FindingCode, tuple[Severity, Side]] = {
     FindingCode.STATIC_NODE_POOL: (_W, _D),
     FindingCode.NODE_POOL_NOT_READY: (_W, _D),
     FindingCode.NODE_LIMIT_REACHED: (_W, _D),
+    FindingCode.BUDGET_UNREADABLE: (_W, _D),
 }
 """Severity and side of every code: fixed per code, so they can never be reported inconsistently."""
 

@@ -8,6 +8,10 @@ manifest exported from a cluster — is ignored, because it is observational onl
 
 Every problem is reported at once: type errors found while reading, then :meth:`validate`'s
 findings for the fields that did read (a field reported once is not reported again).
+
+The fields each part may hold are :mod:`~fleetgate.domain.rotation.schema`'s, the one statement of
+the manifest's shape, and an absent field takes the default of the policy's own values, which is
+the one the schema states (tests/deploy/test_crd_fields.py holds the two readings together).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from fleetgate.domain.rotation.annotations import parse_timestamp
-from fleetgate.domain.rotation.fields import AGE_THRESHOLD, SURGE_DURATIONS, read_duration
+from fleetgate.domain.rotation.fields import AGE_THRESHOLD, AUTO, SURGE_DURATIONS, read_duration
 from fleetgate.domain.rotation.labelselector import LabelSelector, SelectorRequirement
 from fleetgate.domain.rotation.policy import (
     API_VERSIONS,
@@ -30,32 +34,15 @@ from fleetgate.domain.rotation.policy import (
     RotationPolicy,
     Surge,
 )
+from fleetgate.domain.rotation.schema import METADATA_FIELDS, TOP_FIELDS, properties
 from fleetgate.domain.rotation.windows import Exclusion, MaintenanceWindow, exclusion_errors
 
 __all__ = ["policy_from_manifest", "read_manifest"]
 
 _T = TypeVar("_T")
 
-_METADATA_FIELDS = frozenset(
-    {
-        "name",
-        "generateName",
-        "namespace",
-        "labels",
-        "annotations",
-        "uid",
-        "resourceVersion",
-        "generation",
-        "creationTimestamp",
-        "deletionTimestamp",
-        "deletionGracePeriodSeconds",
-        "finalizers",
-        "ownerReferences",
-        "managedFields",
-        "selfLink",
-    }
-)
-_AUTO = "auto"
+_METADATA_FIELDS = frozenset(METADATA_FIELDS)
+_DEFAULT = RotationPolicy()
 
 
 def policy_from_manifest(document: Mapping[str, Any]) -> RotationPolicy:
@@ -184,9 +171,7 @@ class _Reader:
         if not isinstance(document, Mapping):
             self.fail("manifest", f"must be a mapping, got {_kind(document)}")
             document = {}
-        top = self.mapping(
-            document, "", frozenset({"apiVersion", "kind", "metadata", "spec", "status"})
-        )
+        top = self.mapping(document, "", frozenset(TOP_FIELDS))
         api_version = self.required(top, "apiVersion", "", self.string, "").strip()
         if api_version and api_version not in API_VERSIONS:
             self.fail(
@@ -200,23 +185,7 @@ class _Reader:
         metadata = self.mapping(top.get("metadata"), "metadata", _METADATA_FIELDS)
         name = self.optional(metadata, "name", "metadata", self.string) or ""
         generation = metadata.get("generation")
-        spec = self.mapping(
-            top.get("spec"),
-            "spec",
-            frozenset(
-                {
-                    "nodePoolSelector",
-                    "ageThreshold",
-                    "minRotationChances",
-                    "maintenanceWindows",
-                    "exclusions",
-                    "surge",
-                    "prePull",
-                    "rotateDrifted",
-                    "ignoreDisruptionBudgets",
-                }
-            ),
-        )
+        spec = self.mapping(top.get("spec"), "spec", properties("spec"))
         if "spec" not in top:
             self.fail("spec", "is required")
         chances = self.optional(spec, "minRotationChances", "spec", self.integer)
@@ -225,7 +194,7 @@ class _Reader:
             api_version=api_version or API_VERSIONS[0],
             node_pool_selector=self.optional(spec, "nodePoolSelector", "spec", self.selector),
             age_threshold=self.age_threshold(spec.get("ageThreshold")),
-            min_rotation_chances=2 if chances is None else chances,
+            min_rotation_chances=_DEFAULT.min_rotation_chances if chances is None else chances,
             maintenance_windows=self.listed(spec, "maintenanceWindows", self.window),
             exclusions=self.listed(spec, "exclusions", self.exclusion),
             surge=self.surge(spec.get("surge")),
@@ -253,7 +222,7 @@ class _Reader:
 
     def age_threshold(self, value: Any) -> timedelta | None:
         """``auto`` (None) or a duration."""
-        if value is None or value == _AUTO:
+        if value is None or value == AUTO:
             return None
         if isinstance(value, str):
             parsed, problem = read_duration(value, AGE_THRESHOLD)
@@ -265,7 +234,7 @@ class _Reader:
 
     def selector(self, value: Any, path: str) -> LabelSelector:
         """A Kubernetes LabelSelector."""
-        body = self.mapping(value, path, frozenset({"matchLabels", "matchExpressions"}))
+        body = self.mapping(value, path, properties("spec.nodePoolSelector"))
         labels_value = body.get("matchLabels") or {}
         labels: dict[str, str] = {}
         if not isinstance(labels_value, Mapping):
@@ -280,7 +249,9 @@ class _Reader:
         else:
             for index, item in enumerate(expressions_value):
                 where = f"{path}.matchExpressions[{index}]"
-                entry = self.mapping(item, where, frozenset({"key", "operator", "values"}))
+                entry = self.mapping(
+                    item, where, properties("spec.nodePoolSelector.matchExpressions")
+                )
                 expressions.append(
                     SelectorRequirement(
                         key=self.required(entry, "key", where, self.string, ""),
@@ -292,7 +263,7 @@ class _Reader:
 
     def window(self, value: Any, path: str) -> MaintenanceWindow:
         """One maintenance window entry."""
-        body = self.mapping(value, path, frozenset({"timezone", "days", "start", "end"}))
+        body = self.mapping(value, path, properties("spec.maintenanceWindows"))
         return MaintenanceWindow(
             timezone=self.required(body, "timezone", path, self.string, ""),
             days=self.required(body, "days", path, self.strings, ()),
@@ -302,7 +273,7 @@ class _Reader:
 
     def exclusion(self, value: Any, path: str) -> Exclusion | None:
         """One exclusion range (dropped when either end does not read)."""
-        body = self.mapping(value, path, frozenset({"start", "end"}))
+        body = self.mapping(value, path, properties("spec.exclusions"))
         start = self.required(body, "start", path, self.instant, None)
         end = self.required(body, "end", path, self.instant, None)
         if start is None or end is None:
@@ -312,30 +283,14 @@ class _Reader:
         return exclusion
 
     def flag(self, value: Any, path: str) -> bool:
-        """``{enabled: bool}``."""
-        body = self.mapping(value, path, frozenset({"enabled"}))
+        """``{enabled: bool}`` (absent: false, every toggle's default)."""
+        body = self.mapping(value, path, properties(path))
         return bool(self.optional(body, "enabled", path, self.boolean))
 
     def surge(self, value: Any) -> Surge:
         """``spec.surge`` with its defaults for every absent field."""
         path = "spec.surge"
-        body = self.mapping(
-            value,
-            path,
-            frozenset(
-                {
-                    "maxUnavailable",
-                    "readyTimeout",
-                    "cooldownAfter",
-                    "failurePause",
-                    "retryBackoff",
-                    "drainEstimate",
-                    "provisioningEstimate",
-                    "matchNodeRequirements",
-                    "forcefulFallback",
-                }
-            ),
-        )
+        body = self.mapping(value, path, properties(path))
         defaults = Surge()
 
         def duration(key: str, default: timedelta) -> timedelta:
@@ -346,7 +301,7 @@ class _Reader:
         match = self.mapping(
             body.get("matchNodeRequirements"),
             f"{path}.matchNodeRequirements",
-            frozenset({"required", "preferred"}),
+            properties(f"{path}.matchNodeRequirements"),
         )
         where = f"{path}.matchNodeRequirements"
         unavailable = self.optional(body, "maxUnavailable", path, self.integer)

@@ -37,6 +37,23 @@ class PoolReport:
     estimates: tuple[EstimateCheck, ...] = ()
 
 
+UNREADABLE = "NodePoolUnreadable"
+"""The Warning's reason for a pool whose objects hold a value that cannot be read."""
+
+
+def unreadable(pool: str, problem: str) -> Announce:
+    """What a pass says of a pool it could not read (it holds the pool): a Warning naming the
+    field, once per distinct problem."""
+    return Announce(
+        UNREADABLE,
+        problem,
+        pool,
+        warning=True,
+        dedup=f"{UNREADABLE}:{problem}",
+        action=EVALUATE_SCHEDULE,
+    )
+
+
 def observe(p: Pass, gov: Governance, anchor: str | None) -> tuple[PoolReport, list[Action]]:
     """Step 1 of a pass (§7.2): derive, take the census, and announce the pool's standing."""
     obs, now = p.obs, p.now

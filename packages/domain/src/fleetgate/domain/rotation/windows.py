@@ -30,6 +30,8 @@ __all__ = [
     "ANCHOR",
     "CONTINUOUS_WINDOW_PERIOD",
     "DAY_NAMES",
+    "END_PATTERN",
+    "START_PATTERN",
     "WEEK",
     "Exclusion",
     "Interval",
@@ -53,7 +55,12 @@ CONTINUOUS_WINDOW_PERIOD = timedelta(minutes=1)
 """P of a schedule that is open all week (reference issue #62): the controller's decision grid."""
 DAY_NAMES = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MINUTES_PER_DAY = 24 * 60
-_CLOCK = re.compile(r"^([01][0-9]|2[0-3]):([0-5][0-9])$")
+#: A window's ``start`` ("HH:MM", 00:00-23:59) and ``end`` (also "24:00"): the patterns the
+#: policy schema states (``rotation.schema``). Matched whole here, as Go anchors them ("01:00\n"
+#: is no time: Python's "$" would let the newline through).
+START_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
+END_PATTERN = r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$"
+_START = re.compile(START_PATTERN)
 
 
 class WindowError(ValueError):
@@ -137,8 +144,9 @@ def parse_clock(text: str, *, allow_midnight_end: bool = False) -> int | None:
     """ "HH:MM" (00:00..23:59, or "24:00" when allowed) to minutes after midnight, or None."""
     if allow_midnight_end and text == "24:00":
         return _MINUTES_PER_DAY
-    match = _CLOCK.match(text)
-    return int(match[1]) * 60 + int(match[2]) if match else None
+    if not _START.fullmatch(text):
+        return None
+    return int(text[:2]) * 60 + int(text[3:])
 
 
 def load_zone(name: str) -> ZoneInfo | None:

@@ -1,9 +1,11 @@
 """The RotationPolicy manifest as the API reads it: the schema published for ``policy``.
 
-The fields, required fields, enums and patterns are the CRD's (deploy/helm/fleetgate/crds/
-rotationpolicies.fleetgate.io.yaml; tests/apps/api/schemas/test_policy.py holds the two
-together). Where the API says more than the CRD, it is because the server checks at once what
-the controller would only report on its next pass, so a schema-valid manifest is one the server
+The fields, types, required fields, enums, bounds and patterns are the domain's one schema of a
+policy (:mod:`fleetgate.domain.rotation.schema`, from which the chart's CRDs are generated;
+tests/apps/api/schemas/test_policy.py holds the two together field by field). Defaults are not
+restated: an absent field is left absent, and the domain's reader gives it the schema's default.
+Where the API says more than the schema, it is because the server checks at once what the
+controller would only report on its next pass, so a schema-valid manifest is one the server
 takes:
 
 - an unknown field is refused (Kubernetes would prune it; a typo must not become a default);
@@ -48,7 +50,7 @@ from fleetgate.domain.rotation.fields import (
     duration_problem,
 )
 from fleetgate.domain.rotation.policy import API_VERSIONS, KIND
-from fleetgate.domain.rotation.windows import DAY_NAMES, load_zone
+from fleetgate.domain.rotation.windows import DAY_NAMES, END_PATTERN, START_PATTERN, load_zone
 
 __all__ = ["RotationPolicyManifest", "time_zones"]
 
@@ -140,9 +142,9 @@ class MaintenanceWindowSpec(_Manifest):
 
     timezone: TimeZone
     days: Annotated[list[Day], Field(min_length=1, json_schema_extra={"uniqueItems": True})]
-    start: Annotated[str, StringConstraints(pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$")]
-    end: Annotated[str, StringConstraints(pattern=r"^(([01][0-9]|2[0-3]):[0-5][0-9]|24:00)$")] = (
-        Field(description="Must differ from start (00:00-24:00 is a whole day).")
+    start: Annotated[str, StringConstraints(pattern=START_PATTERN)]
+    end: Annotated[str, StringConstraints(pattern=END_PATTERN)] = Field(
+        description="Must differ from start (00:00-24:00 is a whole day)."
     )
 
 
