@@ -305,6 +305,10 @@ def test_the_rendered_config_is_one_fleetgate_accepts(monkeypatch: pytest.Monkey
     assert settings.controller.reference_controller_gone is False
     gone = render({**BASE, "controller": {"referenceControllerGone": True}})
     assert _settings(gone).controller.reference_controller_gone is True
+    # The node sync and its ledger gate (issue 41): the gate is on unless switched off.
+    assert not settings.controller.sync_ledger and settings.controller.ledger_gate_enabled
+    synced = _settings(render({**BASE, "controller": {"syncLedger": True, "ledgerGate": False}}))
+    assert synced.controller.sync_ledger and not synced.controller.ledger_gate_enabled
     assert settings.capacity.target_load == 0.8
     gateway = build_container(settings).cluster()  # the Karpenter plugin accepts the options
     assert gateway.options.namespace == "fleetgate-system"
@@ -532,14 +536,58 @@ _DRAIN_STUCK_TEST = {
 }
 
 
-def test_the_drain_alert_fires_in_prometheus_once_a_drain_outlives_its_bound(
-    tmp_path: Path,
+# The capacity hold's alert (issue 41): a held node whose forced expiry comes within a day. The
+# held pool's time left falls below a day at minute 2; a pool held far from its expiry, and one
+# not held (its time left is 0 then), never alert.
+_HOLD_MEETS_EXPIRY_TEST = {
+    "rule_files": ["rules.yaml"],
+    "evaluation_interval": "1m",
+    "tests": [
+        {
+            "interval": "1m",
+            "input_series": [
+                {"series": 'fleetgate_rotation_ledger_held{nodepool="web",namespace="fg"}',
+                 "values": "1 1 1 1"},
+                {"series": 'fleetgate_rotation_ledger_hold_expires_in_seconds{nodepool="web",'
+                           'namespace="fg"}', "values": "86520 86460 86400 86340"},
+                {"series": 'fleetgate_rotation_ledger_held{nodepool="db",namespace="fg"}',
+                 "values": "1 1 1 1"},
+                {"series": 'fleetgate_rotation_ledger_hold_expires_in_seconds{nodepool="db",'
+                           'namespace="fg"}', "values": "900000 899940 899880 899820"},
+                {"series": 'fleetgate_rotation_ledger_held{nodepool="batch",namespace="fg"}',
+                 "values": "0 0 0 0"},
+                {"series": 'fleetgate_rotation_ledger_hold_expires_in_seconds{nodepool="batch",'
+                           'namespace="fg"}', "values": "0 0 0 0"},
+            ],
+            "alert_rule_test": [
+                {"eval_time": "2m", "alertname": "FleetgateCapacityHoldMeetsExpiry",
+                 "exp_alerts": []},
+                {"eval_time": "3m", "alertname": "FleetgateCapacityHoldMeetsExpiry",
+                 "exp_alerts": [{
+                     "exp_labels": {"severity": "page", "nodepool": "web", "namespace": "fg"},
+                     "exp_annotations": {"summary": (
+                         "A node of NodePool web is held for capacity (its ledger placements "
+                         "have nowhere to go) less than a day before its forced expiry, when "
+                         "Karpenter drains it held or not: raise the pool's limits, shrink a "
+                         "capacity claim or add a node.")},
+                 }]},
+            ],
+        }
+    ],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "case", [_DRAIN_STUCK_TEST, _HOLD_MEETS_EXPIRY_TEST], ids=["drain-stuck", "hold-meets-expiry"]
+)
+def test_the_alerts_fire_in_prometheus_as_their_series_say(
+    tmp_path: Path, case: dict[str, Any]
 ) -> None:
     promtool = shutil.which("promtool")
     assert promtool, "promtool is missing: apt-get install prometheus (.ci/run does)"
     rule = find(render(MONITORED), "PrometheusRule")
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
-    (tmp_path / "test.yaml").write_text(yaml.safe_dump(_DRAIN_STUCK_TEST))
+    (tmp_path / "test.yaml").write_text(yaml.safe_dump(case))
 
     run = subprocess.run(
         [promtool, "test", "rules", "test.yaml"],

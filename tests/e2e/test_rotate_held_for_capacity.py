@@ -1,17 +1,18 @@
-"""Gate 9 end to end: a node whose ledger placements would have nowhere to go is not drained.
+"""Gate 9 end to end: no drain begins while its node's ledger placements have nowhere to go.
 
-Both tests run the real controller and node sync on the fake cluster and the real ledger; after
-every round and sync every placement exists exactly once, the counters agree, and no placement
-is ever stranded.
-
-
+The tests run the real controller and node sync on the fake cluster and the real ledger of the
+backend under test; after every round and sync every placement exists exactly once and the
+counters agree. With the gate on nothing is ever stranded; issue 41's scenarios (a placeholder
+that lands on a node that existed, fragmented room, a surge that never becomes Ready) strand
+placements with the gate off, so the tests can fail.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from random import Random
 
+import pytest
 from prometheus_client import CollectorRegistry
 
 from fleetgate.adapters import plugins
@@ -25,9 +26,8 @@ from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import AdmitRequest
-from fleetgate.domain.rotation.gates import GateReason
-from fleetgate.domain.rotation.ledger_gate import HELD, LedgerBlocked
-from fleetgate.domain.rotation.policy import RotationPolicy
+from fleetgate.domain.rotation.ledger_gate import HELD
+from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
 from tests.conftest import Backend
 from tests.e2e.test_rotate_loaded_fleet import POLICY  # every node older than 1h, any time
 from tests.invariants import check_ledger
@@ -40,28 +40,37 @@ SMALL = {"cpu": 4_000, "memory": 16 * GIB, "pods": 110_000}
 SIZE = Resources(4, 1024, 5)
 
 
-def rig(clock: VirtualClock, young: bool) -> tuple[FakeCluster, str, list[str]]:
-    """One pool launching big nodes: ``big`` (24 vCPU limit) and two small ones (12), oldest
-    first; ``young``: the small ones are too young to rotate yet."""
-    cluster: FakeCluster = plugins.make_cluster(
-        plugins.plugin_manager(allow={"fake"}), "fake", {}, clock
-    )
+def rig(
+    clock: VirtualClock,
+    young: bool,
+    cluster: FakeCluster | None = None,
+    launches: Mapping[str, int] = BIG,
+    big_age: timedelta = timedelta(hours=3),
+) -> tuple[FakeCluster, str, list[str]]:
+    """One pool launching ``launches`` nodes (big ones: 24 vCPU limit): ``big`` (24, ``big_age``
+    old) and two small ones (12), oldest first; ``young``: the small ones are too young to
+    rotate yet. On ``cluster`` if given (an application's own), else on a new fake cluster."""
+    now = clock.now()
+    if cluster is None:
+        cluster = plugins.make_cluster(plugins.plugin_manager(allow={"fake"}), "fake", {}, clock)
     cluster.add_pool(
         "general",
         expire_after="14d",
         termination_grace_period="1h",
         provisioning_delay="2m",
         drain_time="5m",
-        node_allocatable=BIG,
+        node_allocatable=launches,
     )
-    # Workloads leave 1 vCPU free on every node: each placeholder needs a new node.
+    # Workloads leave 1 vCPU free on every small node: each placeholder needs a new node (one
+    # that fits it: big's asks for less when the pool launches small nodes).
+    workload = 7_000 if launches["cpu"] >= 8_000 else 3_500
     big = cluster.add_node(
-        "general", created_at=T0 - timedelta(hours=3), allocatable=BIG, workload={"cpu": 7_000}
+        "general", created_at=now - big_age, allocatable=BIG, workload={"cpu": workload}
     )
     small = [
         cluster.add_node(
             "general",
-            created_at=T0 if young else T0 - timedelta(hours=2),
+            created_at=now if young else now - timedelta(hours=2),
             allocatable=SMALL,
             workload={"cpu": 3_000},
         )
@@ -70,18 +79,28 @@ def rig(clock: VirtualClock, young: bool) -> tuple[FakeCluster, str, list[str]]:
     return cluster, big, small
 
 
+def node_of(cluster: FakeCluster, claim: str) -> str:
+    node = cluster.claims[claim].node
+    assert node is not None
+    return node.name
+
+
+async def place(ledger: SqlLedger, node: str, count: int, size: Resources = SIZE) -> set[str]:
+    ids = set()
+    for _ in range(count):
+        made = await ledger.admit(AdmitRequest("team", node, size))
+        assert made.placement is not None, made.denial
+        ids.add(made.placement.id)
+    return ids
+
+
 async def load_placements(
-    ledger: SqlLedger, cluster: FakeCluster, big: str, small: list[str]
+    ledger: SqlLedger, cluster: FakeCluster, big: str, small: list[str], per_small: int = 3
 ) -> set[str]:
-    """20 vCPU on ``big``, the small nodes full (12 each)."""
-    ids: set[str] = set()
-    for claim, count in [(big, 5), *((s, 3) for s in small)]:
-        node = cluster.claims[claim].node
-        assert node is not None
-        for _ in range(count):
-            made = await ledger.admit(AdmitRequest("team", node.name, SIZE))
-            assert made.placement is not None, made.denial
-            ids.add(made.placement.id)
+    """20 vCPU on ``big``, ``per_small`` placements of 4 on each small node (3: full)."""
+    ids = await place(ledger, node_of(cluster, big), 5)
+    for s in small:
+        ids |= await place(ledger, node_of(cluster, s), per_small)
     await check_ledger(ledger, ids)
     return ids
 
@@ -91,33 +110,62 @@ async def _policies() -> list[RotationPolicy]:
 
 
 def _controller(
-    cluster: FakeCluster, ledger: SqlLedger, clock: VirtualClock, registry: CollectorRegistry
+    cluster: FakeCluster,
+    ledger: SqlLedger,
+    clock: VirtualClock,
+    registry: CollectorRegistry,
+    gate: bool = True,
+    policy: RotationPolicy = POLICY,
 ) -> RotationController:
+    async def policies() -> list[RotationPolicy]:
+        return [policy]
+
     return RotationController(
         cluster,
-        _policies,
+        policies,
         clock,
         ledger.event_sink(),
         RotationMetrics(registry),
-        relocation=RelocationCheck(ledger, DemandPolicy()),
+        relocation=RelocationCheck(ledger, DemandPolicy()) if gate else None,
     )
 
 
-def _held(registry: CollectorRegistry) -> float | None:
-    return registry.get_sample_value("fleetgate_rotation_ledger_held", {"nodepool": "general"})
+def _gauge(registry: CollectorRegistry, name: str) -> float | None:
+    return registry.get_sample_value(f"fleetgate_rotation_{name}", {"nodepool": "general"})
 
 
-async def test_a_node_without_room_is_skipped_for_one_that_fits(backend: Backend) -> None:
-    """``big`` is the oldest but its 20 vCPU would not fit (the surge is judged as small as the
-    pool's smallest node, 12): a small node, whose 12 fit, is started first; its replacement,
-    launched big, brings the room, and ``big`` rotates in its turn."""
+async def drive(
+    controller: RotationController,
+    sync: NodeSync,
+    cluster: FakeCluster,
+    clock: VirtualClock,
+    ledger: SqlLedger,
+    ids: set[str],
+    until: datetime,
+) -> int:
+    """Rounds and syncs until ``until``; the most placements one sync left stranded."""
+    most = 0
+    while clock.now() < until:
+        await controller.run_due()
+        most = max(most, (await sync.sync()).stranded)
+        await check_ledger(ledger, ids)
+        due = [t for t in (controller.next_due(), cluster.next_event_at()) if t is not None]
+        cluster.advance_to(min([*due, until]))
+    return most
+
+
+async def test_a_node_that_does_not_fit_now_is_skipped_for_one_that_fits(
+    backend: Backend,
+) -> None:
+    """``big`` is the oldest but its 20 vCPU fit no other node now; small-1's 8 do (on small-2
+    and big): small-1 starts first. Its replacement brings the room, and every node rotates."""
     clock = VirtualClock(T0)
     cluster, big, small = rig(clock, young=False)
     originals = {big, *small}
     async with open_ledger(backend, clock) as ledger:
-        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy(), Random(3))
+        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy())
         assert len((await sync.sync()).joined) == 3
-        ids = await load_placements(ledger, cluster, big, small)
+        ids = await load_placements(ledger, cluster, big, small, per_small=2)
         controller = _controller(cluster, ledger, clock, CollectorRegistry())
         started: list[str] = []
         end = T0 + timedelta(hours=8)
@@ -127,71 +175,172 @@ async def test_a_node_without_room_is_skipped_for_one_that_fits(backend: Backend
                 assert result.step is not None
                 if result.step.started:
                     started.append(result.step.started)
-            report = await sync.sync()
-            assert report.stranded == 0, "the gate let a node drain whose placements had no room"
+            assert (await sync.sync()).stranded == 0, "a drain began with no room for it"
             await check_ledger(ledger, ids)
             due = [t for t in (controller.next_due(), cluster.next_event_at()) if t is not None]
             cluster.advance_to(min(due))
-        assert started[0] in small and sorted(started) == sorted(originals), started
+        assert started[0] in small and set(started) >= originals, started
         held = await ledger.events(kind=HELD)
-        assert held and all(e.event.subject == big for e in held)
+        assert held and held[0].event.subject == big  # passed over, once
         await sync.sync()
         await check_ledger(ledger, ids)
 
 
-async def test_a_node_without_room_is_held_until_a_node_is_added_then_rotates(
-    backend: Backend,
-) -> None:
-    """Only ``big`` is old enough and its placements would not fit: the pool is held with the
-    gate (status, metric, event naming the ways out) pass after pass, until an operator adds a
-    node; then it rotates with nothing stranded and the gate clears by itself."""
+async def test_the_drain_waits_for_the_surge_to_join_the_ledger(backend: Backend) -> None:
+    """Issue 41 items 1 and 2: no node fits ``big``'s placements now, so it starts on its surge;
+    the surge's room is counted only once the node sync has brought it into the ledger, and
+    only then does the drain begin. Nothing is stranded, no warning is raised."""
     clock = VirtualClock(T0)
     cluster, big, small = rig(clock, young=True)
-    big_node = cluster.claims[big].node
-    assert big_node is not None
     async with open_ledger(backend, clock) as ledger:
-        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy(), Random(3))
+        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy())
+        await sync.sync()
+        ids = await load_placements(ledger, cluster, big, small)
+        controller = _controller(cluster, ledger, clock, CollectorRegistry())
+        big_node = node_of(cluster, big)
+        before = set(cluster.claims)
+        while cluster.claims[big].deleting_at is None:
+            assert clock.now() < T0 + timedelta(hours=1), "big's drain never began"
+            await controller.run_due()
+            surges = set(cluster.claims) - before
+            if cluster.claims[big].deleting_at is not None:
+                # The drain began: its surge was in the ledger when the plan was judged.
+                (surge,) = surges
+                assert await ledger.node(node_of(cluster, surge)) is not None
+            assert (await sync.sync()).stranded == 0
+            await check_ledger(ledger, ids)
+            due = [t for t in (controller.next_due(), cluster.next_event_at()) if t is not None]
+            cluster.advance_to(min(due))
+        assert not await ledger.events(kind=HELD)
+        most = await drive(
+            controller, sync, cluster, clock, ledger, ids, clock.now() + timedelta(hours=1)
+        )
+        assert most == 0 and big not in cluster.claims
+        assert all(p.node != big_node for p in await ledger.placements())
+
+
+async def test_a_drain_is_held_while_its_surge_is_too_small_until_a_node_is_added(
+    backend: Backend,
+) -> None:
+    """The pool launches small nodes: ``big``'s surge joins the ledger with 12 vCPU, and 8 of
+    its 20 still have nowhere to go. The drain is held (Event with the deadline, gauges, the
+    old node untouched), judged again every pass; an operator adds a node, and it drains."""
+    clock = VirtualClock(T0)
+    cluster, big, small = rig(clock, young=True, launches=SMALL)
+    async with open_ledger(backend, clock) as ledger:
+        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy())
         await sync.sync()
         ids = await load_placements(ledger, cluster, big, small)
         registry = CollectorRegistry()
         controller = _controller(cluster, ledger, clock, registry)
-        for _ in range(3):  # held pass after pass, the cluster untouched
-            (result,) = await controller.run_due()
-            assert result.step is not None and result.step.started is None
-            blocked = result.step.report.blocked
-            assert isinstance(blocked, LedgerBlocked), result.step.report.reason
-            assert blocked.reason is GateReason.LEDGER_CAPACITY and blocked.nodeclaim == big
-            assert blocked.verdict is not None
-            assert blocked.verdict.shortfall() == Resources(8, 0, 0)
-            assert _held(registry) == 1
-            missing = {"nodepool": "general"}
-            cpus = registry.get_sample_value("fleetgate_rotation_ledger_missing_cpus", missing)
-            memory = {**missing, "resource": "memory"}
-            held_bytes = registry.get_sample_value(
-                "fleetgate_rotation_ledger_missing_bytes", memory
-            )
-            assert (cpus, held_bytes) == (8, 0)
-            assert (await sync.sync()).stranded == 0
-            next_due = controller.next_due()
-            assert next_due is not None
-            cluster.advance_to(next_due)
-        (event,) = await ledger.events(kind=HELD)  # once: the same shortfall is not repeated
+        held_for = clock.now() + timedelta(minutes=8)
+        await drive(controller, sync, cluster, clock, ledger, ids, held_for)
+        assert big in cluster.claims and cluster.claims[big].deleting_at is None
+        (event,) = await ledger.events(kind=HELD)  # once per shortfall
         message = event.event.data["message"]
-        assert "cpus 8" in message and "shrink a capacity claim" in message, message
-        assert "add a node" in message
-        # The operator adds a node (young: not itself a candidate); the sync brings it in.
-        cluster.add_node("general", allocatable=SMALL, workload={"cpu": 3_000})
-        await sync.sync()
-        end = clock.now() + timedelta(hours=2)
-        while big in cluster.claims:
-            assert clock.now() < end, "big was not rotated once the room appeared"
-            await controller.run_due()
-            report = await sync.sync()
-            assert report.stranded == 0
-            await check_ledger(ledger, ids)
-            due = [t for t in (controller.next_due(), cluster.next_event_at()) if t is not None]
-            cluster.advance_to(min(due))
-        await sync.sync()
+        assert "held before its drain" in message and "cpus 8" in message, message
+        assert "Karpenter force-expires node" in message and "add a node" in message
+        assert _gauge(registry, "ledger_held") == 1
+        left = _gauge(registry, "ledger_hold_expires_in_seconds")
+        expires = T0 - timedelta(hours=3) + timedelta(days=14)
+        assert left is not None and 0 < left <= (expires - T0).total_seconds()
+        cluster.add_node("general", allocatable=BIG, workload={"cpu": 3_000})  # the way out
+        most = await drive(controller, sync, cluster, clock, ledger, ids, T0 + timedelta(hours=1))
+        assert most == 0 and big not in cluster.claims
+        assert _gauge(registry, "ledger_held") == 0
         await check_ledger(ledger, ids)
-        assert big_node.name not in {n.name for n in await ledger.nodes()}
-        assert _held(registry) == 0
+
+
+FALLBACK = RotationPolicy(
+    name=POLICY.name,
+    node_pool_selector=POLICY.node_pool_selector,
+    age_threshold=POLICY.age_threshold,
+    maintenance_windows=POLICY.maintenance_windows,
+    surge=Surge(
+        cooldown_after=timedelta(minutes=2),
+        retry_backoff=timedelta(minutes=1),
+        failure_pause=timedelta(minutes=2),
+        forceful_fallback=ForcefulFallback(enabled=True),
+    ),
+)
+
+
+async def _scenario(backend: Backend, name: str, gate: bool) -> tuple[int, int]:
+    """Two hours of issue 41's scenario ``name``: the most one sync left stranded, and how
+    many held events the gate announced."""
+    clock = VirtualClock(T0)
+    policy, until = POLICY, T0 + timedelta(hours=2)
+    if name == "surge never Ready":
+        # big expires in 1h30m: after one failed surge, too close for another (the forceful
+        # fallback drains it without one). Run until just before Karpenter's forced expiry.
+        cluster, big, small = rig(clock, young=True, big_age=timedelta(days=14, minutes=-90))
+        cluster.fail_provisioning("general")
+        policy, until = FALLBACK, T0 + timedelta(minutes=85)
+    else:
+        cluster, big, small = rig(clock, young=True)
+        # A neighbour with room for big's placeholder among its Pods: Karpenter launches nothing.
+        spare = cluster.add_node("general", allocatable=BIG, workload={"cpu": 1_000})
+    async with open_ledger(backend, clock) as ledger:
+        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy())
+        await sync.sync()
+        if name == "placeholder on a node that existed":
+            ids = await load_placements(ledger, cluster, big, small)
+            ids |= await place(ledger, node_of(cluster, spare), 5)  # 4 vCPU free
+        elif name == "fragmented room":
+            # 8 + 2 + 2 on big; 6 free on each small node: 12 in all, none for the 8.
+            ids = await place(ledger, node_of(cluster, big), 1, Resources(8, 1024, 5))
+            ids |= await place(ledger, node_of(cluster, big), 2, Resources(2, 512, 5))
+            for s in small:
+                ids |= await place(ledger, node_of(cluster, s), 1, Resources(6, 1024, 5))
+            ids |= await place(ledger, node_of(cluster, spare), 6)  # full
+        else:
+            ids = await load_placements(ledger, cluster, big, small, per_small=2)
+        controller = _controller(cluster, ledger, clock, CollectorRegistry(), gate, policy)
+        most = await drive(controller, sync, cluster, clock, ledger, ids, until)
+        held = len(await ledger.events(kind=HELD))
+        await check_ledger(ledger, ids)
+        return most, held
+
+
+SCENARIOS = ["placeholder on a node that existed", "fragmented room", "surge never Ready"]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+async def test_issue_41s_scenarios_strand_nothing_with_the_gate_and_strand_without_it(
+    backend: Backend, name: str
+) -> None:
+    on, held_on = await _scenario(backend, name, gate=True)
+    assert on == 0 and held_on, f"{name}: gate on stranded {on} (held: {held_on})"
+    off, held_off = await _scenario(backend, name, gate=False)
+    assert off > 0 and not held_off, f"{name}: gate off stranded nothing; the test tests nothing"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="issue 41 'Reserve before you drain' is not built yet: admissions between the plan "
+    "and the drain may take the room (decisions.md 21); to be completed with the reservations",
+)
+async def test_admissions_during_the_drain_cannot_take_the_planned_room(backend: Backend) -> None:
+    """The plan fits when the drain begins (big's surge is in the ledger); then admissions fill
+    the surge before the node sync carries the plan out. With reservations nothing is stranded;
+    today the moves planned onto the surge are refused and those placements are stranded."""
+    clock = VirtualClock(T0)
+    cluster, big, small = rig(clock, young=True)
+    async with open_ledger(backend, clock) as ledger:
+        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy())
+        await sync.sync()
+        ids = await load_placements(ledger, cluster, big, small)
+        controller = _controller(cluster, ledger, clock, CollectorRegistry())
+        before = set(cluster.claims)
+        while cluster.claims[big].deleting_at is None:  # stop as the drain begins
+            assert clock.now() < T0 + timedelta(hours=1), "big's drain never began"
+            await sync.sync()
+            await controller.run_due()
+            due = [t for t in (controller.next_due(), cluster.next_event_at()) if t is not None]
+            if cluster.claims[big].deleting_at is None:
+                cluster.advance_to(min(due))
+        (surge,) = set(cluster.claims) - before
+        ids |= await place(ledger, node_of(cluster, surge), 5)  # the planned room, taken
+        await check_ledger(ledger, ids)
+        assert (await sync.sync()).stranded == 0

@@ -118,7 +118,7 @@ async def test_every_node_of_a_loaded_fleet_rotates_without_losing_a_placement(
     originals = set(cluster.claims)
     async with open_ledger(backend, clock) as ledger:
         sink = ledger.event_sink()
-        sync = NodeSync(ledger, cluster, clock, sink, DemandPolicy(), Random(3))
+        sync = NodeSync(ledger, cluster, clock, sink, DemandPolicy())
         service = PlacementService(ledger, clock, sink, DemandPolicy(), Random(4))
         assert len((await sync.sync()).joined) == 6
         created = await ledger.create_claim(

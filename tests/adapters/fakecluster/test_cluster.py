@@ -89,15 +89,20 @@ async def test_a_placeholder_that_fits_nowhere_brings_a_new_claim_ready_after_th
 
 
 async def test_a_placeholder_lands_on_spare_capacity_without_a_new_claim(
-    cluster: FakeCluster,
+    cluster: FakeCluster, clock: VirtualClock
 ) -> None:
+    """As Karpenter does: it provisions only for a Pod the scheduler could not place (its
+    ``IsProvisionable``: marked Unschedulable, not bound), so a placeholder that fits a node
+    that existed brings no new node, however long one waits (issue 41: no surge to count)."""
     old = cluster.add_node("pool", workload=CPU)
     spare = cluster.add_node("pool")
     await cluster.create_placeholder(placeholder(old))
+    cluster.advance_to(clock.now() + timedelta(hours=1))
     obs = await cluster.observe("pool")
     assert obs is not None
     assert len(obs.claims) == 2
-    assert obs.placeholders[0].node_name == spare
+    assert obs.placeholders[0].node_name == spare and obs.placeholders[0].phase == "Running"
+    assert sum(r.kind == "claim-created" for r in cluster.history) == 2  # the two added
 
 
 async def test_a_deleted_claim_drains_moves_its_pods_preempting_the_placeholder_then_goes(

@@ -50,6 +50,7 @@ from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
+from fleetgate.domain.capacity.relocation import Move, Verdict
 from fleetgate.domain.tokens import digest
 from tests.adapters.sql.test_faults import (
     after_first,
@@ -106,7 +107,7 @@ def changes(ledger: SqlLedger, clock: VirtualClock, name: str) -> Change:
     placements = PlacementService(ledger, clock, sink, DemandPolicy(), Random(1))
     claims = ClaimService(ledger, clock, sink)
     cluster = fake_cluster(clock)
-    sync = NodeSync(ledger, cluster, clock, sink, DemandPolicy(), Random(2))
+    sync = NodeSync(ledger, cluster, clock, sink, DemandPolicy())
     metrics = ReconcilerMetrics(CollectorRegistry())
     reconciler = loop.Reconciler(ledger, clock, sink, metrics)
     admin = NodeAdmin(ledger, clock, sink)
@@ -128,9 +129,8 @@ def changes(ledger: SqlLedger, clock: VirtualClock, name: str) -> Change:
         return audit
 
     async def relocate(pid: str) -> object:
-        placement = await ledger.placement(pid)
-        assert placement is not None
-        return await sync.relocate_one(placement)
+        # One planned move off node a (the sync carries out a plan move by move).
+        return await sync.carry_out("a", Verdict("a", 1, moves=(Move(pid, "b"),)))
 
     async def claimed(i: int) -> str:
         made = await ledger.create_claim(ClaimRequest(f"ns{i}", Resources(1, 0, 0), 3600))

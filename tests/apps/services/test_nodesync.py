@@ -11,6 +11,7 @@ from fleetgate.adapters.fakecluster.cluster import FakeCluster
 from fleetgate.apps.services import nodesync as svc
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.placement import PlacementService
+from fleetgate.apps.services.relocation import PlanReader
 from fleetgate.domain import nodesync as rules
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
@@ -34,7 +35,7 @@ def parts(
 ) -> tuple[FakeCluster, NodeSync, PlacementService]:
     cluster = fake(clock)
     sink = ledger.event_sink()
-    sync = NodeSync(ledger, cluster, clock, sink, DemandPolicy(), Random(1))
+    sync = NodeSync(ledger, cluster, clock, sink, DemandPolicy())
     return cluster, sync, PlacementService(ledger, clock, sink, DemandPolicy(), Random(2))
 
 
@@ -87,7 +88,7 @@ async def test_the_ledger_follows_the_clusters_cordon_but_keeps_an_operators(
     assert b is not None and not b.schedulable
 
 
-async def test_a_draining_nodes_placements_move_through_the_walk_exactly_once(
+async def test_a_draining_nodes_placements_move_by_its_plan_exactly_once(
     ledger: InMemoryLedger, clock: VirtualClock
 ) -> None:
     cluster, sync, service = parts(ledger, clock)
@@ -141,12 +142,37 @@ async def test_a_placement_released_during_a_relocation_is_simply_gone(
     cluster.add_node("p", "a")
     cluster.add_node("p", "b")
     await sync.sync()
-    (pid,) = await place(service, "a")
-    placement = await ledger.placement(pid)
-    assert placement is not None
-    await service.release("team", pid)
-    assert await sync.relocate_one(placement) is None
-    await check_ledger(ledger, set())
+    kept, (gone,) = await place(service, "a", 1), await place(service, "a")
+    plan = await PlanReader(ledger, sync.policy).plan("a")
+    assert {m.placement for m in plan.moves} == {*kept, gone}
+    await service.release("team", gone)  # after the plan was read, before it is carried out
+    assert await sync.carry_out("a", plan) == (1, 0)
+    await check_ledger(ledger, set(kept))
+    assert (await ledger.placement(kept[0])) is not None
+
+
+async def test_a_planned_move_whose_room_was_taken_since_leaves_the_placement_counted(
+    ledger: InMemoryLedger, clock: VirtualClock
+) -> None:
+    """The plan is read, then an admission takes its room before the move: the guarded move
+    refuses (never an over-commit), the placement stays where it is, and the next sync plans
+    again from what the ledger holds then."""
+    cluster, sync, service = parts(ledger, clock)
+    cluster.add_node("p", "a")
+    cluster.add_node("p", "b")
+    await sync.sync()
+    ids = set(await place(service, "a", 2))
+    plan = await PlanReader(ledger, sync.policy).plan("a")
+    assert plan.fits and {m.target for m in plan.moves} == {"b"}
+    ids |= set(await place(service, "b", 5))  # b: 10 of 12 vCPU, room for one more only
+    await ledger.cordon("a")
+    assert await sync.carry_out("a", plan) == (1, 1)
+    await check_ledger(ledger, ids)
+    refused = await ledger.events(kind=svc.RESCHEDULE_REFUSED)
+    failed = await ledger.events(kind=svc.RESCHEDULE_FAILED)
+    assert len(refused) == 1 and refused[0].event.data["node"] == "b"
+    assert len(failed) == 1 and failed[0].event.data["candidates"] == ["b"]
+    assert sorted(p.node for p in await ledger.placements() if p.id in ids) == ["a"] + ["b"] * 6
 
 
 async def test_operator_nodes_are_not_touched(ledger: InMemoryLedger, clock: VirtualClock) -> None:

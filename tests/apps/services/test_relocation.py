@@ -12,12 +12,11 @@ from fleetgate.apps.api.schemas.status import PoolRotationBody
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.apps.services.rotationstatus import RotationStatus
+from fleetgate.domain import nodesync
 from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.model import AdmitRequest, NodeMetrics, NodeSpec
-from fleetgate.domain.capacity.relocation import Snapshot, judge
-from fleetgate.domain.rotation.annotations import ACTIVE_ROTATION
 from fleetgate.domain.rotation.policy import RotationPolicy
 from tests.conftest import Backend
 from tests.e2e.test_rotate_held_for_capacity import load_placements, rig
@@ -32,50 +31,47 @@ async def _policies() -> list[RotationPolicy]:
     return [POLICY]
 
 
-async def test_each_loaded_node_is_judged_and_the_status_reports_the_hold(
+async def test_each_node_the_ledger_holds_is_planned_and_the_status_judges_as_the_controller(
     backend: Backend,
 ) -> None:
     clock = VirtualClock(T0)
     cluster, big, small = rig(clock, young=True)
     async with open_ledger(backend, clock) as ledger:
-        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy(), Random(3))
+        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy())
         await sync.sync()
         check = RelocationCheck(ledger, DemandPolicy())
         obs = await cluster.observe("general")
         assert obs is not None
-        assert await check.verdicts(obs) == {}  # nothing placed yet: nothing to judge
+        empty = await check.verdicts(obs)  # nothing placed yet: every node fits
+        assert set(empty) == {n.name for n in obs.nodes} and all(v.fits for v in empty.values())
         await load_placements(ledger, cluster, big, small)
         verdicts = await check.verdicts(obs)
-        assert verdicts is not None
         big_node = cluster.claims[big].node
         assert big_node is not None
         assert set(verdicts) == {n.name for n in obs.nodes}
-        assert not verdicts[big_node.name].fits
-        assert verdicts[big_node.name].shortfall() == Resources(8, 0, 0)
-        assert all(v.fits for name, v in verdicts.items() if name != big_node.name)
-        # Only a start is gated: with a rotation in flight the ledger is not read at all.
-        reads = check.reads
-        anchored = obs.with_changes({**obs.annotations, ACTIVE_ROTATION: big}, {}, {})
-        assert await check.verdicts(anchored) is None and check.reads == reads
-
+        # No surge is counted: the small nodes are full, big has 4 vCPU free.
+        assert verdicts[big_node.name].shortfall() == Resources(20, 0, 0)
+        assert all(not v.fits for v in verdicts.values())
+        # The status asks the ledger exactly when the controller would, and decides the same:
+        # none fits now, so the oldest starts on its surge (no hold at the start).
         status = RotationStatus(cluster, _policies, clock, relocation=check)
+        reads = check.reads
         (pool,) = await status.pools()
         body = PoolRotationBody.of(pool)
-        assert body.reason == "ledgerCapacity" and body.gate_until is None
-        assert body.ledger_hold is not None and body.ledger_hold["nodeclaim"] == big
-        assert body.ledger_hold["missing"] == {"cpus": 8, "memory_mb": 0, "disk_gb": 0}
+        assert check.reads == reads + 1 and body.rotating == big and body.ledger_hold is None
         (blind,) = await RotationStatus(cluster, _policies, clock).pools()
-        assert PoolRotationBody.of(blind).ledger_hold is None
+        assert PoolRotationBody.of(blind).rotating == big
 
 
 @pytest.mark.parametrize("enforcement", ["advisory", "hard"])
 @pytest.mark.parametrize("seed", range(4))
-async def test_the_judgement_is_the_relocation_the_node_sync_then_makes(
+async def test_the_verdict_is_the_relocation_the_node_sync_then_makes(
     backend: Backend, enforcement: str, seed: int
 ) -> None:
-    """Judged without a surge (nothing in the snapshot but real nodes), the verdict names the
-    very nodes the real relocation moves each placement to, and the very placements it leaves
-    behind, in both claim enforcement modes (a move never touches the claim side)."""
+    """Issue 41 item 3: the gate's verdict and the sync's relocation are one plan. On a random
+    fragmented ledger (some placements have nowhere to go), the sync moves each placement to
+    the very node the verdict names and leaves behind the very placements it strands, in both
+    claim enforcement modes (a move never touches the claim side)."""
     rng = Random(seed)
     clock = VirtualClock(T0)
     async with open_ledger(backend, clock, enforcement=enforcement) as ledger:
@@ -90,16 +86,38 @@ async def test_the_judgement_is_the_relocation_the_node_sync_then_makes(
             node = f"n{rng.randrange(5)}"
             await ledger.admit(AdmitRequest(rng.choice(["team", "web"]), node, size))
         source = "n0"
-        held = await ledger.placements(node=source)
-        snapshot = Snapshot(
-            source, tuple(await ledger.nodes()), await ledger.cluster(), tuple(held)
-        )
-        verdict = judge(snapshot, DemandPolicy(), Random(seed), surge=False)
+        verdicts = await RelocationCheck(ledger, DemandPolicy()).judge_nodes([source])
+        verdict = verdicts[source]
+        # The same ledger, read again, gets the same plan.
+        assert await RelocationCheck(ledger, DemandPolicy()).judge_nodes([source]) == verdicts
         await ledger.cordon(source)
-        sync = NodeSync(ledger, None, clock, ledger.event_sink(), DemandPolicy(), Random(seed))  # type: ignore[arg-type]
+        sync = NodeSync(ledger, None, clock, ledger.event_sink(), DemandPolicy())  # type: ignore[arg-type]
         moved, stranded = await sync.relocate(source)
-        assert (moved, stranded) == (len(verdict.targets), len(verdict.stranded))
+        assert (moved, stranded) == (len(verdict.moves), len(verdict.stranded))
         now = {p.id: p.node for p in await ledger.placements()}
         assert {pid: now[pid] for pid, _ in verdict.targets} == dict(verdict.targets)
         assert all(now[pid] == source for pid in verdict.stranded)
         await check_ledger(ledger, set(now))
+
+
+async def test_what_other_departures_must_move_counts_against_the_plans_room(
+    backend: Backend,
+) -> None:
+    """Issue 41 item 4: ``gone`` (another pool's node the sync took out of service: a rotation
+    in progress, or stranded placements) must still place its two 4-vCPU placements; the spare
+    room is theirs first. An operator's own cordon (no marker) is no departure."""
+    clock = VirtualClock(T0)
+    async with open_ledger(backend, clock) as ledger:
+        marker = {nodesync.CORDONED: "true", nodesync.SOURCE: "true"}
+        await ledger.add_node(NodeSpec("a", Capacity(4, 8192, 100), "p"))
+        await ledger.add_node(NodeSpec("spare", Capacity(4, 8192, 100), "p"))
+        await ledger.add_node(NodeSpec("gone", Capacity(4, 8192, 100), "q", marker))
+        for node in ("a", "a", "gone", "gone"):
+            assert (await ledger.admit(AdmitRequest("team", node, Resources(4, 512, 5)))).admitted
+        check = RelocationCheck(ledger, DemandPolicy())
+        assert (await check.judge_nodes(["a"]))["a"].fits  # gone still takes work
+        await ledger.cordon("gone")
+        behind = (await check.judge_nodes(["a"]))["a"]
+        assert len(behind.moves) == 1 and len(behind.stranded) == 1
+        await ledger.update_node(NodeSpec("gone", Capacity(4, 8192, 100), "q", {}))
+        assert (await check.judge_nodes(["a"]))["a"].fits  # an operator's cordon

@@ -115,6 +115,21 @@ def test_bad_input_exits_with_two_naming_the_input(tmp_path: Path) -> None:
     assert code == 2 and "--to" in err
 
 
+def test_a_bad_fleet_ledger_or_broken_yaml_is_one_line_exit_two(tmp_path: Path) -> None:
+    fleet = tmp_path / "fleet.yaml"
+    document = yaml.safe_load((EXAMPLES / "fleet-ledger.yaml").read_text(encoding="utf-8"))
+    document["fleet"]["ledger"]["nodes"]["small-1"]["placements"][0]["cpu"] = 4
+    fleet.write_text(yaml.safe_dump(document))
+    policy = str(EXAMPLES / "policy-simulate.yaml")
+    code, out, err = simulate(policy, "--fleet", str(fleet), *SPAN)
+    assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
+    assert "fleet.ledger.nodes.small-1.placements[0].cpu: unknown key" in err
+    fleet.write_text("fleet:\n  nodes: [{name: a\n  expireAfter: 14d\n")
+    code, out, err = simulate(policy, "--fleet", str(fleet), *SPAN)
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"--fleet {fleet}: invalid YAML at line 3, column" in err
+
+
 def test_a_fatal_diagnostic_exits_with_one_even_without_a_breach() -> None:
     # Provisioning slower than readyTimeout is labelled fatal: every surge fails. Two days are
     # too short for any node to reach its deadline, so only the severity can set the status.

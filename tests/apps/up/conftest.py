@@ -15,8 +15,9 @@ import pytest
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.apps.container import Container, up_container
 from fleetgate.apps.policyfile import load_policies
-from fleetgate.apps.settings import CapacitySettings, ControllerSettings, Settings
+from fleetgate.apps.settings import CapacitySettings, Settings
 from fleetgate.apps.up import fleet
+from fleetgate.apps.up.command import up_settings
 from fleetgate.apps.up.runtime import Cadence, UpRuntime, seed
 from fleetgate.apps.up.status import UpStatus
 from fleetgate.apps.up.workload import Workload
@@ -47,13 +48,15 @@ class Up:
 
 
 def up_test_settings(backend: Backend) -> Settings:
-    """``up``'s choices on the database under test, with a seeded ranking."""
-    return Settings(
-        database_url=backend.url,
-        database_session_variables=dict(backend.session_variables),
-        cluster="fake",
-        capacity=CapacitySettings(ranking_seed=11),
-        controller=ControllerSettings(policies=[fleet.DEFAULT_POLICIES], leader_election=False),
+    """``up``'s own choices (``up_settings``), on the database under test, seeded ranking."""
+    chosen = up_settings(
+        Settings(capacity=CapacitySettings(ranking_seed=11)), fleet.DEFAULT_POLICIES, 0
+    )
+    return chosen.model_copy(
+        update={
+            "database_url": backend.url,
+            "database_session_variables": dict(backend.session_variables),
+        }
     )
 
 

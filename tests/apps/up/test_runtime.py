@@ -107,3 +107,12 @@ async def test_the_demo_s_estimates_match_what_it_simulates(up: Up) -> None:
         kinds += [e.event.kind for e in batch]
         after = batch[-1].id
     assert "RotationStarted" in kinds and "EstimateDisagreesWithObservation" not in kinds
+
+
+def test_the_controller_and_the_status_judge_with_one_ledger_gate(up: Up) -> None:
+    """``up`` runs the node sync, so it sets ``controller.sync_ledger``: the controller and the
+    API's status then take the same ledger gate from the composition root (before issue 41 the
+    runtime handed the controller one by hand and the status said ``ledger_hold: null``)."""
+    assert up.container.settings().controller.sync_ledger
+    gate = up.container.relocation_check()
+    assert up.container.rotation_controller().relocation is gate

@@ -27,6 +27,7 @@ def lnode(
     source: bool = True,
     pool: str = "p",
     capacity: Capacity = CAP,
+    used: Resources = Resources(),
 ) -> NodeState:
     labels = {ns.SOURCE: "true"} if source else {}
     if marked:
@@ -37,7 +38,7 @@ def lnode(
         labels=labels,
         capacity=capacity,
         limits=Resources(12, 16384, 100),
-        used=Resources(),
+        used=used,
         expected_demand=0.0,
         metrics=NodeMetrics(),
         schedulable=schedulable,
@@ -185,13 +186,20 @@ def test_the_plan_is_in_name_order() -> None:
     assert [a.spec.name for a in actions if isinstance(a, ns.AddNode)] == ["a", "b"]
 
 
-# --- relocation candidates -------------------------------------------------------------------
+# --- what other departures hold ---------------------------------------------------------------
 
 
-def test_relocation_never_targets_the_source_or_a_cordoned_node() -> None:
-    nodes = [lnode("src"), lnode("off", schedulable=False), lnode("surge"), lnode("other")]
-    names = [n.name for n in ns.relocation_candidates(nodes, "src")]
-    assert names == ["surge", "other"]
+def test_only_nodes_fleetgate_took_out_of_service_and_holding_something_are_taken_out() -> None:
+    held = Resources(1, 1, 1)
+    nodes = [
+        lnode("src", schedulable=False, marked=True, used=held),
+        lnode("leaving", schedulable=False, marked=True, used=held),
+        lnode("empty", schedulable=False, marked=True),
+        lnode("operator", schedulable=False, used=held),  # an API cordon: not leaving
+        lnode("working", marked=True, used=held),  # marked, not yet cordoned
+    ]
+    assert ns.taken_out(nodes, "src") == ["leaving"]
+    assert ns.taken_out(nodes) == ["leaving", "src"]
 
 
 def test_applying_a_plan_leaves_nothing_more_to_do() -> None:

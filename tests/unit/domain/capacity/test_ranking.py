@@ -18,6 +18,7 @@ from fleetgate.domain.capacity.ranking import (
     bucket,
     eligible,
     load_fraction,
+    order_key,
     ram_fraction,
     rank,
     weight,
@@ -58,6 +59,14 @@ def test_unknown_metrics_fall_back_sensibly() -> None:
 def test_weight_is_headroom_times_free_memory_floored() -> None:
     assert weight(node("a", load=2.0, used_mb=500), 0.75) == (6 - 2) * 0.5
     assert weight(node("a", load=20.0, used_mb=1000), 0.75) == 0.1 * 0.1
+
+
+def test_the_order_without_the_shuffle_is_bucket_then_weight_then_name() -> None:
+    nodes = [node("b", load=1.0), node("busy", load=7.0), node("a", load=1.0), node("c")]
+    ordered = sorted(nodes, key=lambda n: order_key(n, 0.75))
+    assert [n.name for n in ordered] == ["c", "a", "b", "busy"]  # c: more headroom than a, b
+    n = nodes[0]
+    assert order_key(n, 0.75) == (bucket(n), -weight(n, 0.75), "b")
 
 
 def test_lower_buckets_always_come_first() -> None:

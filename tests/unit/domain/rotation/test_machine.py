@@ -28,8 +28,9 @@ from fleetgate.domain.rotation.cluster import (
     Taint,
 )
 from fleetgate.domain.rotation.context import Pass
+from fleetgate.domain.rotation.fallback import surgeless_fallback
 from fleetgate.domain.rotation.labelselector import LabelSelector
-from fleetgate.domain.rotation.machine import MachineConfig, PoolCensus, step, surgeless_fallback
+from fleetgate.domain.rotation.machine import MachineConfig, PoolCensus, step
 from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
 from fleetgate.domain.rotation.quiet import next_eligibility
 from fleetgate.domain.rotation.selection import DRIFTED_DUE, DriftRule

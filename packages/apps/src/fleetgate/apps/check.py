@@ -115,8 +115,10 @@ def run_check(
     except (PolicyFileError, PolicyError) as exc:
         _errors(*(error_markup(line) for line in getattr(exc, "errors", (str(exc),))))
         return EXIT_INVALID
-    _present(results, policy, fmt, headroom)
-    warned = any(r.findings for r in results) or bool(_ledger_findings(headroom))
+    never = expiry is None  # expireAfter: Never: a hold meets no forced expiry
+    expires = None if never else expire_after.strip()
+    _present(results, policy, fmt, headroom, expires)
+    warned = any(r.findings for r in results) or bool(_ledger_findings(headroom, expires))
     failed = any(r.fatal for r in results) or (strict and warned)
     return EXIT_FATAL if failed else EXIT_OK
 
@@ -130,17 +132,24 @@ def _errors(*lines: str) -> None:
         err.print(line, soft_wrap=True)
 
 
-def _ledger_findings(headroom: list[PoolHeadroom] | None) -> list[dict[str, str]]:
-    """The ``LedgerHeadroom`` findings; none (and no import of the forecast) without a ledger."""
+def _ledger_findings(
+    headroom: list[PoolHeadroom] | None, expires: str | None
+) -> list[dict[str, str]]:
+    """The ledger's findings (``LedgerHeadroom``, ``CapacityHoldMeetsExpiry``); none (and no
+    import of the forecast) without a ledger."""
     if headroom is None:
         return []
     from fleetgate.apps import ledgerforecast
 
-    return ledgerforecast.findings(headroom)
+    return ledgerforecast.findings(headroom, expires)
 
 
 def _present(
-    results: list[CheckResult], policy: Path, fmt: str, headroom: list[PoolHeadroom] | None
+    results: list[CheckResult],
+    policy: Path,
+    fmt: str,
+    headroom: list[PoolHeadroom] | None,
+    expires: str | None,
 ) -> None:
     """Print the results (and the ledger's headroom, when asked for) as ``--format`` asks."""
     if fmt in ("json", "yaml"):
@@ -148,14 +157,14 @@ def _present(
         if headroom is not None:
             from fleetgate.apps import ledgerforecast
 
-            ledger = {"ledger": ledgerforecast.report(headroom)}
+            ledger = {"ledger": ledgerforecast.report(headroom, expires)}
         reports = [r.report() | ledger for r in results]
         doc = reports[0] if len(reports) == 1 else reports
         print(json.dumps(doc, indent=2) if fmt == "json" else dump_yaml(doc))
     elif fmt == "name":  # the finding codes, one a line: what a script greps for
         codes = [f.code.value for r in results for f in r.derivation.findings]
         codes += [x.code.value for r in results if r.budgets for x in r.budgets.findings]
-        codes += [x["code"] for x in _ledger_findings(headroom)]
+        codes += [x["code"] for x in _ledger_findings(headroom, expires)]
         for code in dict.fromkeys(codes):
             print(code)
     else:  # table and wide: the table already shows every symbol and rule
@@ -168,9 +177,13 @@ def _present(
                 _print_budgets(out, r.budgets)
         if headroom is not None:
             from fleetgate.apps import ledgerforecast
+            from fleetgate.domain.capacity.headroom import LEDGER_HEADROOM
 
             for line in ledgerforecast.lines(headroom):
                 out.print(f"ledger: {line}", soft_wrap=True, markup=False)
+            for x in ledgerforecast.findings(headroom, expires):
+                if x["code"] != LEDGER_HEADROOM:  # the lines above say those
+                    out.print(f"ledger: {x['code']}: {x['message']}", soft_wrap=True, markup=False)
 
 
 def read_nodepool_budgets(path: Path) -> tuple[Budget, ...]:

@@ -117,6 +117,16 @@ EVENTS = View(
     name=lambda r: str(r.id),
 )
 
+
+def ledger_hold(hold: Any) -> str | None:
+    """Gate 9's hold in one cell: the node, what would be stranded, what is missing."""
+    if not hold:
+        return None
+    missing = ",".join(f"{d}={v}" for d, v in (hold.get("missing") or {}).items() if v)
+    stranded = f"{hold.get('stranded')}/{hold.get('placements')} stranded"
+    return f"{hold.get('node')}: {stranded}" + (f", missing {missing}" if missing else "")
+
+
 STATUS = View(
     columns=(
         Column("POOL", lambda r: r.pool),
@@ -131,6 +141,7 @@ STATUS = View(
         Column("WINDOW_END", lambda r: when(r.next_window_end), wide=True),
         Column("C", lambda r: r.throughput_capacity, wide=True),
         Column("GATE_UNTIL", _iso("gate_until"), wide=True),
+        Column("LEDGER_HOLD", lambda r: ledger_hold(r.ledger_hold), wide=True),
         Column("FINDINGS", lambda r: ",".join(r.findings), wide=True),
     ),
     name=lambda r: str(r.pool),

@@ -79,6 +79,9 @@ DESCRIPTIONS: dict[str, str] = {
     "controller.metrics_port": "Port of the controller's `/metrics` (null: not served).",
     "controller.probes_port": "Port of `/healthz` and `/readyz` (null: not served).",
     "controller.sync_ledger": "Follow the cluster into the capacity ledger after every round.",
+    "controller.ledger_gate_enabled": "With `sync_ledger`: never begin a drain whose ledger "
+    "placements would not all find room (gate `ledgerCapacity`, [rotation.md](rotation.md#the-"
+    "ledger-gate-ledgercapacity)); `false` drains regardless, to compare or step out of the way.",
     "controller.reference_controller_gone": (
         "node-rotation-controller is uninstalled: release the markers it left (migration step 5)."
     ),

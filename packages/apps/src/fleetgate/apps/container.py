@@ -108,6 +108,17 @@ def _dry_run(service: PlacementService, ledger: Any, clock: Any, settings: Setti
     )
 
 
+def _ledger_gate(
+    settings: Settings, relocation: Callable[[], RelocationCheck]
+) -> RelocationCheck | None:
+    # Gate 9's judge, decided here once for the controller and the status alike: with the node
+    # sync on (and the gate not switched off), the controller judges a node's ledger placements
+    # before it drains it, and the status must report what that controller would (issue 41: a
+    # status built without it said ledger_hold: null during a hold the controller showed).
+    ctl = settings.controller
+    return relocation() if ctl.sync_ledger and ctl.ledger_gate_enabled else None
+
+
 def _rotation_status(
     settings: Settings,
     cluster: ClusterGateway,
@@ -115,14 +126,13 @@ def _rotation_status(
     config: MachineConfig,
     relocation: Callable[[], RelocationCheck],
 ) -> RotationStatus:
-    # The same policies, machine configuration and (with the node sync) ledger gate the
-    # controller of this process would use.
+    # The same policies, machine configuration and ledger gate as the controller.
     return RotationStatus(
         cluster,
         policy_source(settings.controller.policies, cluster),
         clock,
         config,
-        relocation() if settings.controller.sync_ledger else None,
+        _ledger_gate(settings, relocation),
     )
 
 
@@ -143,17 +153,14 @@ def _node_sync(
     clock: Clock,
     events: EventSink,
     policy: DemandPolicy,
-    settings: Settings,
 ) -> NodeSync:
-    # Relocations walk with the same demand policy and seed as new placements.
-    return NodeSync(ledger, cluster, clock, events, policy, Random(settings.capacity.ranking_seed))
+    # Relocations carry out plans judged with the same demand policy as new placements.
+    return NodeSync(ledger, cluster, clock, events, policy)
 
 
-def _relocation_check(
-    ledger: CapacityLedger, policy: DemandPolicy, settings: Settings
-) -> RelocationCheck:
-    # Gate 9 judges with the relocation's own demand policy; its ranking seed fixes the order.
-    return RelocationCheck(ledger, policy, settings.capacity.ranking_seed or 0)
+def _relocation_check(ledger: CapacityLedger, policy: DemandPolicy) -> RelocationCheck:
+    # Gate 9 judges the relocation plan with the node sync's own demand policy.
+    return RelocationCheck(ledger, policy)
 
 
 def _cluster(pm: pluggy.PluginManager, settings: Settings, clock: Clock) -> ClusterGateway:
@@ -189,6 +196,7 @@ def _rotation_controller(
     events: EventSink,
     registry: CollectorRegistry,
     config: MachineConfig,
+    relocation: Callable[[], RelocationCheck],
 ) -> RotationController:
     ctl = settings.controller
     # The placeholder image and priority class reach the cluster on each PlaceholderSpec only.
@@ -201,6 +209,7 @@ def _rotation_controller(
         config,
         placeholder_image=ctl.placeholder_image,
         priority_class=ctl.priority_class,
+        relocation=_ledger_gate(settings, relocation),
     )
 
 
@@ -260,12 +269,9 @@ def _up_runtime(
     status: UpStatus,
     speed: float,
     cadence: Cadence,
-    relocation: RelocationCheck,
 ) -> UpRuntime:
     from fleetgate.apps.up.runtime import UpRuntime
 
-    # ``up`` runs the controller with the node sync, so its ledger gate (issue 33) is on too.
-    controller.relocation = relocation
     return UpRuntime(
         clock=clock,
         cluster=cluster,
@@ -325,11 +331,8 @@ class Container(containers.DeclarativeContainer):
         clock=clock,
         events=capacity_events,
         policy=demand_policy,
-        settings=settings,
     )
-    relocation_check = providers.Singleton(
-        _relocation_check, ledger=ledger, policy=demand_policy, settings=settings
-    )
+    relocation_check = providers.Singleton(_relocation_check, ledger=ledger, policy=demand_policy)
     claim_service = providers.Singleton(
         ClaimService, ledger=ledger, clock=clock, events=capacity_events
     )
@@ -359,6 +362,7 @@ class Container(containers.DeclarativeContainer):
         events=rotation_events,
         registry=metrics_registry,
         config=machine_config,
+        relocation=relocation_check.provider,
     )
     simulator = providers.Singleton(_simulator)
     # `fleetgate up` (up_container): the workload, the status, and the runtime driving them all.
@@ -393,7 +397,6 @@ class Container(containers.DeclarativeContainer):
         status=up_status,
         speed=up_speed,
         cadence=up_cadence,
-        relocation=relocation_check,
     )
 
 

@@ -13,10 +13,16 @@ from pathlib import Path
 
 import yaml
 
+from fleetgate.apps.yamlfile import describe_yaml_error
 from fleetgate.domain.rotation.manifest import policy_from_manifest
 from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
 
-__all__ = ["PolicyFileError", "load_policies", "load_policy", "policies_from_text"]
+__all__ = [
+    "PolicyFileError",
+    "load_policies",
+    "load_policy",
+    "policies_from_text",
+]
 
 
 class PolicyFileError(ValueError):
@@ -71,7 +77,7 @@ def policies_from_text(text: str, source: str = "<policy>") -> list[RotationPoli
     try:
         documents = [d for d in yaml.load_all(text, Loader=_KubernetesLoader) if d is not None]
     except yaml.YAMLError as exc:
-        raise PolicyFileError([f"{source}: {_describe_yaml_error(exc)}"]) from exc
+        raise PolicyFileError([f"{source}: {describe_yaml_error(exc)}"]) from exc
     except RecursionError:  # PyYAML composes nested collections recursively
         raise PolicyFileError([f"{source}: invalid YAML: nested too deeply"]) from None
     if not documents:
@@ -87,12 +93,3 @@ def policies_from_text(text: str, source: str = "<policy>") -> list[RotationPoli
     if errors:
         raise PolicyFileError(errors)
     return policies
-
-
-def _describe_yaml_error(exc: yaml.YAMLError) -> str:
-    """'line L, column C: problem' for a YAML syntax error."""
-    mark = getattr(exc, "problem_mark", None)
-    problem = getattr(exc, "problem", None) or str(exc)
-    if mark is None:
-        return f"invalid YAML: {problem}"
-    return f"invalid YAML at line {mark.line + 1}, column {mark.column + 1}: {problem}"

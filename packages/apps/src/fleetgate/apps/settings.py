@@ -158,6 +158,10 @@ class ControllerSettings(_Section):
     # The ledger follows the cluster after every round: nodes join when Ready, a node being
     # rotated is cordoned there too, and its placements are re-admitted elsewhere.
     sync_ledger: bool = False
+    # With sync_ledger: judge each node's relocation plan before its drain begins (gate 9,
+    # ledgerCapacity). Off, nodes drain whether or not their placements have room: a switch to
+    # compare, or to step out of the way; the node sync still relocates what it can.
+    ledger_gate_enabled: bool = True
     # Set at the migration guide's last step, once node-rotation-controller is uninstalled: the
     # controller then releases the markers that controller owned (docs/migrating-from-...).
     reference_controller_gone: bool = False

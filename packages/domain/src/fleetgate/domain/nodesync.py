@@ -10,7 +10,8 @@ writes that bring it in line, in the order they must be applied:
   placed on a node that is going away; fleetgate marks the cordon it applied (the
   ``fleetgate.io/cordoned`` label, set *before* the cordon) and lifts only cordons so marked, so
   an operator's own cordon through the API survives the cluster uncordoning the node;
-* the placements of a draining (or vanished) node are relocated through the normal walk;
+* the placements of a draining (or vanished) node are relocated by the node's relocation plan
+  (``capacity.relocation.plan``, the very plan the rotation's ledger gate judged);
 * a node that has left the cluster leaves the ledger, but only once it holds nothing.
 
 Ledger nodes the sync never adopted (no ``fleetgate.io/cluster-node`` label, and no cluster node
@@ -25,7 +26,6 @@ from dataclasses import dataclass, replace
 
 from fleetgate.domain.capacity.dimensions import Capacity
 from fleetgate.domain.capacity.model import NodeSpec, NodeState
-from fleetgate.domain.capacity.ranking import eligible
 from fleetgate.domain.rotation.annotations import CORDONED as ROTATION_CORDONED
 from fleetgate.domain.rotation.cluster import PoolObservation
 
@@ -245,14 +245,17 @@ def plan(
     return [a for a in actions if not isinstance(a, Relocate | RemoveNode)] + last
 
 
-def relocation_candidates(nodes: Sequence[NodeState], source: str) -> list[NodeState]:
-    """Where a placement displaced from ``source`` may go: every schedulable node but ``source``.
-
-    The same candidates a new placement would have (a surge node that has joined included);
-    ``source`` is excluded even while the ledger still shows it schedulable (the cordon may not
-    have landed yet), so a relocation can never "move" a placement onto the node it leaves.
-    """
-    return [n for n in eligible(nodes) if n.name != source]
+def taken_out(nodes: Sequence[NodeState], source: str | None = None) -> list[str]:
+    """The ledger nodes, but ``source``, that fleetgate took out of service because the cluster
+    cordoned, drained or lost them (marker set, not schedulable) and that hold anything: what
+    they hold is stranded there, or will have to move when their rotation drains them. A
+    relocation plan counts it against the room it may use (``relocation.Snapshot.elsewhere``).
+    An operator's own cordon through the API (no marker) is not a departure."""
+    return sorted(
+        n.name
+        for n in nodes
+        if n.name != source and not n.schedulable and _marked(n) and not n.used.is_zero()
+    )
 
 
 __all__ = [
@@ -271,5 +274,5 @@ __all__ = [
     "cluster_nodes",
     "node_spec",
     "plan",
-    "relocation_candidates",
+    "taken_out",
 ]

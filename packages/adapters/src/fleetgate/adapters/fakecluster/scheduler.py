@@ -4,7 +4,10 @@ Pending Pods are taken highest priority first, oldest first. Each is bound to th
 schedulable node of its pool with room (nodes the Pod would rather avoid come last); failing that
 a workload Pod preempts lower-priority Pods (placeholders); failing that the Pod is nominated to
 an in-flight claim with room, or Karpenter launches a new claim for it, unless the pool is out of
-capacity or over its limits, in which case the Pod is marked Unschedulable. As in Karpenter, a
+capacity or over its limits, in which case the Pod is marked Unschedulable. As in Karpenter,
+whose provisioner acts only on a Pod the kube-scheduler marked Unschedulable and did not bind
+(``IsProvisionable``), a placeholder that fits a node that already exists is bound there and
+nothing is launched: the rotation then has no new node to count (issue 41). As in Karpenter, a
 static NodePool (``spec.replicas`` set) and a NodePool whose Ready condition is not True never
 provision for a pending Pod (see ``KarpenterLifecycle.refuses_to_provision``).
 

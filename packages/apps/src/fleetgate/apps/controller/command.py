@@ -100,8 +100,7 @@ def run_controller(once: bool) -> int:
     async def with_ledger() -> int:
         await start_ledger(ledger, settings.database_url)  # else one line, exit 1 (cli.main)
         try:
-            sync = container.node_sync()
-            controller.relocation = container.relocation_check()
+            sync = container.node_sync()  # the controller's ledger gate is the container's wiring
             return await _main(controller, once, settings, container.metrics_registry(), sync.sync)
         finally:
             await ledger.close()

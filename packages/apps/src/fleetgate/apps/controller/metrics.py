@@ -14,6 +14,7 @@ beside them, read from the same series (``nrc_series``).
 from __future__ import annotations
 
 import contextlib
+import math
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -23,7 +24,6 @@ from fleetgate.apps.controller.nrc_series import NrcSeries
 from fleetgate.apps.reconciler.metrics import deprecated
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.rotation.governance import Status
-from fleetgate.domain.rotation.ledger_gate import LedgerBlocked
 from fleetgate.domain.rotation.machine import PoolReport
 
 PREFIX = "fleetgate_rotation_"
@@ -71,7 +71,14 @@ class RotationMetrics:
         self.drain_stuck = gauge("drain_stuck", "1 when the drain outlived its bound.")
         self.retry_count = gauge("retry_count", "Highest retry count among the pool's claims.")
         self.ledger_held = gauge(
-            "ledger_held", "1 when no start: a node's ledger placements would not fit elsewhere."
+            "ledger_held",
+            "1 while gate 9 holds a node (its start or its drain): its ledger placements would "
+            "not fit elsewhere.",
+        )
+        self.ledger_hold_expiry = gauge(
+            "ledger_hold_expires_in_seconds",
+            "Seconds until the held node's forced expiry, when Karpenter drains it held or not "
+            "(0 while not held; +Inf when it never expires).",
         )
         # One unit per metric (decisions.md 20): vCPUs apart from bytes.
         self.ledger_missing_cpus = gauge(
@@ -195,12 +202,16 @@ class RotationMetrics:
 def _ledger_values(
     m: RotationMetrics, report: PoolReport
 ) -> list[tuple[Gauge, float, tuple[str, ...]]]:
-    """Gate 9's gauges: held, and the shortfall per dimension (zero while not held)."""
-    blocked = report.blocked
-    verdict = blocked.verdict if isinstance(blocked, LedgerBlocked) else None
-    short = Resources() if verdict is None else verdict.shortfall()
+    """Gate 9's gauges: held, the time left to the held node's forced expiry, and the shortfall
+    per dimension (zero while not held)."""
+    hold = report.ledger_hold
+    short = Resources() if hold is None else hold.verdict.shortfall()
+    left = 0.0 if hold is None else math.inf
+    if hold is not None and hold.time_left is not None:
+        left = hold.time_left.total_seconds()
     return [
-        (m.ledger_held, 0 if verdict is None else 1, ()),
+        (m.ledger_held, 0 if hold is None else 1, ()),
+        (m.ledger_hold_expiry, left, ()),
         (m.ledger_missing_cpus, short.cpus, ()),
         # The ledger's MB and GB are MiB and GiB.
         (m.ledger_missing_bytes, short.memory_mb * 2**20, ("memory",)),

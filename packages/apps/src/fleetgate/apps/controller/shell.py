@@ -181,12 +181,11 @@ class RotationController:
             return PassResult(pool, None)
         policies = await self.policies()
         result = self.step(pool, obs, policies, now)
-        if self.relocation is not None and result.started is not None:
-            # Gate 9 is the last gate, so the ledger is read only when a start is otherwise
-            # decided (and every pass while a pool is held): then the step decides again with it.
-            verdicts = await self.relocation.verdicts(obs)
-            if verdicts:
-                result = self.step(pool, obs, policies, now, verdicts)
+        if self.relocation is not None and result.needs_ledger:
+            # Gate 9: the ledger is read only when the step decided a start or a NodeClaim's
+            # deletion (a drain, a surge's rollback), and every pass while one is held; the
+            # step then decides again with the plans.
+            result = self.step(pool, obs, policies, now, await self.relocation.verdicts(obs))
         outcome = PassResult(pool, result, requeue_at=result.requeue_at)
         memo = _Memo()
         try:

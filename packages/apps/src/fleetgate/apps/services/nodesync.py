@@ -8,19 +8,19 @@ the ledger itself; it changes the cluster, and the sync follows — so a control
 between its write and the ledger's cannot leave the two halves disagreeing for longer than one
 sync.
 
-A relocation is the placement walk of ``services.placement`` applied to a move (capacity spec
-5.3, "reschedule"): rank every schedulable node but the source, try each with the demand clause,
-then one waiver pass over the candidates refused on demand alone; every try is one guarded
-``move`` transaction, so a placement is on exactly one node at every instant and no guard is
-ever bypassed. A placement no node can take stays where it is (counted, never lost) and is
-retried by the next sync.
+A relocation carries out the node's relocation plan (``capacity.relocation.plan``, read through
+``services.relocation.PlanReader``): the placement walk of capacity spec 5.3 ("reschedule"),
+decided once and deterministically, largest placements first, so the rotation's ledger gate
+judged exactly this relocation. Every planned move is one guarded ``move`` transaction, so a
+placement is on exactly one node at every instant and no guard is ever bypassed. A placement no
+node can take, or whose planned room was taken since, stays where it is (counted, never lost)
+and is planned again by the next sync.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from random import Random
 from typing import Protocol
 
 from fleetgate.apps.services.audit import (
@@ -30,14 +30,14 @@ from fleetgate.apps.services.audit import (
     NODE_UNCORDONED,
     AuditEvents,
 )
-from fleetgate.apps.services.walking import try_candidates
+from fleetgate.apps.services.relocation import PlanReader
 from fleetgate.domain import nodesync
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
 from fleetgate.domain.capacity.errors import NodeBusy, NodeExists, NodeNotFound, PlacementNotFound
-from fleetgate.domain.capacity.model import Admission, MoveRequest, NodeState, Placement
-from fleetgate.domain.capacity.ranking import rank
-from fleetgate.domain.capacity.walk import Attempt, Walk
-from fleetgate.domain.events import Event
+from fleetgate.domain.capacity.model import MoveRequest, NodeState
+from fleetgate.domain.capacity.relocation import Move, Verdict
+from fleetgate.domain.capacity.walk import Attempt
+from fleetgate.domain.events import Level
 from fleetgate.domain.ports import Admissions, Clock, ClusterGateway, EventSink, NodeInventory
 
 RESCHEDULE_REFUSED = "reschedule candidate refused by capacity guard"
@@ -87,7 +87,6 @@ class NodeSync:
         clock: Clock,
         events: EventSink,
         policy: DemandPolicy | None = None,
-        rng: Random | None = None,
     ) -> None:
         self._ledger = ledger
         self._cluster = cluster
@@ -95,7 +94,6 @@ class NodeSync:
         self._events = events
         self._event = AuditEvents(clock)
         self.policy = policy or DemandPolicy()
-        self._rng = rng or Random()
         self._lock = asyncio.Lock()
 
     async def observe(self) -> list[nodesync.ClusterNode]:
@@ -174,59 +172,82 @@ class NodeSync:
             pass
 
     async def relocate(self, source: str) -> tuple[int, int]:
-        """Move every placement off ``source``; return (moved, left behind)."""
+        """Carry out the relocation plan of ``source``; return (moved, left behind).
+
+        The plan is ``capacity.relocation.plan`` over a fresh read (``PlanReader``): the very
+        plan the rotation's ledger gate judged for the same ledger. Each planned move is one
+        guarded ``move`` onto its planned node (the demand clause waived where the plan waived
+        it); a move refused because the room was taken since, and a placement the plan strands,
+        stay where they are, counted, and are planned again by the next sync.
+        """
+        return await self.carry_out(
+            source, await PlanReader(self._ledger, self.policy).plan(source)
+        )
+
+    async def carry_out(self, source: str, verdict: Verdict) -> tuple[int, int]:
+        """Make the moves of ``verdict`` (the plan of ``source``); return (moved, left behind).
+        A placement released or moved since the plan was read is simply not there to move."""
         moved = stranded = 0
-        for placement in await self._ledger.placements(node=source):
-            target = await self.relocate_one(placement)
-            if target is not None:
-                moved += 1
-            elif await self._ledger.placement(placement.id) is not None:
-                stranded += 1
+        for move in verdict.moves:
+            outcome = await self._move(source, move)
+            moved += outcome is True
+            stranded += outcome is False
+        for pid in verdict.stranded:
+            placement = await self._ledger.placement(pid)
+            if placement is None or placement.node != source:
+                continue  # released (or moved by someone else) since the plan was read
+            stranded += 1
+            walk = verdict.walks[pid]
+            await self._events.emit(
+                [self._event.walked(RESCHEDULE_FAILED, pid, placement.namespace, walk, node=source)]
+            )
         return moved, stranded
 
-    async def relocate_one(self, placement: Placement) -> str | None:
-        """Re-admit one placement elsewhere through the walk; the node it landed on, or None."""
-        source, ns, pid = placement.node, placement.namespace, placement.id
-        nodes = await self._ledger.nodes()
-        ranked = rank(
-            nodesync.relocation_candidates(nodes, source), self.policy.target_load, self._rng
-        )
-        walk = Walk(tuple(r.node.name for r in ranked))
+    async def _move(self, source: str, move: Move) -> bool | None:
+        """One planned move: True when made, False when refused (the placement stays), None when
+        there was nothing left to move (released meanwhile)."""
+        placement = await self._ledger.placement(move.placement)
+        if placement is None or placement.node != source:
+            return None  # released, or already moved, since the plan was read
+        ns, pid = placement.namespace, placement.id
+        step = Attempt(move.target, enforce_demand=not move.waived)
+        target_load = step.target_load(self.policy.target_load)
         demand = charge(placement.resources.cpus, self.policy.demand_per_vcpu)
-        events: list[Event] = []
-
-        async def attempt(step: Attempt) -> Admission | None:
-            target_load = step.target_load(self.policy.target_load)
-            request = MoveRequest(pid, step.node, demand, target_load, True, ns)
-            redirected = self._event(
-                REDIRECTED,
-                pid,
-                ns,
-                node=source,
-                target_node=step.node,
-                reason="node draining",
-                waived=not step.enforce_demand,
-            )
-            # The walk's refusals so far and the redirection commit with the move (spec order).
-            try:
-                result = await self._ledger.move(request, audit=lambda _: [*events, redirected])
-            except NodeNotFound:
-                return None  # the candidate left the ledger since it was ranked
-            if result.denial is not None:
-                events.append(self._event.refused(RESCHEDULE_REFUSED, pid, ns, step, result.denial))
-            else:
-                events.append(redirected)
-            return result
-
+        request = MoveRequest(pid, move.target, demand, target_load, True, ns)
+        redirected = self._event(
+            REDIRECTED,
+            pid,
+            ns,
+            node=source,
+            target_node=move.target,
+            reason="node draining",
+            waived=move.waived,
+        )
         try:
-            await try_candidates(walk, attempt)
+            result = await self._ledger.move(request, audit=lambda _: [redirected])
         except PlacementNotFound:
-            await self._events.emit(events)
-            return None  # released meanwhile: nothing left to relocate
-        if walk.admitted_on is None:
-            events.append(self._event.walked(RESCHEDULE_FAILED, pid, ns, walk, node=source))
-        await self._events.emit(events)
-        return walk.admitted_on
+            return None
+        except NodeNotFound:  # the planned node left the ledger since the plan was read
+            result = None
+        if result is not None and result.denial is None:
+            await self._events.emit([redirected])
+            return True
+        denials = {}
+        events = []
+        if result is not None and result.denial is not None:
+            events.append(self._event.refused(RESCHEDULE_REFUSED, pid, ns, step, result.denial))
+            denials[move.target] = result.denial.as_dict()
+        failed = self._event(
+            RESCHEDULE_FAILED,
+            pid,
+            ns,
+            Level.WARNING,
+            node=source,
+            candidates=[move.target],
+            denials=denials,
+        )
+        await self._events.emit([*events, failed])
+        return False
 
 
 __all__ = [

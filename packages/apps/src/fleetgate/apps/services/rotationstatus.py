@@ -59,8 +59,8 @@ class RotationStatus:
             if obs is None:  # gone between the list and the read
                 continue
             found = step(obs, policies, now, self._config)
-            if self._relocation is not None and found.started is not None:
-                verdicts = await self._relocation.verdicts(obs)  # as the controller asks
+            if self._relocation is not None and found.needs_ledger:  # as the controller asks
+                verdicts = await self._relocation.verdicts(obs)
                 found = step(obs, policies, now, self._config, relocation=verdicts)
             report = found.report
             out.append(PoolStatus(pool, len(obs.claims), report, _next_window(report, now)))

@@ -29,6 +29,7 @@ from fleetgate.apps.simulate.lineage import Lineage, build_lineage
 from fleetgate.apps.simulate.recorder import Recorder
 from fleetgate.apps.simulate.report import headline
 from fleetgate.apps.simulate.run import Diagnostic
+from fleetgate.domain.capacity.headroom import CAPACITY_HOLD_MEETS_EXPIRY, WAYS_OUT
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.ports import Clock, SimulatedCluster
 from fleetgate.domain.rotation.budget_forecast import BudgetForecast, forecast_budgets
@@ -320,6 +321,8 @@ def _result(
     drains = run.drain_events(world.cluster)
     summary = _summary(fleet, lineage, drains, passes)
     diagnostics += _outcome_diagnostics(summary)
+    if ledger is not None:
+        diagnostics += _holds_meeting_expiry(ledger_events or [], lineage)
     if ledger is not None and (ledger["strandedAtEnd"] or ledger["lost"]):
         message = (
             f"{ledger['strandedAtEnd']} placement(s) stranded and "
@@ -341,6 +344,37 @@ def _result(
         simulated_through=through,
         ledger=ledger,
     )
+
+
+def _holds_meeting_expiry(events: list[dict[str, Any]], lineage: Lineage) -> list[Diagnostic]:
+    """``CapacityHoldMeetsExpiry`` (a warning) for each node the ledger gate held and that was
+    never rotated since: it reached its forced expiry (Karpenter drained it, held or not), or,
+    still there at the end, it meets it unless room appears."""
+    held_from: dict[str, str] = {}
+    for e in events:
+        if e["type"] == "held-for-capacity":
+            held_from.setdefault(e["node"], run.instant(e["at"]))
+    rotated = {r["node"] for r in lineage.rotations if r["outcome"] == "success"}
+    breached = {e["node"]: run.instant(e["at"]) for e in lineage.breach_events}
+    alive = {g["name"]: g["deadline"] for g in lineage.generations if g["removedAt"] is None}
+    out = []
+    for node, since in sorted(held_from.items()):
+        if node in breached and node not in rotated:
+            message = (
+                f"node {node}, held for capacity from {since}, reached its forced expiry at "
+                f"{breached[node]} still held: Karpenter drained it held or not, and what had "
+                f"no room was stranded. Ways out: {WAYS_OUT}"
+            )
+        elif node not in rotated and alive.get(node):
+            message = (
+                f"node {node}, held for capacity since {since}, is still unrotated at the end of "
+                f"the run; unless room appears, Karpenter force-expires it at {alive[node]} and "
+                f"drains it held or not. Ways out: {WAYS_OUT}"
+            )
+        else:
+            continue
+        out.append(Diagnostic("warning", CAPACITY_HOLD_MEETS_EXPIRY, message))
+    return out
 
 
 def _summary(fleet: Fleet, lineage: Lineage, drains: list[dict[str, Any]], passes: int) -> Summary:

@@ -10,42 +10,44 @@ relocations, any stranded placement and the gate::
       ledger:
         nodeCpu: 4                 # the threads of the nodes the pool launches (default 4)
         enforcement: advisory      # claims: advisory (default) or hard
+        gate: true                 # the controller's ledger gate (false: drain blind, to compare)
         nodes:                     # per listed node: its threads and its placements
           big:
             cpu: 8
             placements: [{namespace: team, cpus: 4, memoryMb: 1024, diskGb: 5, count: 5}]
-          small-1: {placements: [{cpus: 4, memoryMb: 1024, diskGb: 5, count: 3}]}
+          small-1: {workloadCpu: 1, placements: [{cpus: 4, memoryMb: 1024, diskGb: 5, count: 3}]}
         claims: [{namespace: team, cpus: 24, memoryMb: 8192, diskGb: 50}]
         addNodes: [{at: "2024-01-01T06:00:00Z", cpu: 4}]   # an operator adds capacity
 
-A node's threads become its allocatable CPU (memory 4 GiB a thread); the ledger's limits follow
-from them by the default overcommit (3 vCPUs a thread). Nothing here touches the fake cluster's
-internals: nodes are added through its public ``add_node``.
+The section is read by :mod:`fleetgate.apps.ledgerfile` (the one definition of its format, which
+also refuses placements beyond a node's limits). A node's threads become its allocatable CPU
+(memory 4 GiB a thread); the ledger's limits follow from them by the default overcommit (3 vCPUs
+a thread). Nothing here touches the fake cluster's internals: nodes are added through its public
+``add_node``.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from random import Random
 from typing import Any
 
+from fleetgate.apps import ledgerfile
 from fleetgate.apps.controller.shell import PassResult, RotationController
+from fleetgate.apps.ledgerfile import FleetLedger, allocatable
 from fleetgate.apps.services.nodesync import NodeSync
 from fleetgate.apps.services.relocation import RelocationCheck
-from fleetgate.domain.capacity.claims import ClaimRequest, enforcement_of
+from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.demand import DemandPolicy
-from fleetgate.domain.capacity.dimensions import Resources
-from fleetgate.domain.capacity.model import AdmitRequest, check_namespace
+from fleetgate.domain.capacity.model import AdmitRequest
 from fleetgate.domain.ports import CapacityLedger, SimulatedCluster
 from fleetgate.domain.rotation import actions as act
 from fleetgate.domain.rotation.annotations import format_timestamp
 from fleetgate.domain.rotation.ledger_gate import HELD
 
-GIB_MILLI = 2**30 * 1_000
-DEFAULT_THREADS = 4
+DEFAULT_THREADS = ledgerfile.DEFAULT_THREADS
 WORKLOAD_SHARE = 3 / 4
 """Each node's workload Pod asks for this share of the CPU of the smaller of the node and the
 nodes the pool launches: a replacement can always host it, and on nodes of one size no
@@ -54,120 +56,12 @@ CLAIM_SECONDS = 10 * 365 * 24 * 3600
 
 
 class LedgerError(ValueError):
-    """``fleet.ledger`` is invalid; the message names the field and the reason."""
-
-
-@dataclass(frozen=True)
-class Batch:
-    """``count`` alike placements of ``size`` for ``namespace``."""
-
-    namespace: str
-    size: Resources
-    count: int
-
-
-@dataclass(frozen=True)
-class FleetLedger:
-    """What ``fleet.ledger`` declares."""
-
-    node_threads: int = DEFAULT_THREADS
-    enforcement: str = "advisory"
-    threads: Mapping[str, int] = field(default_factory=dict)
-    placements: Mapping[str, tuple[Batch, ...]] = field(default_factory=dict)
-    claims: tuple[tuple[str, Resources], ...] = ()
-    add_nodes: tuple[tuple[datetime, int], ...] = ()
-
-
-def allocatable(threads: int) -> dict[str, int]:
-    """A node of ``threads`` CPUs as the fake cluster takes it (milli-units)."""
-    return {"cpu": 1000 * threads, "memory": 4 * threads * GIB_MILLI, "pods": 110_000}
+    """The ledger the fleet declares could not be set up (a claim the ledger refused)."""
 
 
 def workload(threads: int) -> dict[str, int]:
     """The workload Pod of a node of ``threads`` CPUs."""
     return {"cpu": int(1000 * threads * WORKLOAD_SHARE)}
-
-
-def _whole(value: Any, path: str, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= 10_000_000:
-        raise LedgerError(f"{path}: must be a whole number from {low}")
-    return value
-
-
-def _size(item: Mapping[str, Any], path: str) -> Resources:
-    unknown = set(item) - {"namespace", "cpus", "memoryMb", "diskGb", "count"}
-    if unknown:
-        raise LedgerError(f"{path}: unknown keys {sorted(unknown)}")
-    return Resources(
-        _whole(item.get("cpus", 0), f"{path}.cpus"),
-        _whole(item.get("memoryMb", 0), f"{path}.memoryMb"),
-        _whole(item.get("diskGb", 0), f"{path}.diskGb"),
-    )
-
-
-def _namespace(item: Mapping[str, Any], path: str) -> str:
-    try:
-        return check_namespace(item.get("namespace", "default"), f"{path}.namespace")
-    except ValueError as exc:
-        raise LedgerError(str(exc)) from exc
-
-
-def load_ledger(spec: Any, node_names: Sequence[str], parse_instant: Any) -> FleetLedger | None:
-    """Read ``fleet.ledger`` (None when absent) against the fleet's listed node names."""
-    if spec is None:
-        return None
-    if not isinstance(spec, Mapping):
-        raise LedgerError("fleet.ledger: must be a mapping")
-    unknown = set(spec) - {"nodeCpu", "enforcement", "nodes", "claims", "addNodes"}
-    if unknown:
-        raise LedgerError(f"fleet.ledger: unknown keys {sorted(unknown)}")
-    try:
-        enforcement = enforcement_of(spec.get("enforcement", "advisory")).value
-    except ValueError as exc:
-        raise LedgerError(f"fleet.ledger.enforcement: {exc}") from exc
-    threads: dict[str, int] = {}
-    placements: dict[str, tuple[Batch, ...]] = {}
-    nodes = spec.get("nodes") or {}
-    if not isinstance(nodes, Mapping):
-        raise LedgerError("fleet.ledger.nodes: must map listed node names to their placements")
-    for name, item in nodes.items():
-        path = f"fleet.ledger.nodes.{name}"
-        if name not in node_names:
-            raise LedgerError(f"{path}: not a listed node (fleet.nodes)")
-        if not isinstance(item, Mapping) or set(item) - {"cpu", "placements"}:
-            raise LedgerError(f"{path}: must be a mapping with cpu and placements")
-        if "cpu" in item:
-            threads[name] = _whole(item["cpu"], f"{path}.cpu", 1)
-        batches = []
-        for i, p in enumerate(item.get("placements") or []):
-            where = f"{path}.placements[{i}]"
-            if not isinstance(p, Mapping):
-                raise LedgerError(f"{where}: must be a mapping")
-            count = _whole(p.get("count", 1), f"{where}.count", 1)
-            batches.append(Batch(_namespace(p, where), _size(p, where), count))
-        placements[name] = tuple(batches)
-    claims = []
-    for i, c in enumerate(spec.get("claims") or []):
-        where = f"fleet.ledger.claims[{i}]"
-        if not isinstance(c, Mapping) or "count" in c:
-            raise LedgerError(f"{where}: must be a mapping with namespace, cpus, memoryMb, diskGb")
-        claims.append((_namespace(c, where), _size(c, where)))
-    added = []
-    for i, a in enumerate(spec.get("addNodes") or []):
-        where = f"fleet.ledger.addNodes[{i}]"
-        if not isinstance(a, Mapping) or "at" not in a or set(a) - {"at", "cpu"}:
-            raise LedgerError(f"{where}: must be a mapping with at (an instant) and cpu")
-        added.append(
-            (parse_instant(a["at"], f"{where}.at"), _whole(a.get("cpu", 4), f"{where}.cpu", 1))
-        )
-    return FleetLedger(
-        node_threads=_whole(spec.get("nodeCpu", DEFAULT_THREADS), "fleet.ledger.nodeCpu", 1),
-        enforcement=enforcement,
-        threads=threads,
-        placements=placements,
-        claims=tuple(claims),
-        add_nodes=tuple(sorted(added)),
-    )
 
 
 @dataclass
@@ -257,20 +151,18 @@ class LedgerRun:
     def node_options(self, name: str) -> dict[str, Any]:
         """The fake cluster's ``add_node`` keywords for a listed node."""
         threads = self.spec.threads.get(name, self.spec.node_threads)
-        return {
-            "allocatable": allocatable(threads),
-            "workload": workload(min(threads, self.spec.node_threads)),
-        }
+        pod = workload(min(threads, self.spec.node_threads))
+        if name in self.spec.workload_cpu:  # a node with room a placeholder may land in
+            pod = {"cpu": 1000 * self.spec.workload_cpu[name]}
+        return {"allocatable": allocatable(threads), "workload": pod}
 
     async def start(
         self, cluster: SimulatedCluster, controller: LedgerController, pool: str, clock: Any
     ) -> None:
         """Bring the nodes into the ledger, place what the fleet declares, arm the gate."""
         await self.ledger.start()
-        # Seeded: identical inputs give an identical document.
-        sync = NodeSync(
-            self.ledger, cluster, clock, self.ledger.event_sink(), self.policy, Random(0)
-        )
+        # Relocations carry out deterministic plans: identical inputs, identical documents.
+        sync = NodeSync(self.ledger, cluster, clock, self.ledger.event_sink(), self.policy)
         await sync.sync()
         for namespace, limit in self.spec.claims:
             made = await self.ledger.create_claim(ClaimRequest(namespace, limit, CLAIM_SECONDS))
@@ -284,9 +176,11 @@ class LedgerRun:
                     pid = str(uuid.UUID(int=len(self.ids) + 1))
                     request = AdmitRequest(batch.namespace, node, batch.size, placement_id=pid)
                     out = await self.ledger.admit(request)
-                    if out.placement is None:
+                    if out.placement is None:  # the file's own limits hold, so a claim refused
+                        stage = "" if out.denial is None else f" at the {out.denial.stage} stage"
+                        exceeded = "" if out.denial is None else sorted(out.denial.exceeded)
                         raise LedgerError(
-                            f"fleet.ledger.nodes.{node}: its placements do not fit its limits"
+                            f"{batch.path}: the ledger refused it{stage} {exceeded}".rstrip()
                         )
                     self.ids.add(out.placement.id)
         self.tally.placements = len(self.ids)
@@ -294,7 +188,10 @@ class LedgerRun:
         controller.pending = list(self.spec.add_nodes)
         controller.pool_name, controller.sim_cluster = pool, cluster
         controller.pool_threads = self.spec.node_threads
-        controller.relocation = RelocationCheck(self.ledger, self.policy)
+        # The ledger gate, unless the fleet switches it off (controller.ledger_gate_enabled: false).
+        controller.relocation = (
+            RelocationCheck(self.ledger, self.policy) if self.spec.gate else None
+        )
 
     async def finish(self) -> dict[str, Any]:
         """The report's ``ledger`` part; closes the ledger."""
@@ -324,4 +221,4 @@ class LedgerRun:
         ]
 
 
-__all__ = ["FleetLedger", "LedgerController", "LedgerError", "LedgerRun", "load_ledger"]
+__all__ = ["FleetLedger", "LedgerController", "LedgerError", "LedgerRun", "allocatable", "workload"]

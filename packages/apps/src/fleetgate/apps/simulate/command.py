@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
@@ -28,13 +27,14 @@ from fleetgate.apps.services.simulation import SimulationError, SimulationInputs
 from fleetgate.apps.simulate.fleet import FleetError, load_fleet, parse_instant
 from fleetgate.apps.simulate.report import headline, render_html
 from fleetgate.apps.simulate.world import simulator as make_simulator
+from fleetgate.apps.yamlfile import YamlFileError, read_yaml
 from fleetgate.domain.durations import parse_duration
 
 _err = Console(stderr=True)
 
 
 def _fail(message: str) -> int:
-    _err.print(error_markup(message), highlight=False)
+    _err.print(error_markup(message), highlight=False, soft_wrap=True)  # one line, never wrapped
     return 2
 
 
@@ -50,11 +50,9 @@ def build_inputs(
     begin = parse_instant(start, "--from")
     finish = parse_instant(end, "--to")
     try:
-        document = yaml.safe_load(fleet.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise FleetError(f"--fleet: cannot read {fleet}: {exc.strerror or exc}") from exc
-    except yaml.YAMLError as exc:
-        raise FleetError(f"--fleet: {fleet} is not valid YAML: {exc}") from exc
+        document = read_yaml(fleet)
+    except YamlFileError as exc:  # one line: cannot read, or where the YAML is broken
+        raise FleetError(f"--fleet {fleet}: {exc}") from None
     durations: dict[str, timedelta | None] = {}
     for flag, value in (("--env-provisioning", env_provisioning), ("--env-drain", env_drain)):
         if value is None:

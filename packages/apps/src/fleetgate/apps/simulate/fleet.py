@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from fleetgate.apps.simulate.capacity import FleetLedger, LedgerError, load_ledger
+from fleetgate.apps.ledgerfile import FleetLedger, LedgerFileError, fleet_ledger_of
 from fleetgate.domain.durations import parse_duration
 from fleetgate.domain.rotation.annotations import parse_timestamp
 from fleetgate.domain.rotation.budgets import (
@@ -209,8 +209,8 @@ def load_fleet(document: Any, start: datetime) -> Fleet:
 
 def _ledger(spec: Any, nodes: tuple[FleetNode, ...]) -> FleetLedger | None:
     try:
-        return load_ledger(spec, [n.name for n in nodes], parse_instant)
-    except LedgerError as exc:
+        return fleet_ledger_of(spec, [n.name for n in nodes], parse_instant)
+    except LedgerFileError as exc:
         raise FleetError(str(exc)) from None
 
 

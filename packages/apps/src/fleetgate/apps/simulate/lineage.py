@@ -72,6 +72,13 @@ def build_lineage(
     lineage = Lineage()
     position: dict[str, tuple[int, int]] = {}
     slot_chains = chains(cluster, fleet)
+    # A claim may carry more than one slot's workload (a Pod displaced by a forced expiry lands
+    # on a neighbour): its breach is counted once, in its home slot, the one where it comes
+    # earliest (an initial node is its own slot's generation 0).
+    home: dict[str, tuple[int, int]] = {}
+    for slot, chain in enumerate(slot_chains):
+        for gen, name in enumerate(chain):
+            home[name] = min(home.get(name, (gen, slot)), (gen, slot))
     for slot, chain in enumerate(slot_chains):
         for gen, name in enumerate(chain):
             position[name] = (slot, gen)
@@ -92,7 +99,7 @@ def build_lineage(
                 and deadline <= through
                 and (removed is None or removed > deadline)
             )
-            if breached and deadline is not None:
+            if breached and deadline is not None and home[name] == (gen, slot):
                 lineage.breaches += 1
                 lineage.breached_slots.add(slot)
                 lineage.breach_events.append(

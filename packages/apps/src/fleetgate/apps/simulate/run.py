@@ -15,7 +15,8 @@ from typing import Any
 
 import structlog
 
-from fleetgate.apps.simulate.capacity import LedgerRun, allocatable
+from fleetgate.apps.ledgerfile import allocatable
+from fleetgate.apps.simulate.capacity import LedgerRun
 from fleetgate.apps.simulate.fleet import Fleet, FleetNode
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.ports import SimulatedCluster

@@ -22,8 +22,9 @@ from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.controller.shell import RotationController
+from fleetgate.apps.ledgerfile import FleetLedger
 from fleetgate.apps.services.simulation import SimulationWorld, Simulator
-from fleetgate.apps.simulate.capacity import FleetLedger, LedgerController, LedgerRun
+from fleetgate.apps.simulate.capacity import LedgerController, LedgerRun
 from fleetgate.apps.simulate.recorder import Recorder
 from fleetgate.apps.simulate.run import QUIET
 from fleetgate.domain.capacity.demand import DemandPolicy

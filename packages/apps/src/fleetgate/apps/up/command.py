@@ -64,8 +64,10 @@ def up_settings(settings: Settings, policy_file: Path, port: int) -> Settings:
             "cluster": "fake",
             "cluster_options": {},
             "api": settings.api.model_copy(update={"port": port}),
+            # ``up`` runs the node sync, so its controller (and the status the API reports)
+            # judges the ledger before a drain, as ``controller.sync_ledger`` does in production.
             "controller": settings.controller.model_copy(
-                update={"policies": [policy_file], "leader_election": False}
+                update={"policies": [policy_file], "leader_election": False, "sync_ledger": True}
             ),
         }
     )

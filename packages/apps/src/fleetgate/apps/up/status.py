@@ -278,9 +278,10 @@ class UpStatus:
                 "reason": report.blocked.reason.value,
                 "until": iso(report.blocked.until),
             }
-            held = ledger_hold(report.blocked)
-            if held is not None:
-                out["gate"]["ledger"] = held
+        held = ledger_hold(report.ledger_hold)
+        if held is not None:  # at the start (the gate above), or a drain waiting for room
+            out["gate"] = {**(out["gate"] or {"reason": "ledgerCapacity", "until": None})}
+            out["gate"]["ledger"] = held
         if report.census is not None:
             out["census"] = report.census.as_dict()
         d = report.derivation

@@ -12,6 +12,15 @@ DISK_GB: Final = "disk_gb"
 #: The allocation dimensions, in the order every report and every guard lists them.
 ALLOCATION: Final[tuple[str, str, str]] = (CPUS, MEMORY_MB, DISK_GB)
 
+# The largest amounts any entry point accepts (the API, a snapshot file, a fleet file), chosen so
+# no accepted value can overflow a database column or a guard's arithmetic.
+#: Threads of one node, and a node's schedulable threads (a 32-bit column).
+MAX_THREADS: Final = 1 << 20
+#: vCPUs of one node, placement or claim.
+MAX_CPUS: Final = 1 << 24
+#: Memory (MB) or disk (GB) of one node, placement or claim: 2^40, about an exabyte of memory.
+MAX_AMOUNT: Final = 1 << 40
+
 
 def _check_count(field: str, value: object) -> int:
     # bool is an int subclass; a True where a count belongs is always a caller's mistake.

@@ -4,7 +4,9 @@ Ranking orders, it never drops: a node that looks busy is tried later, not skipp
 metric can never cause a refusal on its own. The shuffle spreads concurrent requests that see the
 same snapshot; its random source is injected so tests are deterministic.
 
-``rank`` orders a whole list at once (the reschedule walk uses it). A placement instead builds
+``rank`` orders a whole list at once (the distribution the lazy order is held to); ``order_key``
+is the order without the shuffle, for a relocation plan that must be the same every time (spreading
+concurrent requests is not its concern: one plan is made per drain). A placement instead builds
 ``Candidates`` once per node snapshot and draws a ``CandidateOrder`` per decision: the same
 distribution, but the cost of a decision is the candidates it actually tries, not the fleet.
 """
@@ -105,6 +107,13 @@ def rank(nodes: Sequence[NodeState], target_load: float, rng: Random) -> list[Ra
     ]
     keyed.sort()
     return [r for _, _, _, r in keyed]
+
+
+def order_key(node: NodeState, target_load: float) -> tuple[int, float, str]:
+    """The node's place in the ranking without its shuffle: its bucket, then the larger weight
+    first, then its name. A relocation plan (``relocation.plan``) orders by it: the same ledger
+    must always get the same plan, which a draw cannot give."""
+    return bucket(node), -weight(node, target_load), node.name
 
 
 def eligible(

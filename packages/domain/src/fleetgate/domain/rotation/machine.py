@@ -45,10 +45,11 @@ from fleetgate.domain.rotation.census import PoolCensus
 from fleetgate.domain.rotation.cluster import NodeClaimView, PoolObservation
 from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
 from fleetgate.domain.rotation.context import CLEAR_ANCHOR, MachineConfig, Pass
-from fleetgate.domain.rotation.gates import NO_ELIGIBLE_CLAIM, Blocked
+from fleetgate.domain.rotation.fallback import surgeless_fallback
+from fleetgate.domain.rotation.gates import NO_ELIGIBLE_CLAIM, Blocked, GateReason
 from fleetgate.domain.rotation.gating import start_gates
 from fleetgate.domain.rotation.governance import Governance, Status, govern
-from fleetgate.domain.rotation.ledger_gate import LedgerBlocked
+from fleetgate.domain.rotation.ledger_gate import HELD, LedgerBlocked, drain_hold
 from fleetgate.domain.rotation.pending import build, headroom_ok, pending
 from fleetgate.domain.rotation.policy import RotationPolicy
 from fleetgate.domain.rotation.quiet import (
@@ -62,7 +63,7 @@ from fleetgate.domain.rotation.reference import release_reference_markers
 from fleetgate.domain.rotation.report import PoolReport, observe
 from fleetgate.domain.rotation.selection import Bucket, ClaimView, DriftRule, deadline, drift_rule
 
-__all__ = ["MachineConfig", "PoolCensus", "PoolReport", "Step", "step", "surgeless_fallback"]
+__all__ = ["MachineConfig", "PoolCensus", "PoolReport", "Step", "step"]
 
 
 @dataclass(frozen=True)
@@ -88,19 +89,15 @@ class Step:
     """The census advanced to this pass's observation, for the shell to carry to the next pass
     (None only for a pool the step does not govern, given none). Not part of the decision: a
     step given a carried census decides exactly what one given none decides."""
+    needs_ledger: bool = False
+    """The step was made without the ledger's plans and decided something gate 9 judges (a
+    start, or the deletion of a NodeClaim: a drain, a surge's rollback): a shell with the node
+    sync on asks the ledger and steps again with its plans (``relocation``)."""
 
     @property
     def writes(self) -> bool:
         """Whether the step changes the cluster."""
         return any(isinstance(a, WRITES) for a in self.actions)
-
-
-def surgeless_fallback(p: Pass, claim: NodeClaimView) -> bool:
-    """ADR-0001: enabled, and the claim's deadline is nearer than a surge could still make."""
-    if not p.policy.forceful_fallback or claim.expire_after is None:
-        return False
-    remaining = claim.created_at + claim.expire_after - p.now
-    return remaining < p.policy.ready_timeout + p.policy.drain_bound
 
 
 def step(
@@ -126,7 +123,12 @@ def step(
     resolved = gov.resolved
     if not gov.governed or resolved is None:
         return _ungoverned(obs, gov, anchor, now, census)
-    return _decide(Pass.begin(obs, resolved, now, config, census, relocation), gov, anchor)
+    decided = _decide(Pass.begin(obs, resolved, now, config, census, relocation), gov, anchor)
+    if relocation is None and (
+        decided.started is not None or any(isinstance(a, DeleteClaim) for a in decided.actions)
+    ):
+        return replace(decided, needs_ledger=True)
+    return decided
 
 
 def _decide(p: Pass, gov: Governance, anchor: str | None) -> Step:
@@ -143,6 +145,14 @@ def _decide(p: Pass, gov: Governance, anchor: str | None) -> Step:
 def _advance_anchored(p: Pass, anchor: str, report: PoolReport, actions: list[Action]) -> Step:
     """A rotation is under way: move it on, and say until when nothing more can happen."""
     more, requeue = advance(p, anchor)
+    if p.relocation is not None and more != advance(replace(p, relocation=None), anchor)[0]:
+        # Gate 9 changed what the cluster alone would have this pass do (a drain waits): the
+        # ledger, not the cluster, may change that, so no quiet is promised past the next look.
+        claim = p.obs.claim(anchor)
+        hold = None if claim is None else drain_hold(p, claim)
+        if hold is not None and any(isinstance(a, Announce) and a.reason == HELD for a in more):
+            report = replace(report, ledger_hold=hold, reason=GateReason.LEDGER_CAPACITY.value)
+        return Step(tuple(actions + more), requeue, report, quiet_until=p.now, census=p.census)
     quiet = quiet_anchored(p, anchor)
     settled = settled_anchored(p, anchor, more, advance)
     return Step(
@@ -171,6 +181,10 @@ def _try_start(p: Pass, report: PoolReport, actions: list[Action]) -> Step:
     gated = start_gates(p)
     actions = [*actions, *gated.announced]
     if gated.blocked is not None:
+        if isinstance(gated.blocked, LedgerBlocked):  # a surge-less start held (ledger_gate.py)
+            return _gated(
+                p, replace(report, ledger_hold=gated.blocked.hold), actions, gated.blocked
+            )
         return _gated(p, report, actions, gated.blocked)
     chosen = gated.claim
     if chosen is None:

@@ -29,6 +29,7 @@ from fleetgate.domain.rotation.constants import LONG_REQUEUE, SHORT_REQUEUE
 from fleetgate.domain.rotation.context import CLEAR_ANCHOR, Pass
 from fleetgate.domain.rotation.disruption import node_limit_reached
 from fleetgate.domain.rotation.estimates import OBSERVED_PROVISIONING, append_sample
+from fleetgate.domain.rotation.ledger_gate import LedgerHold, drain_hold, held_event
 from fleetgate.domain.rotation.markers import freeze
 from fleetgate.domain.rotation.placeholder import Clamp, build_placeholder
 from fleetgate.domain.rotation.selection import retry_backoff
@@ -102,11 +103,13 @@ def headroom_ok(p: Pass, claim: NodeClaimView, built: Built | None = None) -> bo
 def pending(p: Pass, claim: NodeClaimView, built: Built | None = None) -> Outcome:
     """One pass of a pending surge rotation (§7.4). ``built`` is the claim's placeholder when
     the caller built it already (for the headroom check of this pass: the placeholder reads
-    the claim's node, Pods and place, none of which the start's writes change).
+    the claim's node, Pods and place, none of which the start's writes change). With the
+    ledger's plans (``p.relocation``), gate 9 holds the drain until the old node's plan fits.
 
     In order: a claim being deleted ends the rotation; one past readyTimeout fails it;
     otherwise the old claim is held (pending, cordoned, frozen), and the surge moves on as far
-    as it can: placeholder asked for, scheduled, its node ready, then the old claim drained."""
+    as it can: placeholder asked for, scheduled, its node ready, the old node's placements with
+    room to go (ledger_gate.py), then the old claim drained."""
     if claim.deleting:  # Karpenter (or someone) is deleting it: the rotation is moot
         return _aborted(p, claim.name), None
     recorded = ann.read_timestamp(claim.annotations, ann.STARTED_AT)
@@ -125,9 +128,43 @@ def pending(p: Pass, claim: NodeClaimView, built: Built | None = None) -> Outcom
         actions += _ask_for_surge(p, claim, built)
     elif (host := _ready_host(p, claim, placeholder)) is None:
         actions += _unschedulable(claim.name, placeholder)
+    elif p.relocation is not None and host.name not in p.relocation:
+        actions += _awaiting_surge(claim.name, host)
+    elif (hold := drain_hold(p, claim)) is not None:
+        actions += _drain_held(hold, host)
     else:
         actions += _surge_ready(p, claim.name, host, started_at)
     return actions, p.now + SHORT_REQUEUE
+
+
+def _awaiting_surge(name: str, host: NodeView) -> list[Action]:
+    """Make-before-break for capacity: the surge node is Ready, but the node sync has not
+    brought it into the ledger yet, and the drain is judged with it only once it is there (the
+    next sync does it; the surge's readyTimeout bounds the wait)."""
+    return [
+        Log(
+            "surge node ready; waiting for it to join the ledger before the drain",
+            {"nodeclaim": name, "surgeNode": host.name},
+            dedup=f"awaiting-ledger:{name}:{host.name}",
+        )
+    ]
+
+
+def _drain_held(hold: LedgerHold, host: NodeView) -> list[Action]:
+    """The surge is Ready but the old node's plan does not fit the ledger yet (the surge not
+    yet in it, or not room enough, or no new node at all): wait, and say why."""
+    return [
+        held_event(hold),
+        Log(
+            "drain held: the node's ledger placements would not all find room",
+            {
+                "nodeclaim": hold.nodeclaim,
+                "surgeNode": host.name,
+                "stranded": len(hold.verdict.stranded),
+            },
+            dedup=f"drain-held:{hold.nodeclaim}:{len(hold.verdict.stranded)}",
+        ),
+    ]
 
 
 def _aborted(p: Pass, name: str) -> list[Action]:
@@ -300,7 +337,8 @@ def fail(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> Outcome:
 
 def _reap_surge(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> list[Action]:
     """Delete the surge's claim when it came for this attempt and nothing but the placeholder
-    and node-bound Pods ran there."""
+    and node-bound Pods ran there, and (gate 9) when what the ledger has placed on it since it
+    joined could all move elsewhere: a surge that waited for room may have taken placements."""
     surge_name = surge_claim(p, claim, started_at)
     surge = p.obs.claim(surge_name) if surge_name else None
     if surge is None or started_at is None or surge.deleting:
@@ -308,6 +346,14 @@ def _reap_surge(p: Pass, claim: NodeClaimView, started_at: datetime | None) -> l
     placeholder = _placeholder(p, claim.name)
     if not _reapable(p, surge, started_at, placeholder.name if placeholder else ""):
         return []
+    if drain_hold(p, surge) is not None:
+        return [
+            Log(
+                "surge kept: its ledger placements would have nowhere to go",
+                {"nodeclaim": claim.name, "surge": surge.name},
+                dedup=f"surge-kept:{surge.name}",
+            )
+        ]
     return [DeleteClaim(surge.name)]
 
 

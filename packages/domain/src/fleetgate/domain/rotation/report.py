@@ -13,6 +13,7 @@ from fleetgate.domain.rotation.disruption import pool_findings
 from fleetgate.domain.rotation.estimates import KEYS, EstimateCheck, check_estimate, read_samples
 from fleetgate.domain.rotation.gates import Blocked
 from fleetgate.domain.rotation.governance import Governance
+from fleetgate.domain.rotation.ledger_gate import LedgerHold
 from fleetgate.domain.rotation.selection import Census
 
 
@@ -35,6 +36,8 @@ class PoolReport:
     """Why no rotation started this pass: a gate code, ``noEligibleClaim``, ``fatal``,
     ``headroom``, ``conflict``, ``ungoverned`` (None when one started or one is in flight)."""
     estimates: tuple[EstimateCheck, ...] = ()
+    ledger_hold: LedgerHold | None = None
+    """Gate 9 holds a node: at the start (the pool is blocked) or before its drain."""
 
 
 UNREADABLE = "NodePoolUnreadable"

@@ -41,6 +41,7 @@ from fleetgate.apps.services.simulation import (
     SimulationInputs,
 )
 from fleetgate.apps.simulate.fleet import FleetError, load_fleet, parse_instant
+from fleetgate.apps.yamlfile import describe_yaml_error
 from fleetgate.domain.durations import DurationError, parse_duration
 from fleetgate.domain.rotation.manifest import policy_from_manifest
 from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
@@ -116,7 +117,9 @@ def _fleet_document(value: FleetFile | str) -> dict[str, Any]:
         return value.document()
     try:
         parsed = yaml.safe_load(value)
-    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+    except yaml.YAMLError as exc:  # one line with the line and column, as the CLI says it
+        raise _invalid("fleet", [describe_yaml_error(exc)]) from exc
+    except (ValueError, RecursionError) as exc:
         # PyYAML raises ValueError for a timestamp that is no date (2024-02-30), and runs out
         # of stack on deeply nested text: both are the client's text, not the server's fault.
         raise _invalid("fleet", [f"not valid YAML: {exc}"]) from exc

@@ -31,13 +31,10 @@ from fleetgate.apps.api.schemas.claims import (
     seconds_until,
 )
 from fleetgate.apps.api.schemas.common import (
-    MAX_AMOUNT,
     MAX_CLAIM_SECONDS,
-    MAX_CPUS,
     MAX_EVENTS,
     MAX_LABELS,
     MAX_LOAD,
-    MAX_THREADS,
     WHOLE_NUMBER,
     Amount,
     Amounts,
@@ -71,6 +68,7 @@ from fleetgate.apps.api.schemas.placements import (
     PlacementSummary,
 )
 from fleetgate.apps.api.schemas.status import PoolRotationBody
+from fleetgate.domain.capacity.dimensions import MAX_AMOUNT, MAX_CPUS, MAX_THREADS
 
 if TYPE_CHECKING:
     from fleetgate.apps.api.schemas.rotation import (

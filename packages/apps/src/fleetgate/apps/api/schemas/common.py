@@ -14,16 +14,11 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstr
 
 from fleetgate.domain.capacity.claims import MAX_EXPIRES_IN_SECONDS
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail
-from fleetgate.domain.capacity.dimensions import Resources
+from fleetgate.domain.capacity.dimensions import MAX_AMOUNT, MAX_CPUS, MAX_THREADS, Resources
 
 # --- bounds and names ---------------------------------------------------------------------------
 
-#: Threads of one node, and a node's schedulable threads (a 32-bit column).
-MAX_THREADS = 1 << 20
-#: vCPUs of one placement or claim.
-MAX_CPUS = 1 << 24
-#: Memory (MB) or disk (GB) of one node, placement or claim: 2^40, about an exabyte of memory.
-MAX_AMOUNT = 1 << 40
+# MAX_THREADS, MAX_CPUS and MAX_AMOUNT are the domain's (every entry point's) bounds.
 #: The largest 1-minute load average accepted.
 MAX_LOAD = 1e9
 #: How far ahead a claim may be dated (the domain's bound).

@@ -38,7 +38,9 @@ class PoolRotationBody(BaseModel):
     findings: list[str] = Field(description="The derivation's finding codes.")
     ledger_hold: dict[str, object] | None = Field(
         default=None,
-        description="Gate 9 (ledgerCapacity): the held node, its placements, the shortfall.",
+        description="Gate 9 (ledgerCapacity): the held NodeClaim and node, its placements, how "
+        "many would be stranded, the shortfall, the phase (start or drain) and the node's "
+        "forced expiry (expires_at, expires_in_seconds).",
     )
 
     @classmethod
@@ -62,5 +64,5 @@ class PoolRotationBody(BaseModel):
             reason=r.reason,
             gate_until=None if r.blocked is None else r.blocked.until,
             findings=[] if d is None else [f.code for f in d.findings],
-            ledger_hold=ledger_hold(r.blocked),
+            ledger_hold=ledger_hold(r.ledger_hold),
         )
