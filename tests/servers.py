@@ -1,4 +1,4 @@
-"""A real ``fleetgate api`` process for tests: start it, wait until it serves, stop it.
+"""Real ``fleetgate api`` and ``fleetgate up`` processes for tests: start, wait until served, stop.
 
 One home for what the server, client-CLI, metrics and offline-docs tests all need, so the way a
 test starts and stops the real server (and how long it is willing to wait on a loaded machine)
@@ -8,13 +8,15 @@ is decided once.
 from __future__ import annotations
 
 import os
+import queue
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -125,3 +127,69 @@ def serving_in_thread(app: Any, seconds: float = 60) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+UP_STARTUP = 180.0
+"""Seconds ``fleetgate up`` may take to print its banner (the first run on a busy CI machine
+compiles every module)."""
+UP_LINK = re.compile(r"dashboard\s+(http://\S+/\?token=\S+)")
+
+
+class UpProcess:
+    """A running ``fleetgate up`` in ``cwd`` on ``port`` (0: any free one) whose output is read
+    on threads, so that every wait can time out."""
+
+    def __init__(self, cwd: Path, port: int = 0) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
+        self.process = subprocess.Popen(
+            [str(FLEETGATE), "up", "--port", str(port)],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.stderr: list[str] = []
+        self.pumps = [
+            threading.Thread(target=self._pump, args=(self.process.stdout, self.lines.put)),
+            threading.Thread(target=self._pump, args=(self.process.stderr, self.stderr.append)),
+        ]
+        for pump in self.pumps:
+            pump.start()
+
+    @staticmethod
+    def _pump(stream: Any, sink: Callable[[str], None]) -> None:
+        for line in stream:
+            sink(line)
+
+    def link(self) -> str:
+        """The dashboard link ``fleetgate up`` prints once it serves."""
+        deadline = time.monotonic() + UP_STARTUP
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"fleetgate up exited early: {''.join(self.stderr)[-2000:]}")
+            try:
+                line = self.lines.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            match = UP_LINK.search(line)
+            if match:
+                return match.group(1)
+        pytest.fail(f"fleetgate up printed no dashboard link: {''.join(self.stderr)[-2000:]}")
+
+    def interrupt(self) -> int:
+        """Ctrl-C, and the exit code."""
+        self.process.send_signal(signal.SIGINT)
+        return self.process.wait(timeout=60)
+
+    def close(self) -> None:
+        """Kill it if it still runs; let the readers finish; close the pipes."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for pump in self.pumps:
+            pump.join(timeout=10)
+        for stream in (self.process.stdout, self.process.stderr):
+            if stream is not None:
+                stream.close()

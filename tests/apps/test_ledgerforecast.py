@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ from fleetgate.domain.capacity.headroom import (
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
 from tests.conftest import Backend
 from tests.ledgers import open_ledger
+from tests.servers import FLEETGATE
 
 ROOT = Path(__file__).resolve().parents[2]
 SNAPSHOT = ROOT / "examples" / "ledger-snapshot.yaml"
@@ -169,3 +172,29 @@ async def test_the_ledger_forecast_is_the_gates_verdict_on_every_node(
         placements = {n.name: await ledger.placements(node=n.name) for n in nodes}
         again = headroom(nodes, placements, await ledger.cluster(), DemandPolicy())
         assert again == [pool]
+
+
+@pytest.mark.parametrize("source", ["--ledger-snapshot", "--ledger"])
+def test_the_forecast_reads_the_configured_capacity_settings_validated(
+    source: str, tmp_path: Path
+) -> None:
+    # The real command: a bad FLEETGATE_CAPACITY__* is refused naming it where the forecast
+    # reads it (issue 42), never ignored (the snapshot used the defaults) nor a pydantic dump.
+    target = (
+        str(SNAPSHOT) if source == "--ledger-snapshot" else f"sqlite+aiosqlite:///{tmp_path}/l.db"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
+    out = subprocess.run(
+        [str(FLEETGATE), "check", str(POLICY), "--expire-after", "14d", source, target],
+        env={**env, "FLEETGATE_CAPACITY__TARGET_LOAD": "abc"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip() == (
+        "error: FLEETGATE_CAPACITY__TARGET_LOAD (capacity.target_load): "
+        "must be a number of at least 0, got 'abc'"
+    )
+    assert not (tmp_path / "l.db").exists()  # refused before the database was opened

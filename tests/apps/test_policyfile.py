@@ -87,7 +87,18 @@ def test_single_document_errors_name_just_the_file(tmp_path: Path) -> None:
     [
         ("", "contains no RotationPolicy"),
         ("---\n", "contains no RotationPolicy"),
-        ("- a\n- b\n", "manifest: must be a mapping, got a list"),
+        ("- a\n- b\n", "line 1, column 1: not a RotationPolicy manifest: the YAML reads as a list"),
+        # Text that is YAML but no manifest at all is said in one line, with where it starts
+        # (issue 42: "::: not yaml" read as the unknown field "::" and three missing ones).
+        (
+            "::: not yaml\n",
+            "line 1, column 1: not a RotationPolicy manifest: the YAML reads as a mapping of "
+            "'::', not a mapping of apiVersion, kind, metadata, spec",
+        ),
+        (
+            "\n\n  hello\n",
+            "line 3, column 3: not a RotationPolicy manifest: the YAML reads as the text 'hello'",
+        ),
         ("a: [1,\n", "invalid YAML at line 2, column 1"),
         ("[" * 5000, "invalid YAML: nested too deeply"),  # the parser recurses per level
     ],

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 
@@ -12,6 +16,7 @@ from fleetgate.apps.redaction import (
     redact,
     redact_shapes,
 )
+from tests.servers import FLEETGATE, running_api
 from tests.strategies import log_lines
 
 SHAPES = [
@@ -27,6 +32,9 @@ SHAPES = [
     ("{'password': 'pw-Secret-10', 'user': 'u'}", "pw-Secret-10"),
     ('{"admin_token": "tok-Secret-11"}', "tok-Secret-11"),
     ("client_secret=tok-Secret-12", "tok-Secret-12"),
+    ("sent Bearer token-Secret-13 twice", "token-Secret-13"),  # a prose word only when it ends
+    ("(b'authorization', b'bearer token')", "token"),  # in a header even a word is the secret
+    ("Basic dXNlcjpwYXNzLTE0", "dXNlcjpwYXNzLTE0"),
 ]
 
 
@@ -42,8 +50,16 @@ def test_ordinary_text_is_left_alone() -> None:
         "request_id=abc-123 namespace=ci status=201",
         "token_id=t-1 tokens=3 created",
         "no admin token configured (api.admin_token)",
+        # Our own words after a scheme's name are prose, not a credential (issue 42).
+        "a valid bearer token is required: none was sent",
+        "send it with the Bearer scheme; bearer tokens expire",
     ]:
         assert redact(text) == text
+
+
+def test_a_header_keeps_its_scheme_name_and_loses_its_credential() -> None:
+    assert redact("Authorization: Bearer tok-Secret-4") == "Authorization: Bearer ***"
+    assert redact("authorization: Basic dXNlcg==") == "authorization: Basic ***"
 
 
 def test_a_configured_secret_is_masked_in_any_shape() -> None:
@@ -68,3 +84,23 @@ def test_skipping_the_patterns_never_changes_what_is_masked(text: str) -> None:
     # redact leaves out the patterns for text that holds none of their words; whatever the
     # text, its answer is the one the patterns give.
     assert redact(text) == redact_shapes(text)
+
+
+def test_a_wrong_token_reads_as_written_and_says_how_to_pass_one(tmp_path: Path) -> None:
+    # The real server and the real client command: the operator reads our message, not a mask
+    # over its word "token", and never the token sent.
+    sent = "not-the-Admin-token-42"
+    with running_api(tmp_path / "api.db", token="the-Admin-token-42", seconds=120) as base:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
+        out = subprocess.run(
+            [str(FLEETGATE), "nodes", "--server", base, "--token", sent],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+    assert out.returncode == 1, out.stderr
+    assert "a valid bearer token is required: the one sent is not known here" in out.stderr
+    assert "--token or FLEETGATE_TOKEN" in out.stderr and "***" not in out.stderr
+    assert sent not in out.stderr + out.stdout

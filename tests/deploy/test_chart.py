@@ -690,3 +690,16 @@ def test_the_notes_say_how_to_reach_the_api_and_read_the_admin_token() -> None:
     yours = notes({**BASE, "api": {"adminTokenSecret": "mine"}})
     assert "get secret mine -o jsonpath" in yours and "made by this chart" not in yours
     assert "port-forward" not in notes({**BASE, "api": {"enabled": False}})
+
+
+def test_the_notes_never_put_the_token_on_a_command_line() -> None:
+    # Issue 42: `--token "$(kubectl ...)"` shows the secret to ps and the shell history. The
+    # token goes into the environment (an export is a shell builtin: no process sees it).
+    text = notes(BASE)
+    assert "--token" not in text
+    assert 'export FLEETGATE_TOKEN="$(kubectl -n fleetgate-system get secret' in text
+    commands = [line.strip() for line in text.splitlines() if line.startswith("  ")]
+    assert "fleetgate nodes" in commands
+    assert all(
+        "FLEETGATE_TOKEN" not in c or c.startswith("export FLEETGATE_TOKEN=") for c in commands
+    )

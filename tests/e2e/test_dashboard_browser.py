@@ -12,13 +12,6 @@ Never skipped: without Chromium the test fails and says how to install it.
 from __future__ import annotations
 
 import os
-import queue
-import re
-import shutil
-import signal
-import subprocess
-import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.servers import UpProcess as Up
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -46,8 +41,6 @@ FLAGS = (
     "--no-first-run",
     "--disable-dev-shm-usage",  # containers give /dev/shm 64 MB: too little for a renderer
 )
-STARTUP = 180.0  # seconds: the first run on a busy CI machine compiles every module
-LINK = re.compile(r"dashboard\s+(http://\S+/\?token=\S+)")
 
 
 def require_chromium() -> None:
@@ -60,75 +53,6 @@ def require_chromium() -> None:
             "(.ci/run does this on CI)",
             pytrace=False,
         )
-
-
-def fleetgate_command() -> list[str]:
-    """The ``fleetgate`` console script of the environment running the tests."""
-    script = Path(sys.executable).with_name("fleetgate")
-    if script.exists():
-        return [str(script)]
-    found = shutil.which("fleetgate")
-    assert found, "the fleetgate console script is not installed in this environment"
-    return [found]
-
-
-class Up:
-    """A running ``fleetgate up`` whose output is read on a thread (so waits can time out)."""
-
-    def __init__(self, cwd: Path) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
-        self.process = subprocess.Popen(
-            [*fleetgate_command(), "up", "--port", "0"],
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.lines: queue.Queue[str] = queue.Queue()
-        self.stderr: list[str] = []
-        self.pumps = [
-            threading.Thread(target=self._pump, args=(self.process.stdout, self.lines.put)),
-            threading.Thread(target=self._pump, args=(self.process.stderr, self.stderr.append)),
-        ]
-        for pump in self.pumps:
-            pump.start()
-
-    @staticmethod
-    def _pump(stream: Any, sink: Callable[[str], None]) -> None:
-        for line in stream:
-            sink(line)
-
-    def link(self) -> str:
-        """The dashboard link ``fleetgate up`` prints once it serves."""
-        deadline = time.monotonic() + STARTUP
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                pytest.fail(f"fleetgate up exited early: {''.join(self.stderr)[-2000:]}")
-            try:
-                line = self.lines.get(timeout=1.0)
-            except queue.Empty:
-                continue
-            match = LINK.search(line)
-            if match:
-                return match.group(1)
-        pytest.fail(f"fleetgate up printed no dashboard link: {''.join(self.stderr)[-2000:]}")
-
-    def interrupt(self) -> int:
-        """Ctrl-C, and the exit code."""
-        self.process.send_signal(signal.SIGINT)
-        return self.process.wait(timeout=60)
-
-    def close(self) -> None:
-        """Kill it if it still runs; let the readers finish; close the pipes."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-        for pump in self.pumps:
-            pump.join(timeout=10)
-        for stream in (self.process.stdout, self.process.stderr):
-            if stream is not None:
-                stream.close()
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_dashboard_browser import STARTUP, Up, browser, get, up, wait_for
+from tests.e2e.test_dashboard_browser import Up, browser, get, up, wait_for
+from tests.servers import UP_STARTUP as STARTUP
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 __all__ = ["browser", "up"]  # the fixtures, imported so that pytest finds them here

@@ -39,7 +39,12 @@ from tests.backends import _admin, server_of
 from tests.conftest import Backend
 from tests.ledgers import START
 
-TIMEOUTS = {"connect_seconds": 1.0, "pool_seconds": 1.0, "statement_seconds": 1.0}
+TIMEOUTS = {
+    "connect_seconds": 1.0,
+    "pool_seconds": 1.0,
+    "statement_seconds": 1.0,
+    "answer_seconds": 1.0,
+}
 #: Generous: a loaded machine may be slow, but not this slow; before, answers took 8 to 40 s
 #: or never came (and were 500s).
 MARGIN = 10.0
@@ -144,8 +149,8 @@ def servers_only(backend: Backend) -> None:
 
 
 async def test_the_timeouts_are_checked() -> None:
-    assert Timeouts.from_options({}) == Timeouts(5.0, 5.0, 10.0)
-    assert Timeouts.from_options({"timeouts": TIMEOUTS}) == Timeouts(1.0, 1.0, 1.0)
+    assert Timeouts.from_options({}) == Timeouts(3.0, 3.0, 10.0, 4.0)
+    assert Timeouts.from_options({"timeouts": TIMEOUTS}) == Timeouts(1.0, 1.0, 1.0, 1.0)
     with pytest.raises(ValueError, match=r"timeouts.pool_seconds: must be a number > 0"):
         Timeouts.from_options({"timeouts": {"pool_seconds": 0}})
     with pytest.raises(ValueError, match=r"timeouts: unknown option\(s\) connect"):
@@ -178,8 +183,8 @@ async def test_a_refused_port_is_unavailable_at_once_and_recovers(
 async def test_a_silent_server_is_unavailable_within_the_timeouts(
     ledger: SqlLedger, backend: Backend
 ) -> None:
-    """Connections accepted but never answered: the connect timeout, then (PostgreSQL) the
-    client-side statement timeout on a connection that falls silent mid-use."""
+    """Connections accepted but never answered: the connect timeout, then the client-side
+    bound on a connection that falls silent mid-use (test_answers.py: every path)."""
     servers_only(backend)
     await ledger.add_node(NodeSpec("a", Capacity(8, 8192, 80)))
     proxy = upstream(backend.url)
@@ -187,9 +192,9 @@ async def test_a_silent_server_is_unavailable_within_the_timeouts(
     try:
         async with ledger_on(through(backend.url, proxy), backend) as proxied:
             await proxied.nodes()
-            if backend.kind == "postgres":
-                proxy.silent = True  # the pooled connection's statements go unanswered
-                await unavailable_within(1.0 + 1.0, proxied.nodes)
+            proxy.silent = True  # the pooled connection's statements go unanswered
+            await unavailable_within(1.0, proxied.nodes)
+            proxy.silent = False
             await proxied.store.engine.dispose()
             proxy.silent = True  # a new connection is accepted and never answered
             await unavailable_within(1.0, proxied.nodes)
@@ -285,7 +290,11 @@ async def test_no_free_pooled_connection_is_unavailable_within_the_pool_timeout(
     backend: Backend,
 ) -> None:
     """Every pooled connection busy past ``pool_seconds``: a 503, not SQLAlchemy's own error."""
-    options = {"engine": {"pool_size": 1, "max_overflow": 0}}
+    options = {
+        "engine": {"pool_size": 1, "max_overflow": 0},
+        # The pool's bound below the answer bound, as by default: its own message comes first.
+        "timeouts": {**TIMEOUTS, "answer_seconds": 2.0},
+    }
     async with ledger_on(backend.url, backend, migrate=True) as ledger:
         ledger.store.options.update(options)
         await ledger.store.dispose()  # a new engine with a pool of one

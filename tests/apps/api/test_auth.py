@@ -1,4 +1,4 @@
-"""Bearer authentication and the order of answers: 401, then 404 (another namespace), then 403,
+"""Bearer authentication and the order of answers: 401, then 403 (another namespace), then 403,
 and only then 422 — whatever the body holds."""
 
 from __future__ import annotations
@@ -85,7 +85,18 @@ async def test_401_carries_www_authenticate_and_the_error_shape(api: Api) -> Non
         r = await api.client.get("/v1/nodes", headers=headers)
         assert r.status_code == 401
         assert r.headers["WWW-Authenticate"] == "Bearer"
-        assert r.json() == {"error": "unauthorized", "message": "a valid bearer token is required"}
+        body = r.json()
+        assert body["error"] == "unauthorized" and list(body) == ["error", "message"]
+        # Which of the two it was, and how to pass a token (issue 42).
+        sent = (
+            "the one sent is not known here or was revoked"
+            if headers == bearer("wrong")
+            else "none was sent"
+        )
+        assert body["message"] == (
+            f"a valid bearer token is required: {sent} "
+            "(the fleetgate CLI sends the one given with --token or FLEETGATE_TOKEN)"
+        ), body
 
 
 async def test_a_bad_token_wins_over_a_malformed_body(api: Api) -> None:
@@ -95,15 +106,27 @@ async def test_a_bad_token_wins_over_a_malformed_body(api: Api) -> None:
     assert r.status_code == 401
 
 
-async def test_another_namespace_is_404_before_the_body_is_read(api: Api) -> None:
+async def test_another_namespace_is_403_before_the_body_is_read(api: Api) -> None:
     team_a = await api.token("team-a")
-    r = await api.client.post(
+    # The same answer for a namespace that holds something and for one that holds nothing:
+    # true ("not allowed", never "not found") and telling a stranger nothing (issue 42).
+    await api.node("hv-1")
+    await api.client.post(
         "/v1/namespaces/team-b/placements",
-        content=b"{not json",
-        headers={**team_a, "Content-Type": "application/json"},
+        json={"cpus": 1, "memory_mb": 1, "disk_gb": 1},
+        headers=ADMIN,
     )
-    assert r.status_code == 404
-    assert r.json() == {"error": "not_found", "message": "namespace not found"}
+    for other in ("team-b", "no-such-team"):
+        r = await api.client.post(
+            f"/v1/namespaces/{other}/placements",
+            content=b"{not json",
+            headers={**team_a, "Content-Type": "application/json"},
+        )
+        assert r.status_code == 403
+        assert r.json() == {
+            "error": "forbidden",
+            "message": "not allowed: this token acts only in namespace team-a",
+        }
 
 
 async def test_a_namespace_token_on_an_admin_route_is_403_before_the_body(api: Api) -> None:

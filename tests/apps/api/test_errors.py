@@ -134,3 +134,44 @@ async def test_a_chunked_body_is_cut_off_at_the_cap(api: Api) -> None:
         headers={**ADMIN, "Content-Type": "application/json"},
     )
     assert r.status_code == 413 and r.json()["error"] == "too_large"
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    ["text/plain", "application/x-www-form-urlencoded", "text/yaml; charset=utf-8", None],
+)
+async def test_a_body_sent_as_another_type_is_415_naming_the_type_needed(
+    api: Api, content_type: str | None
+) -> None:
+    # Issue 42: it said "Input should be a valid dictionary", no word of Content-Type.
+    body = b'{"threads": 4, "memory_mb": 1024, "disk_gb": 10}'
+    sent = {} if content_type is None else {"Content-Type": content_type}
+    r = await api.client.put("/v1/nodes/hv-1", content=body, headers={**ADMIN, **sent})
+    assert r.status_code == 415, r.text
+    media = (content_type or "").partition(";")[0]
+    was = f"it was sent as {media}" if media else "it was sent without one"
+    reason = f"must be JSON sent with Content-Type: application/json ({was})"
+    assert r.json() == {
+        "error": "unsupported_media_type",
+        "message": f"body: {reason}",
+        "fields": [{"field": "body", "location": "header", "reason": reason}],
+    }
+    # Sent as JSON, it is taken.
+    for media in ("application/json", "application/merge-patch+json; charset=utf-8"):
+        headers = {**ADMIN, "Content-Type": media}
+        r = await api.client.put("/v1/nodes/hv-1", content=body, headers=headers)
+        assert r.status_code in (200, 201), r.text
+
+
+async def test_every_operation_that_reads_a_body_documents_its_415(api: Api) -> None:
+    # Any route with a JSON body answers 415 to a body of another type; the document says so.
+    document = (await api.client.get("/openapi.json")).json()
+    with_body = [
+        (method, path, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+        if "requestBody" in operation
+    ]
+    assert with_body, "the API has routes that read a body"
+    undocumented = [f"{m.upper()} {p}" for m, p, op in with_body if "415" not in op["responses"]]
+    assert undocumented == []

@@ -2,7 +2,8 @@
 namespace's own token, and the admin token — one parametrized test.
 
 The namespace under test is ``team-a``; "other" holds a token of ``team-b``. A namespace token
-naming another namespace must get exactly the 404 a missing resource gets.
+naming another namespace gets a 403 whether that namespace holds anything or not (issue 42:
+"not found" was a lie about a namespace that exists; docs/api.md, "Who may do what").
 """
 
 from __future__ import annotations
@@ -57,22 +58,22 @@ MATRIX: list[tuple[str, str, Any, tuple[int, int, int, int]]] = [
     ("POST", "/v1/nodes/hv-1/cordon", None, (401, 403, 403, 200)),
     ("POST", "/v1/nodes/hv-1/uncordon", None, (401, 403, 403, 200)),
     ("DELETE", "/v1/nodes/{EMPTY}", None, (401, 403, 403, 204)),
-    ("POST", f"{A}/placements", SIZE, (401, 404, 201, 201)),
-    ("GET", f"{A}/placements", None, (401, 404, 200, 200)),
-    ("GET", f"{A}/placements/{{P}}", None, (401, 404, 200, 200)),
-    ("DELETE", f"{A}/placements/{{P}}", None, (401, 404, 204, 204)),
-    ("GET", f"{A}/claims", None, (401, 404, 200, 200)),
-    ("POST", f"{A}/claims", CLAIM, (401, 404, 403, 201)),
-    ("GET", f"{A}/claims/{{C}}", None, (401, 404, 200, 200)),
-    ("PATCH", f"{A}/claims/{{C}}", {"cpus": 3}, (401, 404, 403, 200)),
-    ("DELETE", f"{A}/claims/{{C}}", None, (401, 404, 403, 204)),
+    ("POST", f"{A}/placements", SIZE, (401, 403, 201, 201)),
+    ("GET", f"{A}/placements", None, (401, 403, 200, 200)),
+    ("GET", f"{A}/placements/{{P}}", None, (401, 403, 200, 200)),
+    ("DELETE", f"{A}/placements/{{P}}", None, (401, 403, 204, 204)),
+    ("GET", f"{A}/claims", None, (401, 403, 200, 200)),
+    ("POST", f"{A}/claims", CLAIM, (401, 403, 403, 201)),
+    ("GET", f"{A}/claims/{{C}}", None, (401, 403, 200, 200)),
+    ("PATCH", f"{A}/claims/{{C}}", {"cpus": 3}, (401, 403, 403, 200)),
+    ("DELETE", f"{A}/claims/{{C}}", None, (401, 403, 403, 204)),
     ("GET", "/v1/admin/resources", None, (401, 403, 403, 200)),
     ("POST", "/v1/admin/reconcile", None, (401, 403, 403, 200)),
     ("GET", "/v1/events", None, (401, 200, 200, 200)),
-    ("GET", "/v1/events?namespace=team-a", None, (401, 404, 200, 200)),
-    ("POST", T, None, (401, 404, 403, 201)),
-    ("GET", T, None, (401, 404, 403, 200)),
-    ("DELETE", f"{T}/{{T}}", None, (401, 404, 403, 204)),
+    ("GET", "/v1/events?namespace=team-a", None, (401, 403, 200, 200)),
+    ("POST", T, None, (401, 403, 403, 201)),
+    ("GET", T, None, (401, 403, 403, 200)),
+    ("DELETE", f"{T}/{{T}}", None, (401, 403, 403, 204)),
     ("POST", "/v1/rotation/check", CHECK, (401, 200, 200, 200)),
     ("POST", "/v1/rotation/simulate", SIMULATE, (401, 200, 200, 200)),
 ]

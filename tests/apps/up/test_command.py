@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,8 @@ import structlog
 
 from fleetgate.apps.settings import Settings
 from fleetgate.apps.up import command, runtime
+from fleetgate.apps.up.datadir import AlreadyRunning, DataDirLock
+from tests.servers import UpProcess
 
 
 def test_up_runs_on_its_own_sqlite_file_and_the_fake_cluster_with_an_admin_token(
@@ -80,7 +83,7 @@ def test_a_taken_port_fails_fast_with_exit_1_before_anything_starts(
         port = taken.getsockname()[1]
         assert command.run_up(None, 2, 600.0, port) == command.EXIT_FAILED
     assert f"cannot listen on 127.0.0.1:{port}" in capsys.readouterr().err
-    assert not list((tmp_path / ".fleetgate").iterdir())  # no database was created
+    assert not (tmp_path / ".fleetgate").exists()  # nothing was created, nothing deleted
 
 
 def test_verbose_streams_the_controller_and_the_reconciler_quiet_does_not(
@@ -114,3 +117,67 @@ def test_the_banner_links_the_dashboard_and_the_what_if_page_with_the_token(
     out = capsys.readouterr().out
     assert "http://127.0.0.1:8123/?token=banner-token-1" in out
     assert "http://127.0.0.1:8123/whatif?token=banner-token-1" in out
+
+
+def test_the_data_directory_lock_is_exclusive_and_names_its_holder(tmp_path: Path) -> None:
+    first, second = DataDirLock(tmp_path / "d"), DataDirLock(tmp_path / "d")
+    with first:
+        first.record(8123)
+        with pytest.raises(AlreadyRunning) as refused:
+            second.acquire()
+        assert "another fleetgate up is running from" in str(refused.value)
+        assert "port 8123" in str(refused.value) and str(tmp_path / "d") in str(refused.value)
+        assert second.holder() is not None and second.holder().port == 8123  # type: ignore[union-attr]
+    with second:  # released with the first: the next instance may start
+        assert second.holder() is None  # nothing recorded yet
+    (tmp_path / "d" / "up.lock").write_text("999999999 8123\n")  # a holder long gone
+    assert DataDirLock(tmp_path / "d").holder() is None
+
+
+def _nodes(link: str) -> int:
+    """The HTTP status of ``/v1/nodes`` on the instance behind the dashboard ``link``."""
+    base, token = link.split("/?token=")
+    request = urllib.request.Request(
+        f"{base}/v1/nodes", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        status: int = response.status
+        assert b"general" in response.read()
+        return status
+
+
+@pytest.mark.slow
+def test_a_second_up_never_touches_the_running_ones_database(tmp_path: Path) -> None:
+    first = UpProcess(tmp_path)
+    try:
+        link = first.link()
+        port = int(link.split(":")[2].split("/")[0])
+        database = tmp_path / ".fleetgate" / "up.db"
+        inode = database.stat().st_ino
+        # The same directory on another port: refused by the directory's lock.
+        # The same directory and the same port: refused by the port, naming the instance.
+        for args, says in (
+            ((0,), "another fleetgate up is running from"),
+            ((port,), f"cannot listen on 127.0.0.1:{port}: another fleetgate up is running"),
+        ):
+            second = UpProcess(tmp_path, *args)
+            try:
+                assert second.process.wait(timeout=120) == command.EXIT_FAILED
+            finally:
+                second.close()
+            err = "".join(second.stderr)
+            assert len(err.strip().splitlines()) == 1, err
+            assert says in err and f"pid {first.process.pid}" in err, err
+            assert database.stat().st_ino == inode  # the same file, never deleted
+            assert _nodes(link) == 200  # and the first one still serves from it
+        assert first.interrupt() == 0
+    finally:
+        first.close()
+    # Stopped, the directory is free again: a new `up` starts there on a fresh database.
+    third = UpProcess(tmp_path)
+    try:
+        third.link()
+        assert database.stat().st_ino != inode
+        assert third.interrupt() == 0
+    finally:
+        third.close()

@@ -179,10 +179,13 @@ async def test_another_namespaces_claim_is_exactly_a_missing_one(api: Api) -> No
     missing = await api.client.get(
         "/v1/namespaces/team-b/claims/00000000-0000-0000-0000-000000000000", headers=other
     )
-    for path in (f"{URL}/{claim['id']}", f"/v1/namespaces/team-b/claims/{claim['id']}"):
-        r = await api.client.get(path, headers=other)
-        assert (r.status_code, r.json()) == (404, missing.json())
+    # Asked for in its own namespace: exactly a missing one.
+    r = await api.client.get(f"/v1/namespaces/team-b/claims/{claim['id']}", headers=other)
+    assert (r.status_code, r.json()) == (404, missing.json())
     assert missing.json() == {"error": "not_found", "message": "claim not found"}
+    # Asked for in the claim's namespace: not allowed, as for anything there.
+    r = await api.client.get(f"{URL}/{claim['id']}", headers=other)
+    assert (r.status_code, r.json()["error"]) == (403, "forbidden")
 
 
 async def test_advisory_overage_is_admitted_and_reported(api: Api) -> None:

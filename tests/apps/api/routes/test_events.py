@@ -54,8 +54,11 @@ async def test_a_namespace_token_sees_only_its_own_namespace(api: Api) -> None:
     mine = (await api.client.get("/v1/events", headers=team_a)).json()
     assert mine and {e["namespace"] for e in mine} == {"team-a"}
     other = await api.client.get("/v1/events", params={"namespace": "team-b"}, headers=team_a)
-    assert other.status_code == 404
-    assert other.json() == {"error": "not_found", "message": "namespace not found"}
+    assert other.status_code == 403
+    assert other.json() == {
+        "error": "forbidden",
+        "message": "not allowed: this token acts only in namespace team-a",
+    }
 
 
 async def test_bad_filters_are_422_naming_them(api: Api) -> None:

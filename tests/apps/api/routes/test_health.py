@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
+import signal
 import sqlite3
+import subprocess
 import time
 from collections.abc import Awaitable
 from pathlib import Path
@@ -18,9 +21,12 @@ from sqlalchemy import make_url
 from fleetgate.apps.api.app import create_app
 from fleetgate.apps.container import build_container
 from fleetgate.apps.settings import ApiSettings, DatabaseTimeoutSettings, Settings
+from tests.adapters.sql.test_engine import through, upstream
 from tests.apps.api.conftest import ADMIN, Api, api_settings, running_api
 from tests.backends import _admin, server_of
 from tests.conftest import Backend
+from tests.servers import FLEETGATE, free_port
+from tests.waiting import HANG_SECONDS
 
 # Nothing listens on port 1 of the loopback: connecting fails at once.
 UNREACHABLE = "postgresql+asyncpg://nobody@127.0.0.1:1/fleetgate"
@@ -146,3 +152,84 @@ async def test_a_sqlite_lock_held_elsewhere_is_503_within_the_busy_waits(
             other.close()
         r = await api.client.post("/v1/namespaces/t/placements", json=place, headers=ADMIN)
         assert r.status_code == 201, r.text
+
+
+async def test_a_silent_database_is_503_within_the_bound_logged_once_and_served_again(
+    backend: Backend, tmp_path: Path
+) -> None:
+    """The real ``fleetgate api`` over a database that falls silent (issue 42 item 3): every
+    path a 503 naming the wait within ``answer_seconds``, one WARNING line when it is lost and
+    one INFO line when it is back, and served again without a restart."""
+    if backend.kind == "sqlite":
+        pytest.skip("a server's connections fall silent; a local file does not")
+    proxy = upstream(backend.url)
+    await proxy.start()
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("FLEETGATE_", "PROMETHEUS"))}
+    env |= {
+        "FLEETGATE_DATABASE_URL": through(backend.url, proxy),
+        "FLEETGATE_API__ADMIN_TOKEN": "silent-admin-token",
+        "FLEETGATE_DATABASE_TIMEOUTS__ANSWER_SECONDS": "1",
+        "FLEETGATE_DATABASE_SESSION_VARIABLES": json.dumps(dict(backend.session_variables)),
+    }
+    log = tmp_path / "api.log"
+    base = f"http://127.0.0.1:{port}"
+    admin = {"Authorization": "Bearer silent-admin-token"}
+    place = {"cpus": 1, "memory_mb": 512, "disk_gb": 1}
+    with log.open("w") as sink:
+        proc = await asyncio.create_subprocess_exec(
+            str(FLEETGATE), "api", "--host", "127.0.0.1", "--port", str(port),
+            env=env, stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+            async with asyncio.timeout(HANG_SECONDS):  # a hang guard: start-up on a busy machine
+                while True:
+                    if await served(client, proc):
+                        break
+                    await asyncio.sleep(0.1)
+            assert (await client.put("/v1/nodes/n1", json=NODE, headers=admin)).is_success
+            proxy.silent = True
+            for method, path, body, token in (
+                ("GET", "/v1/nodes", None, admin),
+                ("POST", "/v1/namespaces/t/placements", place, admin),
+                ("GET", "/v1/events", None, {"Authorization": "Bearer fgt_not-a-token"}),
+                ("GET", "/readyz", None, {}),
+            ):
+                r = await timed(client.request(method, path, json=body, headers=token), 1.0)
+                assert unavailable(r), (path, r.status_code, r.text)
+                if path != "/readyz":  # the probe, unauthenticated, names no more than a class
+                    message = r.json()["message"]
+                    assert "the database did not answer" in message, message
+                    assert message.endswith("within 1 s"), message
+            proxy.silent = False
+            assert (await client.get("/readyz")).status_code == 200
+            r = await client.post("/v1/namespaces/t/placements", json=place, headers=admin)
+            assert r.status_code == 201, r.text
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                await asyncio.wait_for(proc.wait(), HANG_SECONDS)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+        await proxy.stop()
+    lines = log.read_text().splitlines()
+    lost = [line for line in lines if "lost the database" in line]
+    back = [line for line in lines if "answers again (after" in line]
+    assert len(lost) == 1 and "warning" in lost[0].lower(), lost
+    assert len(back) == 1 and "info" in back[0].lower(), lines[-40:]
+    assert "silent-admin-token" not in log.read_text()
+
+
+NODE = {"threads": 4, "memory_mb": 8192, "disk_gb": 100}
+
+
+async def served(client: httpx.AsyncClient, proc: asyncio.subprocess.Process) -> bool:
+    """Whether the API answers ``/readyz`` (failing the test if its process has exited)."""
+    assert proc.returncode is None, f"fleetgate api exited with {proc.returncode}"
+    try:
+        return (await client.get("/readyz", timeout=2)).status_code == 200
+    except httpx.TransportError:
+        return False

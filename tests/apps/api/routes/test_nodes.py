@@ -100,6 +100,9 @@ async def test_delete_is_409_while_busy_then_204_then_404(api: Api) -> None:
     ("path", "body", "field"),
     [
         ("/v1/nodes/hv-1", {"threads": -1, "memory_mb": 1, "disk_gb": 1}, "threads"),
+        # A node without threads or memory admits nothing: refused, not stored (issue 42).
+        ("/v1/nodes/hv-1", {"threads": 0, "memory_mb": 1, "disk_gb": 1}, "threads"),
+        ("/v1/nodes/hv-1", {"threads": 1, "memory_mb": 0, "disk_gb": 1}, "memory_mb"),
         ("/v1/nodes/hv-1", {"threads": True, "memory_mb": 1, "disk_gb": 1}, "threads"),
         ("/v1/nodes/hv-1", {"threads": "4", "memory_mb": 1, "disk_gb": 1}, "threads"),
         ("/v1/nodes/hv-1", {"threads": 1, "memory_mb": 1}, "disk_gb"),

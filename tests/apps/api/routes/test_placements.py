@@ -172,10 +172,15 @@ async def test_another_namespaces_placement_is_exactly_a_missing_one(api: Api) -
     ).json()
     team = await api.token(NS)
     missing = await api.client.get(f"{URL}/00000000-0000-0000-0000-000000000000", headers=team)
-    for path in (f"{URL}/{theirs['id']}", f"/v1/namespaces/team-b/placements/{theirs['id']}"):
-        for method in ("GET", "DELETE"):
-            r = await api.client.request(method, path, headers=team)
-            assert (r.status_code, r.json()) == (404, missing.json())
+    for method in ("GET", "DELETE"):
+        # Asked for in its own namespace: exactly a missing one.
+        r = await api.client.request(method, f"{URL}/{theirs['id']}", headers=team)
+        assert (r.status_code, r.json()) == (404, missing.json())
+        # Asked for in the other namespace: not allowed, as for anything there.
+        r = await api.client.request(
+            method, f"/v1/namespaces/team-b/placements/{theirs['id']}", headers=team
+        )
+        assert r.status_code == 403 and r.json()["error"] == "forbidden"
     assert await node_used(api, "hv-1") == SMALL  # nothing was released
 
 
@@ -255,14 +260,17 @@ async def test_a_full_last_page_links_to_an_empty_one(api: Api) -> None:
     assert (last.status_code, last.json(), "Link" in last.headers) == (200, [], False)
 
 
-async def test_another_namespaces_list_is_404_with_or_without_a_page(api: Api) -> None:
+async def test_another_namespaces_list_is_403_with_or_without_a_page(api: Api) -> None:
     await api.node("hv-1")
     theirs = (await api.client.post(URL, json=SMALL, headers=ADMIN)).json()
     other = await api.token("team-b")
     for params in ({}, {"limit": 1}, {"after": theirs["id"], "limit": 10}):
         r = await api.client.get(URL, params=params, headers=other)
-        assert r.status_code == 404, params
-        assert r.json() == {"error": "not_found", "message": "namespace not found"}
+        assert r.status_code == 403, params
+        assert r.json() == {
+            "error": "forbidden",
+            "message": "not allowed: this token acts only in namespace team-b",
+        }
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,12 @@ import yaml
 from fleetgate.apps.api.schemas.fleet import MAX_SIMULATE_NODES
 from fleetgate.apps.container import Container
 from fleetgate.apps.policyfile import load_policy
-from fleetgate.apps.services.check import CheckInputs, check
+from fleetgate.apps.services.check import (
+    CheckInputs,
+    check,
+    parse_expire_after,
+    parse_grace_period,
+)
 from fleetgate.domain.rotation.windows import DAY_NAMES
 from tests.apps.api.conftest import ADMIN, Api
 
@@ -77,6 +82,45 @@ async def test_bad_facts_are_422_naming_the_field(
     r = await api.client.post(URL, json=body, headers=ADMIN)
     assert r.status_code == 422, r.text
     assert any(f["field"].startswith(field) for f in r.json()["fields"])
+
+
+def said(parse: Any, text: str) -> str:
+    """What ``fleetgate check``'s parser says of ``text`` (the CLI prints it after the option)."""
+    with pytest.raises(ValueError) as refused:
+        parse(text)
+    assert "invalid duration" in str(refused.value) and len(str(refused.value)) < 120
+    return str(refused.value)
+
+
+async def test_messages_say_what_is_wrong_in_words_an_operator_reads(api: Api) -> None:
+    """Issue 42: no 400-character pattern for a duration, no ``policy.::: unknown field`` for
+    pasted text; the same words ``fleetgate check`` prints for the same input."""
+    base = {"policy": tokyo_manifest(), "expire_after": "14d"}
+    cases = [
+        ({"expire_after": "14 days"}, "expire_after", said(parse_expire_after, "14 days")),
+        ({"expire_after": "0s"}, "expire_after", "must be greater than 0 (or Never), got '0s'"),
+        (
+            {"termination_grace_period": "1 hour"},
+            "termination_grace_period",
+            said(parse_grace_period, "1 hour"),
+        ),
+        (
+            {"policy": "::: not yaml"},
+            "policy",
+            "line 1, column 1: not a RotationPolicy manifest: the YAML reads as a mapping of "
+            "'::', not a mapping of apiVersion, kind, metadata, spec",
+        ),
+        (
+            {"policy": "kind: [unclosed"},
+            "policy",
+            "invalid YAML at line 1, column 16: expected ',' or ']', but got '<stream end>'",
+        ),
+    ]
+    for change, field, reason in cases:
+        r = await api.client.post(URL, json={**base, **change}, headers=ADMIN)
+        assert r.status_code == 422, r.text
+        assert r.json()["fields"] == [{"field": field, "location": "body", "reason": reason}]
+        assert r.json()["message"] == f"{field}: {reason}"
 
 
 async def test_an_invalid_manifest_names_the_manifest_field(api: Api) -> None:

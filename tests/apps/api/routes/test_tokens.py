@@ -59,7 +59,10 @@ async def test_namespace_tokens_may_not_manage_tokens(api: Api) -> None:
     assert (await api.client.post(URL, headers=team)).status_code == 403
     assert (await api.client.get(URL, headers=team)).status_code == 403
     other = await api.client.get("/v1/admin/namespaces/team-b/tokens", headers=team)
-    assert (other.status_code, other.json()["message"]) == (404, "token not found")
+    assert (other.status_code, other.json()["message"]) == (
+        403,
+        "not allowed: this token acts only in namespace team-a",
+    )
 
 
 async def test_create_and_revoke_are_each_recorded_once_with_their_request_id(api: Api) -> None:

@@ -28,11 +28,18 @@ ENV_PREFIX = "FLEETGATE_"
 DESCRIPTIONS: dict[str, str] = {
     "database_url": "SQLAlchemy async URL of the ledger (SQLite, MariaDB/MySQL or PostgreSQL).",
     "database_session_variables": "Session variables set on every database connection.",
-    "database_timeouts.connect_seconds": "Longest wait to open a database connection "
-    "(then 503 `unavailable`).",
-    "database_timeouts.pool_seconds": "Longest wait for a free pooled connection (then 503).",
-    "database_timeouts.statement_seconds": "Longest one statement may run: PostgreSQL on the "
-    "client (a silent network too), MariaDB on the server (`max_statement_time`); then 503.",
+    "database_timeouts.connect_seconds": "Longest wait to open a database connection, per host "
+    "(then 503 `unavailable`); below `answer_seconds`, so a dead first host leaves the next one "
+    "its whole bound.",
+    "database_timeouts.pool_seconds": "Longest wait for a free pooled connection (then 503 `no "
+    "free database connection`: a busy database, not a lost one); below `answer_seconds`.",
+    "database_timeouts.statement_seconds": "Longest one statement may run on the server "
+    "(MariaDB's `max_statement_time`; PostgreSQL's client-side `command_timeout`, which also "
+    "bounds migrations); then 503.",
+    "database_timeouts.answer_seconds": "Longest a ledger transaction waits for any one answer "
+    "of the database (a connection, a statement's result, the COMMIT), counted afresh at each, on "
+    "the client: a database that falls silent is a 503 naming the wait within it, logged once "
+    "as a WARNING (and its return as INFO). Not on SQLite (a local file; its busy timeout).",
     "database_retry.attempts": "Tries in all of a transaction the database aborted for a "
     "conflict (deadlock, serialization failure), on one server; then 503.",
     "database_retry.base_delay_ms": "First backoff between those tries; it doubles, jittered.",
@@ -179,8 +186,17 @@ def render() -> str:
         " `__`.",
         "Mappings and lists are given as JSON in the environment. An invalid value stops the"
         " process with",
-        "exit code 2 and a message naming the setting. A `FLEETGATE_*` variable that is no setting"
-        " (a typo)",
+        "exit code 2 and one line per problem naming the variable as written and the setting, with"
+        " the",
+        "rule (`FLEETGATE_DATABASE_POOL__SIZE (database_pool.size): must be a whole number from 1"
+        " to 1000,",
+        "got '1e26'`); a misspelt name inside a section gets the closest setting"
+        " (`FLEETGATE_CAPACITY__TARGT_LOAD",
+        "(capacity.targt_load): not a setting; did you mean FLEETGATE_CAPACITY__TARGET_LOAD?`)."
+        " Every",
+        "command that reads a setting validates it: `fleetgate check --ledger`/`--ledger-snapshot`"
+        " reads the",
+        "`capacity` ones. A `FLEETGATE_*` variable that is no setting (a typo)",
         "is ignored with a warning on stderr naming the closest setting:"
         " `fleetgate: warning: FLEETGATE_DATABSE_URL",
         "is not a setting and is ignored; did you mean FLEETGATE_DATABASE_URL?`"

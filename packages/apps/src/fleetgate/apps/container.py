@@ -74,10 +74,7 @@ def _capacity_events(ledger: CapacityLedger) -> RequestIdEventSink:
 
 
 def _demand_policy(settings: Settings) -> DemandPolicy:
-    capacity = settings.capacity
-    return DemandPolicy(
-        capacity.target_load, capacity.demand_per_vcpu, capacity.demand_decay_seconds
-    )
+    return settings.capacity.demand_policy()
 
 
 def _node_snapshot(

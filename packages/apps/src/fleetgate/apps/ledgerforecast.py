@@ -47,13 +47,14 @@ async def read_ledger(ledger: CapacityLedger, policy: DemandPolicy) -> list[Pool
 
 def from_ledger_url(url: str) -> list[PoolHeadroom]:
     """Each pool's headroom from the ledger at ``url`` (the configured capacity and demand
-    settings; the schema is not migrated). Errors name the database without its password."""
+    settings, validated: a bad one is a ConfigError naming it; the schema is not migrated).
+    Errors name the database without its password."""
     from fleetgate.adapters import plugins
     from fleetgate.adapters.plugins import redact_urls
     from fleetgate.apps.container import build_container
-    from fleetgate.apps.settings import Settings
+    from fleetgate.apps.settings import load_settings
 
-    container = build_container(Settings(database_url=url))
+    container = build_container(load_settings(database_url=url))
     settings, policy = container.settings(), container.demand_policy()
     options = {**settings.ledger_options(), "migrate": False}
     ledger = plugins.make_ledger(
@@ -89,8 +90,13 @@ def _both() -> list[PoolHeadroom]:
 
 
 def _from_file(path: Path) -> list[PoolHeadroom]:
+    # The configured demand policy, as the ledger itself would judge (the settings validated
+    # where they are read: a bad FLEETGATE_CAPACITY__* is a ConfigError naming it, exit 2).
+    from fleetgate.apps.settings import load_settings
+
+    policy = load_settings().capacity.demand_policy()
     try:
-        return read_snapshot(path, DemandPolicy())
+        return read_snapshot(path, policy)
     except (LedgerFileError, YamlFileError) as exc:
         raise LedgerFileError(f"--ledger-snapshot {path}: {exc}") from None
 

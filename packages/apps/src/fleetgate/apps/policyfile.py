@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -75,7 +76,7 @@ def load_policies(path: Path) -> list[RotationPolicy]:
 def policies_from_text(text: str, source: str = "<policy>") -> list[RotationPolicy]:
     """Every RotationPolicy in YAML ``text``; errors are prefixed with ``source``."""
     try:
-        documents = [d for d in yaml.load_all(text, Loader=_KubernetesLoader) if d is not None]
+        documents = [(d, node) for d, node in _documents(text) if d is not None]
     except yaml.YAMLError as exc:
         raise PolicyFileError([f"{source}: {describe_yaml_error(exc)}"]) from exc
     except RecursionError:  # PyYAML composes nested collections recursively
@@ -84,8 +85,12 @@ def policies_from_text(text: str, source: str = "<policy>") -> list[RotationPoli
         raise PolicyFileError([f"{source}: contains no RotationPolicy"])
     policies: list[RotationPolicy] = []
     errors: list[str] = []
-    for index, document in enumerate(documents):
+    for index, (document, node) in enumerate(documents):
         where = source if len(documents) == 1 else f"{source} (document {index + 1})"
+        stranger = _not_a_manifest(document, node)
+        if stranger is not None:
+            errors.append(f"{where}: {stranger}")
+            continue
         try:
             policies.append(policy_from_manifest(document))
         except PolicyError as exc:
@@ -93,3 +98,44 @@ def policies_from_text(text: str, source: str = "<policy>") -> list[RotationPoli
     if errors:
         raise PolicyFileError(errors)
     return policies
+
+
+#: The top-level keys of a RotationPolicy manifest. YAML that has none of them is some other
+#: text (pasted by mistake: ``::: not yaml`` reads as the mapping ``{"::": "not yaml"}``), said
+#: in one line with where it starts, not as an unknown field and three missing ones.
+MANIFEST_KEYS = ("apiVersion", "kind", "metadata", "spec")
+
+
+def _documents(text: str) -> list[tuple[Any, yaml.Node]]:
+    """Each YAML document of ``text`` as data, with its node (which knows its line/column)."""
+    loader = _KubernetesLoader(text)
+    try:
+        found = []
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:
+                found.append((loader.construct_document(node), node))
+        return found
+    finally:
+        loader.dispose()
+
+
+def _not_a_manifest(document: Any, node: yaml.Node) -> str | None:
+    """Why ``document`` is no manifest at all (None when it may be one: the manifest's own
+    reader then names each field)."""
+    if isinstance(document, dict) and any(key in document for key in MANIFEST_KEYS):
+        return None
+    mark = node.start_mark
+    if isinstance(document, dict):
+        keys = ", ".join(repr(str(key)) for key in list(document)[:3])
+        more = ", ..." if len(document) > 3 else ""
+        found = f"a mapping of {keys}{more}"
+    elif isinstance(document, list):
+        found = "a list"
+    else:
+        kind = "text" if isinstance(document, str) else "value"
+        found = f"the {kind} {str(document)[:40]!r}"
+    return (
+        f"line {mark.line + 1}, column {mark.column + 1}: not a RotationPolicy manifest: "
+        f"the YAML reads as {found}, not a mapping of {', '.join(MANIFEST_KEYS)}"
+    )

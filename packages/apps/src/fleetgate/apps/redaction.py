@@ -18,12 +18,30 @@ MASK = "***"
 _MIN_HIDDEN = 6
 _hidden: set[str] = set()
 
-# ``Bearer abc``/``Basic abc`` wherever it stands (a header value, a repr of the headers).
-_SCHEME_CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)(\s+)([^\s'\",;)\]}]+)")
-# ``authorization: x``, ``(b'cookie', b'x')``, ``"set-cookie": "x"``: a credential header's value.
+#: Words prose puts after a scheme's name ("a valid bearer token is required"): our own messages
+#: are not credentials. A word counts only when it ends there (``token-abc`` is a credential).
+_PROSE_AFTER_SCHEME = (
+    "token",
+    "tokens",
+    "scheme",
+    "auth",
+    "authentication",
+    "header",
+    "headers",
+    "credential",
+    "credentials",
+)
+_PROSE = "|".join(_PROSE_AFTER_SCHEME)
+# ``Bearer abc``/``Basic abc`` wherever it stands (a header value, a repr of the headers, a
+# message): whatever follows the scheme's name is masked unless it is one of the prose words.
+_SCHEME_CREDENTIAL = re.compile(
+    rf"(?i)\b(bearer|basic)(\s+)(?!(?:{_PROSE})(?:[\s.,;:!?)\]}}'\"]|$))([^\s'\",;)\]}}]+)"
+)
+# ``authorization: x``, ``(b'cookie', b'x')``, ``"set-cookie": "x"``: a credential header's value,
+# after its scheme's name if it has one (in a header, even a prose word is the credential).
 _HEADER = re.compile(
     r"(?i)\b(authorization|proxy-authorization|cookie|set-cookie|x-api-key)"
-    r"((?>['\"]?\s*[:=,]\s*b?['\"]?))(?!bearer\b|basic\b)([^'\"\r\n]+)"
+    r"((?>['\"]?\s*[:=,]\s*(?:b(?=['\"]))?['\"]?)(?:(?:bearer|basic)\s+)?)([^'\"\r\n]+)"
 )
 # ``admin_token='x'``, ``?token=x``, ``"password": "x"``, ``secret=x``: a credential assignment.
 _ASSIGNMENT = re.compile(

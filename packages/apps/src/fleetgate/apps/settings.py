@@ -9,10 +9,12 @@ from __future__ import annotations
 import difflib
 import os
 import sys
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import annotated_types
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
@@ -68,6 +70,10 @@ class CapacitySettings(_Section):
     # 60 s of staleness; admission is guarded, so a stale order is safe). 0: read every request.
     snapshot_seconds: float = Field(1.0, ge=0, le=60)
 
+    def demand_policy(self) -> DemandPolicy:
+        """The domain's demand policy these settings configure (one per process)."""
+        return DemandPolicy(self.target_load, self.demand_per_vcpu, self.demand_decay_seconds)
+
     @field_validator("demand_per_vcpu")
     @classmethod
     def _a_charge_or_none(cls, value: float) -> float:
@@ -81,9 +87,13 @@ class CapacitySettings(_Section):
 class DatabaseTimeoutSettings(_Section):
     """Bounds on every wait for the database, so a database that goes away is a quick 503."""
 
-    connect_seconds: float = Field(5.0, gt=0, allow_inf_nan=False)
-    pool_seconds: float = Field(5.0, gt=0, allow_inf_nan=False)
-    statement_seconds: float = Field(10.0, gt=0, allow_inf_nan=False)
+    # Below answer_seconds, so their own messages come first (docs/configuration.md).
+    connect_seconds: float = Field(3.0, gt=0, le=3600, allow_inf_nan=False)
+    pool_seconds: float = Field(3.0, gt=0, le=3600, allow_inf_nan=False)
+    statement_seconds: float = Field(10.0, gt=0, le=3600, allow_inf_nan=False)
+    # Each wait of a ledger transaction for the database's answer (a connection, a statement,
+    # the COMMIT), on the client: a silent database is a 503 within it on every path.
+    answer_seconds: float = Field(4.0, gt=0, le=3600, allow_inf_nan=False)
 
 
 class DatabaseRetrySettings(_Section):
@@ -101,14 +111,19 @@ class DatabaseRetrySettings(_Section):
     multi_primary_serialize_writers: bool = True
 
 
+#: More connections than any database server accepts from one process (MariaDB's default
+#: ``max_connections`` is 151, PostgreSQL's 100): a larger pool is a typo, refused.
+MAX_POOL_CONNECTIONS = 1000
+
+
 class DatabasePoolSettings(_Section):
     """The connections each process keeps open to the database (a server database's pool)."""
 
     # Kept open and reused: enough for the API's concurrent requests (the group-commit writer,
     # the snapshot's read, replays, refusals' events), so a steady load opens no new sessions.
-    size: int = Field(16, ge=1)
+    size: int = Field(16, ge=1, le=MAX_POOL_CONNECTIONS)
     # Opened beyond ``size`` under a burst and closed again when returned.
-    overflow: int = Field(16, ge=0)
+    overflow: int = Field(16, ge=0, le=MAX_POOL_CONNECTIONS)
 
 
 class ClaimSettings(_Section):
@@ -260,7 +275,7 @@ def load_settings(**overrides: Any) -> Settings:
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:
-        raise ConfigError(describe_validation_error(exc)) from exc
+        raise ConfigError(describe_validation_error(exc, os.environ)) from exc
     hide(settings.api.admin_token)
     hide_url_password(settings.database_url)
     return settings
@@ -307,10 +322,115 @@ def warn_unknown_variables(environ: Mapping[str, str]) -> list[str]:
     return warnings
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """``capacity.target_load: Input should be a valid number`` for each error, one per line."""
+def describe_validation_error(
+    exc: ValidationError, environ: Mapping[str, str] | None = None
+) -> str:
+    """One line per error, naming the setting as the operator wrote it and why it is refused.
+
+    A value read from ``environ`` is named by its variable (``FLEETGATE_CAPACITY__TARGET_LOAD``
+    and the setting it sets); any other by its path (``capacity.target_load``, the YAML file's
+    keys). A name that is no setting gets the closest one; a number out of its type or range
+    gets the range (``a whole number from 1 to 1000``), not pydantic's wording.
+    """
     lines = []
     for err in exc.errors():
-        path = ".".join(str(p) for p in err["loc"]) or "(root)"
-        lines.append(f"{path}: {err['msg']}")
+        loc = tuple(str(p) for p in err["loc"])
+        path = ".".join(loc) or "(root)"
+        variable = _variable_for(loc, environ or {})
+        where = f"{variable} ({path})" if variable else path
+        lines.append(f"{where}: {_reason(err, loc, variable)}")
     return "\n".join(lines)
+
+
+def _variable_for(loc: tuple[str, ...], environ: Mapping[str, str]) -> str | None:
+    """The ``FLEETGATE_*`` variable (as spelt in ``environ``) that gave the value at ``loc``:
+    the nested one (``FLEETGATE_A__B``) or its section's whole-JSON one (``FLEETGATE_A``)."""
+    by_upper = {name.upper(): name for name in environ}
+    for depth in range(len(loc), 0, -1):
+        wanted = "FLEETGATE_" + "__".join(loc[:depth]).upper()
+        if wanted in by_upper:
+            return by_upper[wanted]
+    return None
+
+
+_NUMBER_ERRORS = frozenset(
+    {
+        "int_parsing",
+        "int_parsing_size",
+        "int_type",
+        "int_from_float",
+        "float_parsing",
+        "float_type",
+        "finite_number",
+        "greater_than",
+        "greater_than_equal",
+        "less_than",
+        "less_than_equal",
+    }
+)
+
+
+def _reason(err: Any, loc: tuple[str, ...], variable: str | None) -> str:
+    if err["type"] == "extra_forbidden":
+        return f"not a setting{_closest(loc, variable)}"
+    field = _field_at(loc)
+    if err["type"] in _NUMBER_ERRORS and field is not None:
+        rule = _number_rule(field, finite=err["type"] == "finite_number")
+        return f"must be {rule}, got {err['input']!r}"
+    return str(err["msg"])
+
+
+def _closest(loc: tuple[str, ...], variable: str | None) -> str:
+    """``; did you mean <the closest setting>?`` for an unknown name at ``loc``, as written."""
+    parent = _section_at(loc[:-1])
+    if parent is None or not loc:
+        return ""
+    close = difflib.get_close_matches(loc[-1].lower(), list(parent.model_fields), n=1, cutoff=0.6)
+    if not close:
+        return ""
+    path = (*loc[:-1], close[0])
+    named = "FLEETGATE_" + "__".join(path).upper() if variable else ".".join(path)
+    return f"; did you mean {named}?"
+
+
+def _section_at(loc: tuple[str, ...]) -> type[BaseModel] | None:
+    """The model whose fields live at ``loc`` (``()`` is Settings itself)."""
+    model: type[BaseModel] = Settings
+    for part in loc:
+        field = model.model_fields.get(part)
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            return None
+        model = annotation
+    return model
+
+
+def _field_at(loc: tuple[str, ...]) -> Any:
+    parent = _section_at(loc[:-1]) if loc else None
+    return parent.model_fields.get(loc[-1]) if parent is not None else None
+
+
+def _number_rule(field: Any, finite: bool = False) -> str:
+    """``a whole number from 1 to 1000``, ``a number of more than 0``: the field's type and
+    bounds, read from its declaration (the one definition of the rule)."""
+    args = typing.get_args(field.annotation) or (field.annotation,)
+    kind = "a whole number" if int in args and float not in args else "a number"
+    kind = kind.replace("a ", "a finite ", 1) if finite else kind
+    low = high = ""
+    for bound in field.metadata:
+        if isinstance(bound, annotated_types.Ge):
+            low = f"{bound.ge:g}"
+        elif isinstance(bound, annotated_types.Gt):
+            low = f"more than {bound.gt:g}"
+        elif isinstance(bound, annotated_types.Le):
+            high = f"{bound.le:g}"
+        elif isinstance(bound, annotated_types.Lt):
+            high = f"less than {bound.lt:g}"
+    if low and high and low[0].isdigit() and high[0].isdigit():
+        rule = f" from {low} to {high}"
+    else:
+        parts = [f"at least {low}" if low[:1].isdigit() else low]
+        parts.append(f"at most {high}" if high[:1].isdigit() else high)
+        rule = " of " + " and ".join(p for p in parts if p) if any(parts) else ""
+    optional = " (or null)" if type(None) in args else ""
+    return f"{kind}{rule}{optional}"

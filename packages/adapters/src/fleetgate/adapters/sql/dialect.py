@@ -42,19 +42,26 @@ class Timeouts:
 
     A database that goes away must cost a request seconds, not the minutes a driver's default
     would wait for a silent host: opening a connection, waiting for a pooled one, and one
-    statement are each bounded, and each overrun is ``LedgerUnavailable`` (503).
+    statement are each bounded, and each overrun is ``LedgerUnavailable`` (503). ``answer``
+    bounds, on the client and for every dialect that can fall silent, each wait of a ledger
+    transaction for the database's answer (``answers.py``): a silent database is a 503 within
+    it on every path, whatever the driver would wait. The connect and pool bounds stay below
+    it, so that their own, truer messages come first (a host that does not answer, a pool
+    exhausted by a busy database); ``statement`` is the server's bound on one statement (and,
+    on PostgreSQL, the client's outside a transaction: migrations).
     """
 
-    connect: float = 5.0
-    pool: float = 5.0
+    connect: float = 3.0
+    pool: float = 3.0
     statement: float = 10.0
+    answer: float = 4.0
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> Timeouts:
         """``{"connect_seconds": .., "pool_seconds": .., "statement_seconds": ..}``, checked."""
         raw = dict(options.get("timeouts") or {})
         values = {}
-        for name in ("connect", "pool", "statement"):
+        for name in ("connect", "pool", "statement", "answer"):
             value = raw.pop(f"{name}_seconds", getattr(cls, name))
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ValueError(f"timeouts.{name}_seconds: must be a number > 0, got {value!r}")
@@ -88,6 +95,9 @@ class DialectSupport:
     #: to send: a one-statement read then needs no BEGIN and COMMIT round trips (``read_one``).
     #: Alone in its transaction, one statement sees the same at every isolation level.
     autocommit_reads = False
+    #: A server can fall silent (connections open, nothing answers): bound each wait of a
+    #: transaction on the client (``Timeouts.answer``). A local file answers or fails.
+    bound_answers = True
 
     # --- the plugin: the two ledger hooks every dialect module answers the same way ----------
 

@@ -20,6 +20,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from fleetgate.adapters.clock import SystemClock
+from fleetgate.adapters.sql import answers
+from fleetgate.adapters.sql.answers import COMMIT, AnswerWatch, Availability, NotAnswering
 from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport, Timeouts
 from fleetgate.adapters.sql.retry import (
     ATTEMPTS,
@@ -30,6 +32,7 @@ from fleetgate.adapters.sql.retry import (
     with_retries,
 )
 from fleetgate.adapters.sql.sqltypes import epoch
+from fleetgate.adapters.urlredaction import redact_urls
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.ports import Clock
 
@@ -37,7 +40,7 @@ T = TypeVar("T")
 Work = Callable[[AsyncConnection], Awaitable[T]]
 
 
-class CommitUnknown(LedgerUnavailable):
+class CommitUnknown(NotAnswering):
     """The COMMIT failed short of a refusal (mostly: the connection was lost during it).
 
     Whether the transaction committed is then unknown, so nothing may run it again.
@@ -58,7 +61,16 @@ def json_text(value: object) -> str:
 
 
 def _commit_unknown(what: str, failure: str, cause: BaseException | None) -> CommitUnknown:
-    return CommitUnknown(f"{what}: {failure}, so whether it committed is unknown: {cause}")
+    because = f": {cause}" if cause is not None and str(cause) else ""
+    return CommitUnknown(f"{what}: {failure}, so whether it committed is unknown{because}")
+
+
+def _unreachable(exc: OSError | TimeoutError, watch: AnswerWatch) -> str:
+    """Why the database could not be used, never an empty reason: a driver's own timeout
+    (asyncpg's per statement, the connect's) says nothing of itself, so the wait is named."""
+    if isinstance(exc, TimeoutError) and not str(exc):
+        return f"the database did not answer {watch.waiting_for} within its configured wait"
+    return f"cannot reach the database: {exc}"
 
 
 #: Connections a process keeps open, and those it may open beyond them under a burst, unless
@@ -108,18 +120,27 @@ class Store:
         self.serialize_multi_primary = bool(retry.get("multi_primary_serialize_writers", True))
         self._engine: AsyncEngine | None = None
         self._writers = asyncio.Lock()
+        #: Each wait for an answer within a transaction, bounded on the client (answers.py);
+        #: None where the dialect's own waits are bounded (SQLite's busy timeout). Read with
+        #: the other timeouts, when the engine is made.
+        self.answer_seconds: float | None = None
+        self.availability = Availability(f"at {redact_urls(url)}")
 
     @property
     def engine(self) -> AsyncEngine:
         """The engine, created on first use (creating one does not connect)."""
         if self._engine is None:
             kwargs = {"json_serializer": json_text, **self.dialect.engine_kwargs(self.options)}
-            self.dialect.bound_waits(self.url, kwargs, Timeouts.from_options(self.options))
+            timeouts = Timeouts.from_options(self.options)
+            self.dialect.bound_waits(self.url, kwargs, timeouts)
+            self.answer_seconds = timeouts.answer if self.dialect.bound_answers else None
             if "pool_timeout" in kwargs:  # a queue pool: a database in memory has one connection
                 kwargs.update(pool_sizes(self.options))
             kwargs.update(self.options.get("engine", {}))
             self._engine = create_async_engine(self.url, **kwargs)
             self.dialect.install(self._engine, self.options)
+            if self.answer_seconds is not None:  # nothing to tell a watch without a bound
+                answers.listen(self._engine)
         return self._engine
 
     @property
@@ -190,6 +211,20 @@ class Store:
         autocommit: bool = False,
     ) -> T:
         async def once() -> T:
+            watch = self._answer_watch()
+            try:
+                async with watch:
+                    return await attempt(watch)
+            except TimeoutError as exc:
+                if not watch.expired:
+                    raise
+                # A wait went unanswered past the bound: the attempt was cancelled there and
+                # SQLAlchemy discarded its connection. Never run again: it would wait as long.
+                if watch.waiting_for == COMMIT and not read_only:
+                    raise _commit_unknown(what, watch.describe(), None) from exc
+                raise NotAnswering(f"{what}: {watch.describe()}") from exc
+
+        async def attempt(watch: AnswerWatch) -> T:
             committing = False
             try:
                 async with self.engine.connect() as conn:
@@ -221,7 +256,7 @@ class Store:
                         if isinstance(exc, PendingRollbackError):
                             # Work went on with a connection SQLAlchemy had discarded: the
                             # server rolled its transaction back, so it is a lost connection.
-                            raise LedgerUnavailable(
+                            raise NotAnswering(
                                 f"{what}: lost the database connection: {exc}"
                             ) from exc
                         if not isinstance(exc, ValueError) or not self.dialect.connection_lost(exc):
@@ -234,9 +269,7 @@ class Store:
                             raise _commit_unknown(
                                 what, "lost the database connection during commit", exc
                             ) from exc
-                        raise LedgerUnavailable(
-                            f"{what}: lost the database connection: {exc}"
-                        ) from exc
+                        raise NotAnswering(f"{what}: lost the database connection: {exc}") from exc
             except DBAPIError as exc:
                 if self.dialect.retryable(exc):
                     raise  # a refusal the server answered with: nothing committed
@@ -255,23 +288,34 @@ class Store:
                 if isinstance(exc, OperationalError | InterfaceError) or self.dialect.unavailable(
                     exc
                 ):
-                    raise LedgerUnavailable(f"{what}: database error: {exc.orig}") from exc
+                    raise NotAnswering(f"{what}: database error: {exc.orig}") from exc
                 raise
             except PoolTimeout as exc:
                 # Every pooled connection stayed busy past the pool's timeout: nothing ran.
                 raise LedgerUnavailable(f"{what}: no free database connection: {exc}") from exc
             except (OSError, TimeoutError) as exc:
                 if committing:
-                    raise _commit_unknown(
-                        what, "lost the database connection during commit", exc
-                    ) from exc
-                raise LedgerUnavailable(f"{what}: cannot reach the database: {exc}") from exc
+                    raise _commit_unknown(what, _unreachable(exc, watch), exc) from exc
+                raise NotAnswering(f"{what}: {_unreachable(exc, watch)}") from exc
 
-        if not retry:
-            return await once()
-        return await with_retries(
-            once, retryable=self._retryable, what=what, budget=self.budget(), rng=self.rng
-        )
+        try:
+            if not retry:
+                result = await once()
+            else:
+                result = await with_retries(
+                    once, retryable=self._retryable, what=what, budget=self.budget(), rng=self.rng
+                )
+        except NotAnswering as exc:
+            self.availability.lost(str(exc))
+            raise
+        self.availability.answered()
+        return result
+
+    def _answer_watch(self) -> AnswerWatch:
+        """A watch over one attempt, with the bound read when the engine was made."""
+        if self._engine is None:
+            _ = self.engine
+        return AnswerWatch(self.answer_seconds)
 
     def _serialize_for_certification(self) -> bool:
         """On a multi-primary cluster, one writing transaction of this process at a time.

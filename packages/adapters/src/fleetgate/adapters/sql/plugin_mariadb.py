@@ -23,7 +23,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from fleetgate.adapters.sql import node_writes
+from fleetgate.adapters.sql import answers, node_writes
+from fleetgate.adapters.sql.answers import CONNECTION
 from fleetgate.adapters.sql.dialect import DialectSupport, Timeouts, error_code
 from fleetgate.adapters.sql.schema import NODE_NAME, TABLE_ARGS
 from fleetgate.domain.capacity.reconcile import NodeResult
@@ -207,6 +208,7 @@ async def connect_first(hosts: list[str], connect_seconds: float, *args: Any, **
     default_port = int(kw.pop("port", None) or 3306)
     for entry in hosts:
         host, _, port = entry.rpartition(":") if ":" in entry else (entry, "", "")
+        answers.asked(CONNECTION)  # each host gets the whole answer bound (answers.py)
         try:
             conn = await asyncio.wait_for(
                 aiomysql.connect(*args, host=host, port=int(port or default_port), **kw),

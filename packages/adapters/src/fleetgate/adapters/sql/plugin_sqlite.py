@@ -46,6 +46,9 @@ class SqliteSupport(DialectSupport):
     name = "sqlite"
     schemes = ("sqlite+aiosqlite",)
     serialize_writers = True
+    #: A local file answers or fails; a wait for its lock is the busy timeout's. (aiosqlite
+    #: runs each call in a thread, which a cancelled await would leave running.)
+    bound_answers = False
 
     def engine_kwargs(self, options: dict[str, Any]) -> dict[str, Any]:
         """No pre-ping: the file is local."""

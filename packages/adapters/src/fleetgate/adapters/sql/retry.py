@@ -31,6 +31,7 @@ from typing import TypeVar
 
 from sqlalchemy.exc import DBAPIError
 
+from fleetgate.adapters.sql.answers import NotAnswering
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 
 T = TypeVar("T")
@@ -116,7 +117,7 @@ async def with_retries(
             # attempts: a database that is gone stays a quick 503, whatever the deadline.
             if spent or lost_count >= ATTEMPTS:
                 if lost:
-                    raise LedgerUnavailable(
+                    raise NotAnswering(
                         f"{what}: lost the database connection {lost_count} times: {exc.orig}"
                     ) from exc
                 raise LedgerUnavailable(

@@ -23,9 +23,9 @@ from fastapi.security import HTTPBearer
 from starlette.responses import Response
 
 from fleetgate.apps.api.errors import (
+    UNKNOWN_TOKEN,
     ApiError,
     forbidden,
-    not_found,
     sent_data,
     unauthorized,
     validation_error,
@@ -61,21 +61,16 @@ class Principal:
 
 @dataclass(frozen=True)
 class Access:
-    """A route's rule: whether only the admin may call it, and what its 404 calls the resource."""
+    """A route's rule: whether only the admin may call it."""
 
     admin_only: bool
-    missing: str
 
 
-def access(*, admin_only: bool, missing: str = "resource") -> Callable[[_F], _F]:
-    """Declare who may call the decorated endpoint.
-
-    ``missing`` names what a namespace token from another namespace is told is not found (it must
-    be the same word the route's own 404 uses, so the two answers cannot be told apart).
-    """
+def access(*, admin_only: bool) -> Callable[[_F], _F]:
+    """Declare who may call the decorated endpoint (see :func:`authorize` for the answers)."""
 
     def mark(endpoint: _F) -> _F:
-        setattr(endpoint, _ACCESS_ATTR, Access(admin_only=admin_only, missing=missing))
+        setattr(endpoint, _ACCESS_ATTR, Access(admin_only=admin_only))
         return endpoint
 
     return mark
@@ -130,20 +125,27 @@ class Authenticator:
         # A store that cannot answer raises LedgerUnavailable: the error handlers make it a 503.
         stored = await self._store.token_by_digest(tokens.digest(token))
         if stored is None or not stored.active:
-            raise unauthorized()
+            raise unauthorized(UNKNOWN_TOKEN)
         return Principal(admin=False, namespace=stored.namespace, token_id=stored.id)
 
 
 async def authorize(request: Request, rule: Access) -> Principal:
-    """Apply ``rule`` to the request: 401, then 404 for another namespace, then 403."""
+    """Apply ``rule`` to the request: 401, then 403 for another namespace, then 403 for an
+    admin-only route (docs/api.md, "Who may do what")."""
     authenticator: Authenticator = request.app.state.authenticator
     principal = await authenticator.authenticate(request.headers.get("authorization"))
     namespace = request.path_params.get("ns")
     if namespace is not None and not principal.may_see(namespace):
-        raise not_found(rule.missing)
+        raise other_namespace(principal)
     if rule.admin_only and not principal.admin:
         raise forbidden("this operation needs the admin token")
     return principal
+
+
+def other_namespace(principal: Principal) -> ApiError:
+    """403 for a namespace token naming another namespace: the same answer whether that
+    namespace holds anything or not, so it tells a stranger nothing, and it is true."""
+    return forbidden(f"not allowed: this token acts only in namespace {principal.namespace}")
 
 
 def _query_names(dependant: Dependant) -> frozenset[str]:
@@ -224,4 +226,5 @@ __all__ = [
     "current_principal",
     "lean",
     "new_secret",
+    "other_namespace",
 ]

@@ -68,12 +68,19 @@ def not_found(what: str) -> ApiError:
     return ApiError(404, "not_found", f"{what} not found")
 
 
-def unauthorized() -> ApiError:
-    """401 for a missing, malformed, unknown or revoked bearer token."""
+#: How a client passes a token: the answer to every 401 says it.
+HOW_TO_PASS_A_TOKEN = "the fleetgate CLI sends the one given with --token or FLEETGATE_TOKEN"
+NO_TOKEN_SENT = "none was sent"
+UNKNOWN_TOKEN = "the one sent is not known here or was revoked"
+
+
+def unauthorized(reason: str = NO_TOKEN_SENT) -> ApiError:
+    """401 for a missing, malformed, unknown or revoked bearer token: ``reason`` says which of
+    the two (none sent, or not known) and the message says how to pass one."""
     return ApiError(
         401,
         "unauthorized",
-        "a valid bearer token is required",
+        f"a valid bearer token is required: {reason} ({HOW_TO_PASS_A_TOKEN})",
         headers={"WWW-Authenticate": "Bearer"},
     )
 
@@ -178,9 +185,40 @@ def sent_data(request: Request, body: Any = None) -> dict[str, Any]:
     return {"body": body, "query": request.query_params, "path": request.path_params}
 
 
+#: What a request body must be sent as (FastAPI, strict about it, reads a body as JSON only
+#: under this type or another ``application/*+json``; never without a Content-Type).
+JSON_MEDIA_TYPE = "application/json"
+
+
+def _sent_as_json(request: Request) -> bool:
+    """Whether the request's Content-Type is one FastAPI reads as JSON."""
+    media = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    return media == JSON_MEDIA_TYPE or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+def unsupported_media_type(request: Request) -> ApiError:
+    """415 for a body sent as something other than JSON: says which type is needed."""
+    sent = request.headers.get("content-type", "").partition(";")[0].strip()
+    was = f"it was sent as {sent}" if sent else "it was sent without one"
+    reason = f"must be JSON sent with Content-Type: {JSON_MEDIA_TYPE} ({was})"
+    return ApiError(
+        415,
+        "unsupported_media_type",
+        f"body: {reason}",
+        fields=[{"field": "body", "location": "header", "reason": reason}],
+    )
+
+
 async def _request_validation(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    return error_response(validation_error(exc.errors(), sent_data(request, exc.body)))
+    errors = exc.errors()
+    # A body sent as another type reaches the model as bytes ("should be a valid dictionary"):
+    # the fault is the Content-Type, so the answer names it.
+    if not _sent_as_json(request) and any(tuple(e.get("loc", ())) == ("body",) for e in errors):
+        return error_response(unsupported_media_type(request))
+    return error_response(validation_error(errors, sent_data(request, exc.body)))
 
 
 def allowed_methods(request: Request) -> list[str]:

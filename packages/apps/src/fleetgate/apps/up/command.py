@@ -8,6 +8,9 @@ and the sample fleet.
 The database is ``./.fleetgate/up.db``, created afresh on every start: the fake cluster lives in
 memory, so a ledger left from an earlier run would describe nodes that no longer exist. (It is a
 file of its own so that ``up`` never touches the ``fleetgate.db`` that ``fleetgate api`` uses.)
+Before it deletes anything, ``up`` binds its port and takes the lock on ``./.fleetgate``
+(``datadir``): a second ``up`` in the same directory, or on the same port, exits with one line
+naming the running one, whose database it never touches.
 
 Exit codes: 0 after Ctrl-C (SIGINT) or SIGTERM, 1 when start-up failed (the port is taken, say),
 2 for invalid input (a policy file, the configuration).
@@ -36,6 +39,7 @@ from fleetgate.apps.policyfile import PolicyFileError, load_policies
 from fleetgate.apps.redaction import error_markup
 from fleetgate.apps.settings import ConfigError, Settings, load_settings
 from fleetgate.apps.signals import stop_on_signals
+from fleetgate.apps.up.datadir import AlreadyRunning, DataDirLock
 from fleetgate.apps.up.fleet import DEFAULT_POLICIES, NAMESPACES, plan_pools, virtual_start
 from fleetgate.apps.up.runtime import seed
 from fleetgate.domain.durations import format_duration
@@ -107,14 +111,42 @@ def run_up(policy: Path | None, nodes: int, speed: float, port: int, verbose: bo
         _err.print("[red]error:[/red] --speed: must be positive")
         return EXIT_INVALID
     quiet_logging(settings, verbose)
-    fresh_database()
+    lock = DataDirLock(DATA_DIR)
+    # The port first, then the directory's lock, and only then the previous run's files: a
+    # second instance must fail before it can delete the running one's database.
     try:
-        return asyncio.run(_main(settings, policies, nodes, speed))
+        sock = listen(settings.api.host, settings.api.port)
+    except OSError as exc:
+        _err.print(error_markup(_refused_port(settings, lock, exc)))
+        return EXIT_FAILED
+    try:
+        with lock:
+            lock.record(sock.getsockname()[1])
+            fresh_database()
+            return asyncio.run(_main(settings, policies, nodes, speed, sock))
+    except AlreadyRunning as exc:
+        _err.print(error_markup(str(exc)))
+        return EXIT_FAILED
     except KeyboardInterrupt:  # Ctrl-C before the handlers were in place (while seeding)
         return EXIT_OK
     except Exception as exc:  # start-up failed: say what, not a traceback
         _err.print(error_markup(f"fleetgate up could not start: {type(exc).__name__}: {exc}"))
         return EXIT_FAILED
+    finally:
+        sock.close()
+
+
+def _refused_port(settings: Settings, lock: DataDirLock, exc: OSError) -> str:
+    """The one line for a port that cannot be bound, naming the ``up`` that holds it if it is
+    the one running from this directory."""
+    where = f"{settings.api.host}:{settings.api.port}"
+    found = lock.holder()
+    if found is not None and found.port == settings.api.port:
+        return (
+            f"cannot listen on {where}: another fleetgate up is running there "
+            f"(pid {found.pid}, from {DATA_DIR.resolve()})"
+        )
+    return f"cannot listen on {where}: {exc.strerror or exc}"
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -124,13 +156,9 @@ def listen(host: str, port: int) -> socket.socket:
     return socket.create_server((host, port), family=family, backlog=128)
 
 
-async def _main(settings: Settings, policies: list[Any], nodes: int, speed: float) -> int:
-    try:
-        sock = listen(settings.api.host, settings.api.port)
-    except OSError as exc:
-        where = f"{settings.api.host}:{settings.api.port}"
-        _err.print(error_markup(f"cannot listen on {where}: {exc.strerror or exc}"))
-        return EXIT_FAILED
+async def _main(
+    settings: Settings, policies: list[Any], nodes: int, speed: float, sock: socket.socket
+) -> int:
     now = datetime.now(UTC).replace(second=0, microsecond=0)
     container = up_container(settings, virtual_start(policies, now), speed)
     ledger = container.ledger()
@@ -139,7 +167,6 @@ async def _main(settings: Settings, policies: list[Any], nodes: int, speed: floa
         return await _run(container, settings, policies, nodes, speed, sock)
     finally:
         await ledger.close()
-        sock.close()
 
 
 async def _run(

@@ -261,10 +261,14 @@ def namespaces(s: Mapping[str, Any]) -> str:
     )
 
 
+EVENTS_SHOWN = 20
+"""The newest events the page lists, each line whole (all of them: ``/v1/events``)."""
+
+
 def events(s: Mapping[str, Any]) -> str:
     """The most recent audit and rotation events, newest first."""
     items = []
-    for ev in s["events"]:
+    for ev in s["events"][:EVENTS_SHOWN]:
         items.append(
             f'<li data-event-id="{e(ev["id"])}" class="{e(ev["level"])}">'
             f"<time>{e(_short(ev['at']))}</time> <b>{e(ev['kind'])}</b> "
@@ -390,11 +394,12 @@ def _recent(recent: Mapping[str, Any] | None) -> str:
     )
 
 
-def timeline(t: Mapping[str, Any] | None, now: str | None) -> str:
+def timeline(t: Mapping[str, Any] | None, now: str | None, max_labels: int = MAX_TICKS) -> str:
     """An SVG strip: maintenance windows above, rotations below, an hour axis with dates, a
     legend; a line at ``now`` when given, and one per ``breaches`` instant when ``t`` has them
     (the What-if page's simulated forced expiries). ``t["clock"]`` (``virtual``, ``simulated``)
-    says whose time the axis is in."""
+    says whose time the axis is in; ``max_labels`` how many of its ticks are labelled at most
+    (a narrow timeline labels every other one)."""
     if not t:
         return ""
     start, end = datetime.fromisoformat(t["start"]), datetime.fromisoformat(t["end"])
@@ -430,9 +435,8 @@ def timeline(t: Mapping[str, Any] | None, now: str | None) -> str:
     if now is not None:
         shapes.append(f'<line class="tl-now" x1="{x(now)}" x2="{x(now)}" y1="0" y2="40"/>')
     marks = "".join(
-        f'<text class="tl-mark{" major" if major else ""}" x="{x(at.isoformat())}" y="11" '
-        f'text-anchor="middle">{e(label)}</text>'
-        for at, label, major in ticks
+        _mark(x(at.isoformat()) / 10, label, major)
+        for at, label, major in ticks[:: _label_every(len(ticks), max_labels)]
     )
     name = getattr(zone, "key", None) or "UTC"
     clock = f"{t['clock']} " if t.get("clock") else ""
@@ -445,9 +449,32 @@ def timeline(t: Mapping[str, Any] | None, now: str | None) -> str:
     return (
         '<figure class="timeline"><svg viewBox="0 0 1000 40" preserveAspectRatio="none" '
         f'role="img" aria-label="windows and rotations">{"".join(shapes)}</svg>'
-        f'<svg class="tl-axis" viewBox="0 0 1000 14" role="img" '
+        f'<svg class="tl-axis" width="100%" height="{AXIS_HEIGHT}" role="img" '
         f'aria-label="hours in {e(name)}">{marks}</svg>{labels}'
         f"<figcaption>{legend}</figcaption></figure>"
+    )
+
+
+AXIS_HEIGHT = 16
+"""Pixels of the axis under a timeline. It has no viewBox: its labels keep the stylesheet's
+font size whatever the timeline's width (a scaled axis drew them 7 px tall on a narrow one)."""
+EDGE_PERCENT = 6.0
+"""A label this close to either end is anchored at that end, so it is never cut off."""
+
+
+def _label_every(ticks: int, max_labels: int) -> int:
+    """Label every n-th tick, so that at most ``max_labels`` labels share the axis."""
+    return max(1, -(-ticks // max(1, max_labels)))
+
+
+def _mark(percent: float, label: str, major: bool) -> str:
+    """One axis label at ``percent`` of the width, anchored so it stays inside the axis."""
+    anchor = (
+        "start" if percent < EDGE_PERCENT else "end" if percent > 100 - EDGE_PERCENT else "middle"
+    )
+    return (
+        f'<text class="tl-mark{" major" if major else ""}" x="{percent:.2f}%" y="12" '
+        f'text-anchor="{anchor}">{e(label)}</text>'
     )
 
 

@@ -41,6 +41,9 @@ from fleetgate.domain.durations import format_duration
 if TYPE_CHECKING:  # the package imports this module: only the type, to avoid a cycle
     from fleetgate.apps.api.dashboard import Dashboard
 
+WHATIF_AXIS_LABELS = 6
+"""Each side's timeline is half the page wide: about every third tick is labelled, so its
+dates ("Tue 02 Jan", bold at midnight) never touch at 1280 px."""
 
 POLICY_A = """apiVersion: fleetgate.io/v1alpha1
 kind: RotationPolicy
@@ -61,7 +64,10 @@ spec:
 """
 """Healthy over the default fleet: 8 hours a day give C = 20 starts a window, K·C = 40 covers
 all 40 nodes falling due together, and the simulation shows no forced expiry."""
-POLICY_B = """apiVersion: fleetgate.io/v1alpha1
+POLICY_B = """# An example of a BAD policy, to compare against: one 4-hour window a week cannot give
+# each node its 2 chances within the fleet's 14-day expireAfter, so the check says FATAL
+# (ANonPositive) and nodes outlive expireAfter in the simulation. Edit it, or paste yours.
+apiVersion: fleetgate.io/v1alpha1
 kind: RotationPolicy
 metadata:
   name: weekly
@@ -107,7 +113,9 @@ _PAGE = Template("""<!doctype html>
 </header>
 <form id="whatif" class="panel wide">
   <label>Policy A<textarea id="policy-a" name="policy-a" rows="16" cols="50">$a</textarea></label>
-  <label>Policy B<textarea id="policy-b" name="policy-b" rows="16" cols="50">$b</textarea></label>
+  <label>Policy B <span class="hint" id="policy-b-note">(an example of a bad policy: FATAL over
+    this fleet, on purpose)</span><textarea id="policy-b" name="policy-b" rows="16"
+    cols="50">$b</textarea></label>
   <fieldset>
     <legend>Fleet (generated)</legend>
     <label>nodes <input id="count" name="count" value="$count" size="6"></label>
@@ -188,7 +196,7 @@ def _timeline(result: SimulationResult, span: timedelta, zone: str) -> str:
             _instant(ev["at"]) for ev in result.events if ev["type"] == "expire-after-breach"
         ],
     }
-    return render.timeline(t, None)
+    return render.timeline(t, None, max_labels=WHATIF_AXIS_LABELS)
 
 
 def _instant(at: str) -> str:

@@ -15,6 +15,7 @@ from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
 from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.errors import ApiError, not_found
 from fleetgate.apps.api.schemas import (
+    UNSUPPORTED_MEDIA_TYPE,
     ClaimBody,
     ClaimCreate,
     ClaimPatch,
@@ -34,7 +35,11 @@ router = APIRouter(
     dependencies=[Depends(bearer_scheme)],
     responses={
         401: {"model": ErrorBody, "description": "No or bad token."},
-        404: {"model": ErrorBody, "description": "No such claim, or another namespace."},
+        403: {
+            "model": ErrorBody,
+            "description": "A namespace token naming another namespace (or an admin-only write).",
+        },
+        404: {"model": ErrorBody, "description": "No such claim in this namespace."},
         422: {"model": ErrorBody, "description": "Invalid request; names the field."},
         503: {"model": ErrorBody, "description": "The database or the cluster row: retry."},
     },
@@ -84,7 +89,7 @@ def _applied(outcome: ClaimOutcome) -> ClaimBody:
 
 
 @router.get("", operation_id="list_claims", response_model=list[ClaimBody])
-@access(admin_only=False, missing="namespace")
+@access(admin_only=False)
 async def list_claims(request: Request, ns: Namespace) -> list[ClaimBody]:
     """The namespace's claims, expired ones included, oldest first."""
     return [ClaimBody.of(c) for c in await container_of(request).claim_service().claims(ns)]
@@ -95,9 +100,13 @@ async def list_claims(request: Request, ns: Namespace) -> list[ClaimBody]:
     operation_id="create_claim",
     status_code=status.HTTP_201_CREATED,
     response_model=ClaimBody,
-    responses={201: {"description": "The claim, now active.", "links": _LINKS}, **_WRITE_ERRORS},
+    responses={
+        201: {"description": "The claim, now active.", "links": _LINKS},
+        **_WRITE_ERRORS,
+        **UNSUPPORTED_MEDIA_TYPE,
+    },
 )
-@access(admin_only=True, missing="namespace")
+@access(admin_only=True)
 async def create_claim(
     request: Request, response: Response, ns: Namespace, body: ClaimCreate
 ) -> ClaimBody:
@@ -114,7 +123,7 @@ async def create_claim(
 
 
 @router.get("/{claim_id}", operation_id="get_claim", response_model=ClaimBody)
-@access(admin_only=False, missing="claim")
+@access(admin_only=False)
 async def get_claim(request: Request, ns: Namespace, claim_id: ClaimId) -> ClaimBody:
     """One claim of the namespace, with its effective state."""
     claim = await container_of(request).claim_service().claim(claim_id, namespace=ns)
@@ -127,9 +136,13 @@ async def get_claim(request: Request, ns: Namespace, claim_id: ClaimId) -> Claim
     "/{claim_id}",
     operation_id="update_claim",
     response_model=ClaimBody,
-    responses={200: {"description": "The claim as updated.", "links": _LINKS}, **_WRITE_ERRORS},
+    responses={
+        200: {"description": "The claim as updated.", "links": _LINKS},
+        **_WRITE_ERRORS,
+        **UNSUPPORTED_MEDIA_TYPE,
+    },
 )
-@access(admin_only=True, missing="claim")
+@access(admin_only=True)
 async def update_claim(
     request: Request, ns: Namespace, claim_id: ClaimId, body: ClaimPatch
 ) -> ClaimBody:
@@ -146,7 +159,7 @@ async def update_claim(
     response_class=Response,
     responses={403: _WRITE_ERRORS[403]},
 )
-@access(admin_only=True, missing="claim")
+@access(admin_only=True)
 async def delete_claim(request: Request, ns: Namespace, claim_id: ClaimId) -> Response:
     """Delete the claim; its namespace's usage goes back to the unclaimed side. Twice: 404."""
     deletion = await container_of(request).claim_service().delete(claim_id, namespace=ns)

@@ -12,9 +12,9 @@ from fleetgate.apps.api.auth import (
     access,
     bearer_scheme,
     current_principal,
+    other_namespace,
 )
 from fleetgate.apps.api.deps import container_of
-from fleetgate.apps.api.errors import not_found
 from fleetgate.apps.api.schemas import MAX_EVENTS, ErrorBody, EventBody, EventKind, NamespaceName
 
 router = APIRouter(
@@ -24,7 +24,7 @@ router = APIRouter(
     dependencies=[Depends(bearer_scheme)],
     responses={
         401: {"model": ErrorBody, "description": "No or bad token."},
-        404: {"model": ErrorBody, "description": "Another namespace (for a namespace token)."},
+        403: {"model": ErrorBody, "description": "Another namespace (for a namespace token)."},
         422: {"model": ErrorBody, "description": "Invalid request; names the field."},
         503: {"model": ErrorBody, "description": "The database did not answer."},
     },
@@ -32,7 +32,7 @@ router = APIRouter(
 
 
 @router.get("", operation_id="list_events", response_model=list[EventBody])
-@access(admin_only=False, missing="namespace")
+@access(admin_only=False)
 async def list_events(
     request: Request,
     principal: Annotated[Principal, Depends(current_principal)],
@@ -52,7 +52,7 @@ async def list_events(
     its namespace's events."""
     if not principal.admin:
         if namespace is not None and namespace != principal.namespace:
-            raise not_found("namespace")
+            raise other_namespace(principal)
         namespace = principal.namespace
     found = (
         await container_of(request)

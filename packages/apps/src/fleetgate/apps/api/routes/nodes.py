@@ -11,6 +11,7 @@ from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.errors import ApiError, not_found
 from fleetgate.apps.api.paging import DEFAULT_PAGE, LINK_HEADER, PageSize, link_next_page
 from fleetgate.apps.api.schemas import (
+    UNSUPPORTED_MEDIA_TYPE,
     ErrorBody,
     MetricsPut,
     NodeBody,
@@ -53,7 +54,7 @@ _LINKS = {
     response_model=list[NodeBody],
     responses={200: {"description": "One page of nodes, by name.", "headers": LINK_HEADER}},
 )
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def list_nodes(
     request: Request,
     response: Response,
@@ -69,7 +70,7 @@ async def list_nodes(
 
 
 @router.get("/{name}", operation_id="get_node", response_model=NodeBody)
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def get_node(request: Request, name: NamePath) -> NodeBody:
     """One node."""
     node = await container_of(request).ledger().node(name)
@@ -85,9 +86,10 @@ async def get_node(request: Request, name: NamePath) -> NodeBody:
     responses={
         200: {"description": "The node was replaced.", "links": _LINKS},
         201: {"model": NodeBody, "description": "The node was added.", "links": _LINKS},
+        **UNSUPPORTED_MEDIA_TYPE,
     },
 )
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def put_node(request: Request, response: Response, name: NamePath, body: NodePut) -> NodeBody:
     """Add the node (201), or replace its capacity, pool and labels (200; counters are kept)."""
     spec = NodeSpec(
@@ -105,8 +107,13 @@ async def put_node(request: Request, response: Response, name: NamePath, body: N
     return NodeBody.of(node)
 
 
-@router.put("/{name}/metrics", operation_id="put_node_metrics", response_model=NodeBody)
-@access(admin_only=True, missing="node")
+@router.put(
+    "/{name}/metrics",
+    operation_id="put_node_metrics",
+    response_model=NodeBody,
+    responses=UNSUPPORTED_MEDIA_TYPE,
+)
+@access(admin_only=True)
 async def put_metrics(request: Request, name: NamePath, body: MetricsPut) -> NodeBody:
     """Publish the node's 1-minute load and schedulable threads (``null``: unknown)."""
     metrics = NodeMetrics(cpu_load_1=body.cpu_load_1, cpu_schedulable=body.cpu_schedulable)
@@ -114,14 +121,14 @@ async def put_metrics(request: Request, name: NamePath, body: MetricsPut) -> Nod
 
 
 @router.post("/{name}/cordon", operation_id="cordon_node", response_model=NodeBody)
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def cordon(request: Request, name: NamePath) -> NodeBody:
     """Stop admitting onto the node (its placements stay)."""
     return NodeBody.of(await container_of(request).node_admin().cordon(name))
 
 
 @router.post("/{name}/uncordon", operation_id="uncordon_node", response_model=NodeBody)
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def uncordon(request: Request, name: NamePath) -> NodeBody:
     """Admit onto the node again."""
     return NodeBody.of(await container_of(request).node_admin().uncordon(name))
@@ -134,7 +141,7 @@ async def uncordon(request: Request, name: NamePath) -> NodeBody:
     response_class=Response,
     responses={409: {"model": ErrorBody, "description": "The node holds placements."}},
 )
-@access(admin_only=True, missing="node")
+@access(admin_only=True)
 async def delete_node(request: Request, name: NamePath) -> Response:
     """Remove the node; 409 ``node_busy`` while it holds placements."""
     try:

@@ -23,10 +23,10 @@ from fleetgate.apps.api.jsonbody import FastJSONResponse
 from fleetgate.apps.api.observe import observed_admission
 from fleetgate.apps.api.paging import DEFAULT_PAGE, LINK_HEADER, PageSize, link_next_page
 from fleetgate.apps.api.schemas import (
+    UNSUPPORTED_MEDIA_TYPE,
     CandidateBody,
     CapacityRefusal,
     DimensionBody,
-    DimensionsRefusal,
     DryRunBody,
     ErrorBody,
     NamespaceName,
@@ -49,7 +49,8 @@ router = APIRouter(
     route_class=GuardedRoute,
     responses={
         401: {"model": ErrorBody, "description": "No or bad token."},
-        404: {"model": ErrorBody, "description": "No such placement, or another namespace."},
+        403: {"model": ErrorBody, "description": "A namespace token naming another namespace."},
+        404: {"model": ErrorBody, "description": "No such placement in this namespace."},
         422: {"model": ErrorBody, "description": "Invalid request; names the field."},
         503: {"model": ErrorBody, "description": "The database did not answer; retry."},
     },
@@ -185,13 +186,18 @@ def _lean_create(endpoint: Callable[..., Awaitable[Any]]) -> LeanHandler:
     responses={
         200: {"model": DryRunBody, "description": "``dry_run=true``: where it would land."},
         201: {"description": "Admitted (or replayed: see Idempotent-Replayed).", "links": _LINKS},
-        403: {"model": DimensionsRefusal, "description": "A hard claim refused it."},
+        403: {
+            "model": ErrorBody,
+            "description": "A hard claim refused it (``claim_exceeded``, with ``dimensions``: "
+            "see DimensionsRefusal), or a namespace token named another namespace.",
+        },
         409: {"model": ErrorBody, "description": "request_id already made a different one."},
         507: {"model": CapacityRefusal, "description": "No candidate node had room."},
+        **UNSUPPORTED_MEDIA_TYPE,
     },
     openapi_extra=_SECURITY,
 )
-@access(admin_only=False, missing="namespace")
+@access(admin_only=False)
 @lean(_lean_create)
 async def create_placement(
     request: Request,
@@ -246,7 +252,7 @@ async def create_placement(
     response_model=list[PlacementSummary],
     responses={200: {"description": "One page of placements, by id.", "headers": LINK_HEADER}},
 )
-@access(admin_only=False, missing="namespace")
+@access(admin_only=False)
 async def list_placements(
     request: Request,
     response: Response,
@@ -268,7 +274,7 @@ async def list_placements(
     response_model=PlacementBody,
     dependencies=_SECURED,
 )
-@access(admin_only=False, missing="placement")
+@access(admin_only=False)
 async def get_placement(
     request: Request, ns: Namespace, placement_id: PlacementId
 ) -> PlacementBody:
@@ -286,7 +292,7 @@ async def get_placement(
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
 )
-@access(admin_only=False, missing="placement")
+@access(admin_only=False)
 async def release_placement(request: Request, ns: Namespace, placement_id: PlacementId) -> Response:
     """Release the placement and credit its charges back; a second release is 404."""
     result = await container_of(request).placement_service().release(ns, placement_id)

@@ -15,6 +15,7 @@ from fleetgate.apps.api.auth import GuardedRoute, access, bearer_scheme
 from fleetgate.apps.api.deps import container_of
 from fleetgate.apps.api.errors import ApiError, validation_error
 from fleetgate.apps.api.schemas import (
+    UNSUPPORTED_MEDIA_TYPE,
     ErrorBody,
     RotationCheckBody,
     RotationCheckRequest,
@@ -63,8 +64,9 @@ def _invalid(field: str, problems: list[str] | tuple[str, ...]) -> ApiError:
     fields = []
     for problem in problems:
         path, sep, reason = problem.partition(": ")
-        name = f"{field}.{path}" if sep and path and " " not in path else field
-        fields.append({"field": name, "location": "body", "reason": reason if sep else problem})
+        named = bool(sep and path and " " not in path)  # "spec.x: ..." names a field
+        name = f"{field}.{path}" if named else field
+        fields.append({"field": name, "location": "body", "reason": reason if named else problem})
     message = "; ".join(f"{f['field']}: {f['reason']}" for f in fields)
     return ApiError(422, "invalid_request", message, fields=fields)
 
@@ -85,7 +87,12 @@ def _policy(value: RotationPolicyManifest | str) -> RotationPolicy:
         raise _invalid("policy", exc.errors) from exc
 
 
-@router.post("/check", operation_id="rotation_check", response_model=RotationCheckBody)
+@router.post(
+    "/check",
+    operation_id="rotation_check",
+    response_model=RotationCheckBody,
+    responses=UNSUPPORTED_MEDIA_TYPE,
+)
 @access(admin_only=False)
 async def rotation_check(body: RotationCheckRequest) -> JSONResponse:
     """Can the policy's windows rotate a pool of ``nodes`` before its forced expiry?"""
@@ -199,7 +206,8 @@ def _too_long(seconds: float) -> ApiError:
             "model": ErrorBody,
             "description": "simulation_too_long: the run did not finish within the server's "
             "wall-clock bound; simulate a shorter span or a smaller fleet, or use the CLI.",
-        }
+        },
+        **UNSUPPORTED_MEDIA_TYPE,
     },
 )
 @access(admin_only=False)

@@ -21,7 +21,7 @@ router = APIRouter(
     responses={
         401: {"model": ErrorBody, "description": "No or bad token."},
         403: {"model": ErrorBody, "description": "Not the admin token."},
-        404: {"model": ErrorBody, "description": "No such token (or another namespace)."},
+        404: {"model": ErrorBody, "description": "No such token in this namespace."},
         422: {"model": ErrorBody, "description": "Invalid request; names the field."},
         503: {"model": ErrorBody, "description": "The database did not answer."},
     },
@@ -57,7 +57,7 @@ def _body(token: ApiToken) -> TokenBody:
         }
     },
 )
-@access(admin_only=True, missing="token")
+@access(admin_only=True)
 async def create_token(request: Request, ns: Namespace) -> NewTokenBody:
     """Create a token for ``ns``. The response carries its secret: the only time it is shown."""
     secret = new_secret()
@@ -66,7 +66,7 @@ async def create_token(request: Request, ns: Namespace) -> NewTokenBody:
 
 
 @router.get("", operation_id="list_tokens", response_model=list[TokenBody])
-@access(admin_only=True, missing="token")
+@access(admin_only=True)
 async def list_tokens(request: Request, ns: Namespace) -> list[TokenBody]:
     """Every token of ``ns`` (never their secrets), revoked ones included."""
     return [_body(t) for t in await container_of(request).token_store().list_tokens(ns)]
@@ -78,7 +78,7 @@ async def list_tokens(request: Request, ns: Namespace) -> list[TokenBody]:
     status_code=status.HTTP_204_NO_CONTENT,
     response_class=Response,
 )
-@access(admin_only=True, missing="token")
+@access(admin_only=True)
 async def revoke_token(request: Request, ns: Namespace, token_id: ObjectId) -> Response:
     """Revoke the token: it stops authenticating at once. A second revoke is 404."""
     if not await container_of(request).token_service().revoke(ns, token_id):

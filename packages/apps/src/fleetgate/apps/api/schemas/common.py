@@ -58,6 +58,9 @@ WHOLE_NUMBER = BeforeValidator(_whole_float_as_int)
 Cpus = Annotated[int, Field(strict=True, ge=0, le=MAX_CPUS), WHOLE_NUMBER]
 Amount = Annotated[int, Field(strict=True, ge=0, le=MAX_AMOUNT), WHOLE_NUMBER]
 Threads = Annotated[int, Field(strict=True, ge=0, le=MAX_THREADS), WHOLE_NUMBER]
+#: A node's hardware threads and memory: a node without any admits nothing, so 0 is a mistake.
+NodeThreads = Annotated[int, Field(strict=True, ge=1, le=MAX_THREADS), WHOLE_NUMBER]
+NodeMemory = Annotated[int, Field(strict=True, ge=1, le=MAX_AMOUNT), WHOLE_NUMBER]
 
 
 class RequestBody(BaseModel):
@@ -76,6 +79,13 @@ class ErrorBody(BaseModel):
 
     error: str
     message: str
+
+
+#: What a route that reads a JSON body answers to a body sent as another type (errors.py's
+#: ``unsupported_media_type``); spread into each such route's ``responses``.
+UNSUPPORTED_MEDIA_TYPE: dict[int | str, dict[str, Any]] = {
+    415: {"model": ErrorBody, "description": "The body was not sent as application/json."}
+}
 
 
 class HealthBody(BaseModel):

@@ -14,6 +14,8 @@ from fleetgate.apps.api.schemas.common import (
     Amounts,
     LabelKey,
     LabelValue,
+    NodeMemory,
+    NodeThreads,
     PoolName,
     RequestBody,
     Threads,
@@ -24,8 +26,8 @@ from fleetgate.domain.capacity.model import NodeState
 class NodePut(RequestBody):
     """A node's declared capacity, pool and labels."""
 
-    threads: Threads
-    memory_mb: Amount
+    threads: NodeThreads
+    memory_mb: NodeMemory
     disk_gb: Amount
     pool: PoolName = ""
     labels: dict[LabelKey, LabelValue] = Field(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -12,11 +15,13 @@ from fleetgate.apps.api.schemas.fleet import (
     FIRST_YEAR,
     LAST_YEAR,
     FleetFile,
+    Matching,
     PositiveSimulationDuration,
     SimulationDuration,
     SimulationInstant,
 )
 from fleetgate.apps.api.schemas.policy import RotationPolicyManifest
+from fleetgate.apps.services.check import parse_expire_after, parse_grace_period
 
 #: The largest YAML policy text accepted (a policy is a few hundred bytes).
 MAX_POLICY_TEXT = 64 * 1024
@@ -32,6 +37,44 @@ PolicyText = Annotated[
 Policy = RotationPolicyManifest | PolicyText
 
 
+@dataclass(frozen=True)
+class ParsedDuration(Matching):
+    """A duration the published pattern admits; any other text is refused with the reason
+    ``fleetgate check`` gives the same text (its parser's), so both entry points answer alike
+    and no answer quotes the pattern."""
+
+    parse: Callable[[str], object] = parse_expire_after
+
+    def _check(self, value: str) -> str:
+        if re.fullmatch(self.pattern, value) is None:
+            try:
+                self.parse(value)
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+            raise ValueError(self.reason)  # it parses, but past the bounds the API publishes
+        return value
+
+
+ExpireAfter = Annotated[
+    str,
+    StringConstraints(max_length=64),
+    ParsedDuration(
+        f"^Never$|{POSITIVE_DURATION}",
+        'must be "Never" or a duration such as "14d" or "1h30m" (at most six digits a number)',
+        parse_expire_after,
+    ),
+]
+GracePeriod = Annotated[
+    str,
+    StringConstraints(max_length=64),
+    ParsedDuration(
+        DURATION,
+        'must be a duration such as "1h" or "30m" (at most six digits a number)',
+        parse_grace_period,
+    ),
+]
+
+
 class RotationCheckRequest(RequestBody):
     """``fleetgate check`` over HTTP: a RotationPolicy and the NodePool facts it is checked with.
 
@@ -39,12 +82,10 @@ class RotationCheckRequest(RequestBody):
     """
 
     policy: Policy
-    expire_after: Annotated[
-        str, StringConstraints(max_length=64, pattern=f"^Never$|{POSITIVE_DURATION}")
-    ] = Field(description='NodePool expireAfter, e.g. "14d", or "Never".')
-    termination_grace_period: (
-        Annotated[str, StringConstraints(max_length=64, pattern=DURATION)] | None
-    ) = Field(None, description="NodePool terminationGracePeriod; unset uses the drain fallback.")
+    expire_after: ExpireAfter = Field(description='NodePool expireAfter, e.g. "14d", or "Never".')
+    termination_grace_period: GracePeriod | None = Field(
+        None, description="NodePool terminationGracePeriod; unset uses the drain fallback."
+    )
     nodes: Annotated[int, Field(strict=True, ge=0, le=1_000_000), WHOLE_NUMBER] = Field(
         0, description="NodeClaims in the pool (N)."
     )

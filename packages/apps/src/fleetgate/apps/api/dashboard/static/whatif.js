@@ -19,6 +19,12 @@
     status.textContent = text;
   };
 
+  // The previous run's results answered other inputs: never leave them beside an error.
+  const fail = (message) => {
+    results.innerHTML = "";
+    say("error", message);
+  };
+
   const finish = () => {
     if (running !== null) {
       clearTimeout(running.timer);
@@ -99,7 +105,7 @@
       });
       if (!response.ok) {
         const refusal = await response.json();
-        say("error", refusal.message || `error ${response.status}`);
+        fail(refusal.message || `error ${response.status}`);
         return;
       }
       let answered = false;
@@ -108,7 +114,7 @@
           progress(item.progress, sides);
         } else if (item.error) {
           answered = true;
-          say("error", item.message);
+          fail(item.message);
         } else {
           answered = true;
           results.innerHTML = item.html; // rendered and escaped by the server
@@ -116,13 +122,14 @@
         }
       }
       if (!answered) {
-        say("error", "the answer ended early");
+        fail("the answer ended early");
       }
     } catch (error) {
       if (controller.signal.aborted) {
+        results.innerHTML = ""; // the results shown answered other inputs
         say("cancelled", "cancelled");
       } else {
-        say("error", String(error));
+        fail(String(error));
       }
     } finally {
       finish();
