@@ -107,7 +107,9 @@ def test_the_what_if_page_is_reached_from_the_dashboard_and_compares_two_policie
     assert up.interrupt() == 0
 
 
-def test_a_long_what_if_shows_its_progress_and_can_be_cancelled(up: Up, browser: Any) -> None:
+def test_a_long_what_if_shows_its_progress_and_can_be_cancelled(
+    up: Up, browser: Any, tmp_path: Path
+) -> None:
     from selenium.webdriver.common.by import By
 
     browser.get(whatif_link(up))  # signs in straight onto the page
@@ -137,6 +139,7 @@ def test_a_long_what_if_shows_its_progress_and_can_be_cancelled(up: Up, browser:
     assert status.get_attribute("data-state") == "running"
     assert re.fullmatch(r"simulating A: day \d+ of 90", status.text), status.text
     assert cancel.is_displayed()
+    browser.save_screenshot(str(tmp_path / "whatif-progress.png"))
     cancel.click()
     wait_for(
         browser,
