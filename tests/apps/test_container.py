@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from fleetgate.apps.container import build_container, simulation_world, up_container
+from fleetgate.apps.container import build_container, up_container
 from fleetgate.apps.services.simulation import Simulator
 from fleetgate.apps.settings import Settings
 from fleetgate.apps.up.runtime import cadence_for
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Overcommit
 from fleetgate.domain.ports import Clock, SimulatedCluster
-from tests.apps.controller.world import policy
 from tests.ports import assert_implements
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -82,16 +80,7 @@ def test_the_controller_namespace_reaches_a_cluster_backend_through_the_hook(
     assert build_container(pinned).cluster().options.namespace == "elsewhere"  # type: ignore[attr-defined]
 
 
-def test_each_simulation_runs_in_a_fresh_world_governed_by_its_one_policy() -> None:
-    pol = policy("only")
-    first, second = simulation_world(T0, pol), simulation_world(T0, pol)
-    assert first.cluster is not second.cluster and first.clock is not second.clock
-    assert first.clock.now() == T0
-    controller = first.controller
-    assert controller.cluster is first.cluster and controller.clock is first.clock
-    # The recorder hears the controller's events and each pass.
-    assert controller.events is first.recorder and controller.on_pass == first.recorder.on_pass
-    assert asyncio.run(controller.policies()) == [pol]
+def test_the_simulator_is_the_one_simulate_world_builds() -> None:
     assert isinstance(build_container(Settings()).simulator(), Simulator)
 
 

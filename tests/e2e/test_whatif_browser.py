@@ -105,3 +105,56 @@ def test_the_what_if_page_is_reached_from_the_dashboard_and_compares_two_policie
     )
     assert browser.current_url == f"{base}/whatif"
     assert up.interrupt() == 0
+
+
+def test_a_long_what_if_shows_its_progress_and_can_be_cancelled(
+    up: Up, browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(whatif_link(up))  # signs in straight onto the page
+    wait_for(
+        browser, "the What-if form", lambda d: d.find_elements(By.ID, "whatif"), read=lambda d: d
+    )
+    bar = browser.find_element(By.ID, "progress")
+    cancel = browser.find_element(By.ID, "cancel")
+    assert not bar.is_displayed() and not cancel.is_displayed()
+    # The largest run the page takes: 2,000 nodes over 90 days, minutes of work here.
+    for field, value in (("count", "2000"), ("span", "90d")):
+        box = browser.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    browser.find_element(By.ID, "run").click()
+    # Past a second the bar shows how far the simulation got, in simulated days (side A's day
+    # 0 is reported as it starts; its first day is hundreds of controller passes), and the run
+    # is cancelled while it runs.
+    wait_for(
+        browser,
+        "the run's progress",
+        lambda d: bar.is_displayed() and bar.get_attribute("data-side") == "A",
+        timeout=SIMULATE,
+        read=lambda d: d,
+    )
+    status = browser.find_element(By.ID, "status")
+    assert status.get_attribute("data-state") == "running"
+    assert re.fullmatch(r"simulating A: day \d+ of 90", status.text), status.text
+    assert cancel.is_displayed()
+    browser.save_screenshot(str(tmp_path / "whatif-progress.png"))
+    cancel.click()
+    wait_for(
+        browser,
+        "the run cancelled",
+        lambda d: status.get_attribute("data-state") == "cancelled",
+        read=lambda d: d,
+    )
+    assert not bar.is_displayed() and not cancel.is_displayed()
+    assert not browser.find_elements(By.CSS_SELECTOR, "article.whatif")  # no answer shown
+    # The server serves the next run (that the cancelled one's thread stops at its next check
+    # is test_whatif.py's test_a_stream_closed_early_stops_the_simulation_at_its_next_check).
+    for field, value in (("count", "40"), ("span", "30d")):
+        box = browser.find_element(By.ID, field)
+        box.clear()
+        box.send_keys(value)
+    run(browser, "done")
+    assert len(browser.find_elements(By.CSS_SELECTOR, "article.whatif")) == 2
+    assert up.interrupt() == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import io
 import logging
 import os
@@ -12,7 +11,6 @@ import socket
 import subprocess
 import sys
 import time
-import weakref
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,12 +21,10 @@ import uvicorn
 from fleetgate.apps.api.server import (
     EXIT_FAILED,
     EXIT_INVALID,
-    GC_YOUNG_THRESHOLD,
     cheap_access_log,
     fast_http,
     fast_loop,
     run_api,
-    settle_heap,
     with_admin_token,
 )
 from fleetgate.apps.settings import ApiSettings, Settings
@@ -206,28 +202,6 @@ def test_the_access_log_is_one_plain_line_off_the_structured_chain(
     finally:
         access.handlers[:], access.propagate = saved
         access.setLevel(logging.NOTSET)
-
-
-def test_settle_heap_freezes_start_up_and_collects_the_young_less_often() -> None:
-    threshold = gc.get_threshold()
-    try:
-        settle_heap()
-        assert gc.get_freeze_count() > 0
-        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *threshold[1:])
-        # A cycle made afterwards is still collected.
-        cycle: list[object] = []
-        cycle.append(cycle)
-        ref = weakref.ref(_Node(cycle))
-        assert gc.collect() >= 0 and ref() is None
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*threshold)
-
-
-class _Node:
-    def __init__(self, payload: object) -> None:
-        self.me = self
-        self.payload = payload
 
 
 def _listening(port: int) -> int:

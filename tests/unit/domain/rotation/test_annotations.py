@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -62,6 +63,33 @@ def test_format_timestamp_is_utc_at_second_precision() -> None:
     assert ann.parse_timestamp(ann.format_timestamp(instant)) == instant.replace(microsecond=0)
     with pytest.raises(ValueError, match="timezone-aware"):
         ann.format_timestamp(datetime(2024, 6, 3))
+
+
+@pytest.mark.parametrize(
+    "instant",
+    [
+        datetime(2024, 1, 3, 2, 0, 59, 999999, tzinfo=UTC),
+        datetime(1999, 12, 31, 23, 59, 59, tzinfo=timezone(timedelta(hours=-5))),
+        datetime(2999, 6, 30, 12, tzinfo=ZoneInfo("Asia/Tokyo")),
+        datetime(999, 1, 1, tzinfo=UTC),  # short years take the C library's text
+        datetime(1, 1, 1, 9, tzinfo=timezone(timedelta(hours=9))),
+    ],
+)
+def test_format_timestamp_writes_what_strftime_writes(instant: datetime) -> None:
+    expected = instant.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert ann.format_timestamp(instant) == expected
+
+
+def test_a_repeated_local_hour_formats_as_two_instants() -> None:
+    # The two 01:30s of New York's first November Sunday compare and hash equal (same zone,
+    # fold ignored) yet are an hour apart.
+    new_york = ZoneInfo("America/New_York")
+    first = datetime(2024, 11, 3, 1, 30, tzinfo=new_york)
+    second = first.replace(fold=1)
+    assert first == second
+    assert ann.format_timestamp(first) == "2024-11-03T05:30:00Z"
+    assert ann.format_timestamp(second) == "2024-11-03T06:30:00Z"
+    assert ann.format_timestamp(first) == "2024-11-03T05:30:00Z"
 
 
 def test_read_timestamp_from_annotations() -> None:

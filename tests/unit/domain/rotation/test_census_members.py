@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from fleetgate.domain.rotation.census_members import added_and_gone, member_diff
-from fleetgate.domain.rotation.cluster import NodeView
+from fleetgate.domain.rotation.census_members import MemberMarks, added_and_gone, member_diff
+from fleetgate.domain.rotation.cluster import MemberChanges, NodeView
 
 
 def _nodes(*names: str) -> tuple[NodeView, ...]:
@@ -35,3 +35,22 @@ def test_changes_handed_over_by_the_gateway_are_taken_as_they_are() -> None:
     handed = ((after[0],), ())
     assert added_and_gone(before, after, handed) == handed  # no diff: a rebuilt "a" only
     assert added_and_gone(before, after, None) == ([after[0]], [before[0]])
+
+
+def test_the_marks_count_the_not_ready_nodes_from_the_changes_alone() -> None:
+    marks = MemberMarks()
+    first = (NodeView("a", ready=True), NodeView("b"), NodeView("c"))
+    marks.refresh_nodes(first, None)
+    assert marks.not_ready == 2
+    # "b" becomes Ready (rebuilt in its place), "c" leaves, "d" joins not Ready.
+    second = (first[0], replace(first[1], ready=True), NodeView("d"))
+    marks.refresh_nodes(second, None)
+    assert marks.not_ready == 1 == sum(not n.ready for n in second)
+    # Handed over by a gateway: only the changes are read, the rest is not walked.
+    third = (second[0], second[1], replace(second[2], ready=True))
+    marks.refresh_nodes(third, None)
+    assert marks.not_ready == 0
+    fourth = (*third, NodeView("e"))
+    handed = MemberChanges(0, nodes_added=(fourth[3],))
+    marks.refresh_nodes(fourth, handed)
+    assert marks.not_ready == 1

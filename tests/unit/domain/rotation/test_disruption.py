@@ -21,7 +21,6 @@ from fleetgate.domain.rotation.disruption import (
     budget_counts,
     node_disrupted,
     node_limit_reached,
-    not_ready_nodes,
     opt_out_expiry,
     pod_opt_out_active,
     pod_opted_out_claims,
@@ -190,7 +189,7 @@ def test_budget_counts_count_as_karpenter_counts() -> None:
     )
     obs = PoolObservation("p", "1", None, claims=claims, nodes=nodes)
     assert budget_counts(obs) == (5, 4)
-    assert ready_count(obs) == 5 and not_ready_nodes(obs) == 3
+    assert ready_count(obs) == 5
 
 
 def test_claims_terminating_their_instance_count_for_nothing() -> None:

@@ -6,10 +6,8 @@ cluster plugin is chosen by configuration alone.
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from datetime import datetime
-from pathlib import Path
 from random import Random
 from typing import TYPE_CHECKING, Any
 
@@ -47,12 +45,9 @@ from fleetgate.domain.ports import (
     TokenStore,
 )
 from fleetgate.domain.rotation.context import MachineConfig
-from fleetgate.domain.rotation.policy import RotationPolicy
 
 if TYPE_CHECKING:  # imported where built: the API, `up` and the CLI need them, not every process
-    from fleetgate.apps.services.simulation import SimulationWorld, Simulator
-    from fleetgate.apps.simulate.capacity import FleetLedger, LedgerRun
-    from fleetgate.apps.simulate.recorder import Recorder
+    from fleetgate.apps.services.simulation import Simulator
     from fleetgate.apps.up.runtime import Cadence, UpRuntime
     from fleetgate.apps.up.status import UpStatus
     from fleetgate.apps.up.workload import Workload
@@ -215,79 +210,12 @@ def _rotation_controller(
     )
 
 
-def _simulation_recorder(clock: Clock, cluster: SimulatedCluster) -> Recorder:
-    from fleetgate.apps.simulate.recorder import Recorder
-
-    return Recorder(clock, cluster)
-
-
-def _simulation_controller(
-    cluster: SimulatedCluster,
-    policies: tuple[RotationPolicy, ...],
-    clock: Clock,
-    recorder: Recorder,
-    kind: type[RotationController],
-) -> RotationController:
-    from fleetgate.apps.simulate.run import QUIET
-
-    async def governing() -> list[RotationPolicy]:
-        return list(policies)
-
-    # The production controller, governed by the simulated policies only; it reports to the
-    # recorder (its events, each pass) and to metrics of its own, and logs nothing (its log
-    # lines become the simulation's events).
-    return kind(
-        cluster,
-        governing,
-        clock,
-        recorder,
-        RotationMetrics(CollectorRegistry()),
-        on_pass=recorder.on_pass,
-        logger=QUIET,
-    )
-
-
-def simulation_world(
-    start: datetime, policy: RotationPolicy, with_ledger: bool = False
-) -> SimulationWorld:
-    """A fresh world for one simulation: the fake cluster (through the plugin manager, like any
-    backend), virtual time from ``start``, the production controller governed by ``policy``
-    (followed by the node sync and the ledger gate, ``with_ledger``: issue 33)."""
-    from fleetgate.apps.services.simulation import SimulationWorld
-
-    settings = Settings(cluster="fake", cluster_options={})
-    container = virtual_container(settings, start, simulated_policies=(policy,))
-    if with_ledger:
-        from fleetgate.apps.simulate.capacity import LedgerController
-
-        container.simulation_controller_kind.override(providers.Object(LedgerController))
-    clock = container.clock()
-    return SimulationWorld(
-        clock=clock,
-        cluster=container.simulated_cluster(),
-        controller=container.simulation_controller(),
-        recorder=container.simulation_recorder(),
-        ledgers=lambda spec: _simulation_ledger(container.plugin_manager(), clock, spec),
-    )
-
-
-def _simulation_ledger(pm: pluggy.PluginManager, clock: Clock, spec: FleetLedger) -> LedgerRun:
-    # A simulation's ledger: SQLite in a directory of its own, on the run's virtual clock,
-    # through the plugin manager like any backend; the run removes the directory when read.
-    from fleetgate.apps.simulate.capacity import LedgerRun
-
-    workdir = tempfile.TemporaryDirectory(prefix="fleetgate-sim-")
-    url = f"sqlite+aiosqlite:///{Path(workdir.name) / 'ledger.db'}"
-    options = {"capacity": {}, "claims": {"enforcement": spec.enforcement}}
-    policy = DemandPolicy()
-    ledger = plugins.make_ledger(pm, url, options, clock, policy)
-    return LedgerRun(spec, ledger, policy, workdir.cleanup)
-
-
 def _simulator() -> Simulator:
-    from fleetgate.apps.services.simulation import Simulator
+    # The simulation's world is composed in simulate/world.py, which ``fleetgate simulate``
+    # imports without this module (docs/decisions.md); imported where built, like the rest.
+    from fleetgate.apps.simulate.world import simulator
 
-    return Simulator(simulation_world)
+    return simulator()
 
 
 def _up_workload(
@@ -432,23 +360,6 @@ class Container(containers.DeclarativeContainer):
         registry=metrics_registry,
         config=machine_config,
         relocation=relocation_check.provider,
-    )
-    # A simulation (virtual_container): the policies its controller is governed by, the
-    # recorder that hears it, and the controller; the simulator builds one such world a run.
-    simulated_policies = providers.Object(())
-    simulation_recorder = providers.Singleton(
-        _simulation_recorder, clock=clock, cluster=simulated_cluster
-    )
-    simulation_controller_kind: providers.Provider[type[RotationController]] = providers.Object(
-        RotationController
-    )
-    simulation_controller = providers.Singleton(
-        _simulation_controller,
-        cluster=simulated_cluster,
-        policies=simulated_policies,
-        clock=clock,
-        recorder=simulation_recorder,
-        kind=simulation_controller_kind,
     )
     simulator = providers.Singleton(_simulator)
     #: Whether the clock is virtual time (virtual_container): the API then says so in every

@@ -15,7 +15,6 @@ others' placements within ``capacity.snapshot_seconds``.
 from __future__ import annotations
 
 import asyncio
-import gc
 import importlib.util
 import logging
 import os
@@ -35,6 +34,7 @@ import uvicorn
 from fleetgate.apps.api.app import create_app
 from fleetgate.apps.api.metrics import MULTIPROC_ENV
 from fleetgate.apps.container import Container, build_container
+from fleetgate.apps.heap import settle_heap
 from fleetgate.apps.logging import StderrHandler, configure_logging
 from fleetgate.apps.redaction import hide
 from fleetgate.apps.settings import ConfigError, Settings, load_settings
@@ -87,26 +87,6 @@ def cheap_access_log() -> None:
     handler.setFormatter(logging.Formatter(ACCESS_FORMAT))
     access.handlers[:] = [handler]
     access.propagate = False
-
-
-#: Allocations between two collections of the youngest generation (Python's default: 700).
-GC_YOUNG_THRESHOLD = 10_000
-
-
-def settle_heap() -> None:
-    """Once a serving process has started: its start-up objects out of the collector's way.
-
-    The modules, the schemas, the container and the ledger live as long as the process, yet
-    every full collection walked them all: under a steady load of placements the cyclic garbage
-    collector took about a fifth of the server's CPU (measured with ``gc.callbacks``, 13 full
-    collections of ~0.13 s in 10 s). Frozen, they are never scanned again; a larger youngest
-    generation makes collections rarer. Nothing is leaked: objects freed by reference count are
-    freed as before, and cycles made after this are collected as before.
-    """
-    gc.collect()
-    gc.freeze()
-    _young, *older = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *older)
 
 
 def worker_app() -> object:

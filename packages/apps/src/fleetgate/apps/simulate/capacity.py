@@ -139,7 +139,7 @@ class LedgerRun:
         policy: DemandPolicy,
         cleanup: Callable[[], None],
     ) -> None:
-        # The ledger is the composition root's (``container.simulation_world``); ``cleanup``
+        # The ledger is the simulation world's (``simulate.world.simulation_world``); ``cleanup``
         # removes what it was kept in once the run is read.
         self.spec = spec
         self.ledger = ledger

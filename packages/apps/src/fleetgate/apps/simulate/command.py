@@ -20,14 +20,16 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from fleetgate.apps.client.output import dump_yaml
-from fleetgate.apps.container import Container
+from fleetgate.apps.heap import settle_heap
 from fleetgate.apps.policyfile import PolicyFileError, load_policy
 from fleetgate.apps.redaction import error_markup
 from fleetgate.apps.services.simulation import SimulationError, SimulationInputs, SimulationResult
 from fleetgate.apps.simulate.fleet import FleetError, load_fleet, parse_instant
 from fleetgate.apps.simulate.report import headline, render_html
+from fleetgate.apps.simulate.world import simulator as make_simulator
 from fleetgate.apps.yamlfile import YamlFileError, read_yaml
 from fleetgate.domain.durations import parse_duration
+from fleetgate.domain.rotation.constants import FIRST_YEAR, LAST_YEAR
 
 _err = Console(stderr=True)
 
@@ -39,8 +41,6 @@ def _fail(message: str) -> int:
 
 def _simulated_instant(value: str, option: str) -> datetime:
     """``value`` as an instant a simulation can start or end at: in the years the API takes."""
-    from fleetgate.apps.api.schemas.fleet import FIRST_YEAR, LAST_YEAR
-
     at = parse_instant(value, option)
     try:
         year = at.astimezone(UTC).year
@@ -195,7 +195,10 @@ def run_simulate(
 
 def _run_with_progress(inputs: SimulationInputs) -> SimulationResult:
     """The simulation, with a progress bar on a terminal; no wall-clock bound (Ctrl-C stops it)."""
-    simulator = Container().simulator()
+    simulator = make_simulator()
+    # The process's start-up and the inputs live until it ends: out of the collector's way
+    # while the run steps the controller some ten thousand times a simulated month.
+    settle_heap()
     if not _err.is_terminal:
         return asyncio.run(simulator.run_bounded(inputs))
     total = (inputs.end - inputs.start).total_seconds()

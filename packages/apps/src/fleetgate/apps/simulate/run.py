@@ -138,7 +138,8 @@ def _karpenter_state(
 
 
 # The controller's log lines become the document's events; the run itself prints nothing.
-QUIET = structlog.wrap_logger(structlog.ReturnLogger(), processors=[])
+# Bound once: the lazy proxy ``wrap_logger`` returns would bind anew for every line.
+QUIET = structlog.wrap_logger(structlog.ReturnLogger(), processors=[]).bind()
 _ORDER = {"window-close": 0, "window-open": 1, "expire-after-breach": 2}
 
 

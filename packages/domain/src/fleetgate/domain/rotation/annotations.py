@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from enum import StrEnum
+from functools import lru_cache
 
 __all__ = [
     "ACTIVE_ROTATION",
@@ -114,7 +115,15 @@ _RFC3339 = re.compile(
 
 def parse_timestamp(value: str | None) -> datetime | None:
     """Read an RFC3339 timestamp as an aware UTC datetime; empty or malformed gives None."""
-    match = _RFC3339.match(value.strip()) if value else None
+    return _parse(value) if value else None
+
+
+# A controller reads the same few annotations again on every pass: their instants are
+# remembered (text in, an aware datetime out: both immutable, so a remembered one is the one
+# computed).
+@lru_cache(maxsize=4096)
+def _parse(value: str) -> datetime | None:
+    match = _RFC3339.match(value.strip())
     if match is None:
         return None
     offset = match["offset"].upper().replace("Z", "+00:00")
@@ -135,7 +144,13 @@ def format_timestamp(instant: datetime) -> str:
     """Write an instant as RFC3339 in UTC at second precision (``2024-01-03T02:00:00Z``)."""
     if instant.tzinfo is None:
         raise ValueError("format_timestamp: the instant must be timezone-aware")
-    return instant.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if instant.tzinfo is not UTC:
+        instant = instant.astimezone(UTC)
+    if instant.year < 1000:  # the C library's %Y does not pad such years; isoformat would
+        return instant.strftime("%Y-%m-%dT%H:%M:%SZ")
+    # The same text as the strftime above, without parsing a format on every call (a
+    # controller pass writes several): ``…T02:00:00+00:00`` with its offset as ``Z``.
+    return instant.isoformat(timespec="seconds")[:-6] + "Z"
 
 
 def parse_retry_count(value: str | None) -> int:

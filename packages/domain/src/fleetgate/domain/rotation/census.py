@@ -324,6 +324,12 @@ class PoolCensus:
         t = self._t
         return Census(+t.counts, len(t.drifted_due))
 
+    @property
+    def not_ready_nodes(self) -> int:
+        """How many of the observed Nodes are not Ready (the disruption-budget gate's bound), kept
+        from the nodes that joined, left or changed."""
+        return self._t.marks.not_ready
+
     def candidate(self) -> ClaimView | None:
         """The claim ``pick`` would choose now: the first eligible one in selection order."""
         t = self._t

@@ -78,6 +78,8 @@ class MemberMarks:
 
     def __init__(self) -> None:
         self.nodes: tuple[NodeView, ...] | None = None
+        self.not_ready = 0
+        """How many of ``nodes`` are not Ready (the disruption-budget gate asks at each start)."""
         self._opted_nodes: dict[str, bool] = {}
         self.reference_nodes: set[str] = set()
         # The nodes serving a rotation (surge-for value -> node names), so a pass finds the
@@ -111,6 +113,8 @@ class MemberMarks:
         marks = self._opted_nodes
         changed: set[str] = set()
         present = {n.name for n in added}
+        # A rebuilt node is among both: its old value leaves the count, its new one joins it.
+        self.not_ready += sum(not n.ready for n in added) - sum(not n.ready for n in gone)
         for node in gone:
             self.reference_nodes.discard(node.name)
             self._serving(node.name, None)

@@ -37,3 +37,6 @@ BACKOFF_CAP_SHIFT = 3
 MAX_POOL_NODES = 1_000_000
 """The most NodeClaims a pool is checked with (N): far past any pool Karpenter runs, so a count
 written by mistake (99999999999999999999999) is refused wherever N is given, CLI or API."""
+FIRST_YEAR, LAST_YEAR = 2000, 2999
+"""The years a simulation's instants may be written in (UTC), at every entry point: the fleet
+file's timestamps, ``fleetgate simulate --from/--to`` and the API's span."""

@@ -41,7 +41,6 @@ __all__ = [
     "budget_counts",
     "node_disrupted",
     "node_limit_reached",
-    "not_ready_nodes",
     "opt_out_expiry",
     "pod_opt_out_active",
     "pod_opted_out_claims",
@@ -147,12 +146,6 @@ def ready_count(obs: PoolObservation) -> int:
     if any(map(_TERMINATING, obs.claims)):
         count -= sum(1 for c in obs.claims if c.ready and c.instance_terminating)
     return count
-
-
-def not_ready_nodes(obs: PoolObservation) -> int:
-    """How many of the pool's Nodes are not Ready, at C speed."""
-    ready: int = sum(map(_READY, obs.nodes))
-    return len(obs.nodes) - ready
 
 
 _READY = attrgetter("ready")

@@ -25,7 +25,7 @@ from fleetgate.domain.rotation.actions import Action
 from fleetgate.domain.rotation.budgets import next_change, remaining
 from fleetgate.domain.rotation.cluster import NodeClaimView
 from fleetgate.domain.rotation.context import Pass
-from fleetgate.domain.rotation.disruption import budget_counts, not_ready_nodes
+from fleetgate.domain.rotation.disruption import budget_counts
 from fleetgate.domain.rotation.gates import Blocked, Gated, GateReason
 from fleetgate.domain.rotation.ledger_gate import ledger_gate
 from fleetgate.domain.rotation.reference import REFERENCE_ACTIVE_ROTATION, reference_activity
@@ -130,7 +130,7 @@ def _disruption_budget(p: Pass, claim: ClaimView | None) -> Blocked | None:
     # plus the Nodes not Ready); when even those leave room, the exact count cannot close it.
     counts = p.census.headcount.counts
     fewest = sum(counts.get(b, 0) for b in _READY_ONLY)
-    most = sum(counts.get(b, 0) for b in _MAY_DISRUPT) + not_ready_nodes(obs)
+    most = sum(counts.get(b, 0) for b in _MAY_DISRUPT) + p.census.not_ready_nodes
     if remaining(obs.budgets, p.now, fewest, most) > 0:
         return None
     if remaining(obs.budgets, p.now, *budget_counts(obs)) > 0:

@@ -6,36 +6,37 @@ policy, ``fleetgate check``'s forecast and the simulation of the real controller
 (the document ``POST /v1/rotation/simulate`` gives), rendered here as HTML for the page to swap
 in. Same guard as the dashboard (the admin token, in its cookie or as a bearer token), and the
 same bounds as the API: a What-if is interactive, so it must finish within seconds.
+
+Every input is checked before anything runs (a bad one is a 422 naming the field); the answer
+then streams as JSON lines, progress first (``whatif_run``), and a client that goes away (the
+page's Cancel) stops the simulations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from string import Template
 from typing import Any, Protocol
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 
 from fleetgate.apps.api.dashboard import render
 from fleetgate.apps.api.dashboard.render import e
-from fleetgate.apps.api.deps import container_of
-from fleetgate.apps.api.schemas.fleet import MAX_SIMULATE_NODES
-from fleetgate.apps.api.schemas.rotation import SIMULATE_SECONDS
-from fleetgate.apps.policyfile import PolicyFileError, policies_from_text
-from fleetgate.apps.services.bounded import RanTooLong, run_bounded
-from fleetgate.apps.services.check import CheckInputs, CheckResult, check
-from fleetgate.apps.services.simulation import (
-    SimulationError,
-    SimulationInputs,
-    SimulationResult,
-    Simulator,
+from fleetgate.apps.api.dashboard.whatif_run import (
+    START,
+    Side,
+    WhatIfError,
+    answer_lines,
+    plan,
+    refusal,
+    span_of,
+    zone_of,
 )
-from fleetgate.apps.simulate.fleet import Fleet, FleetError, labels_for, load_fleet
-from fleetgate.domain.durations import format_duration, parse_duration
-from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
+from fleetgate.apps.api.deps import container_of
+from fleetgate.apps.api.schemas.rotation import SIMULATE_SECONDS
+from fleetgate.apps.services.simulation import SimulationResult
+from fleetgate.domain.durations import format_duration
 
 
 class SignIn(Protocol):
@@ -52,8 +53,6 @@ class SignIn(Protocol):
         """The sign-in form, for a page asked for without a session."""
 
 
-START = datetime(2024, 1, 1, tzinfo=UTC)
-MAX_DAYS = 90
 WHATIF_AXIS_LABELS = 6
 """Each side's timeline is half the page wide: about every third tick is labelled, so its
 dates ("Tue 02 Jan", bold at midnight) never touch at 1280 px."""
@@ -139,7 +138,9 @@ _PAGE = Template("""<!doctype html>
     <label>simulate <input id="span" name="span" value="$span" size="6"></label>
   </fieldset>
   <button id="run" type="submit">Check and simulate</button>
+  <button id="cancel" type="button" hidden>Cancel</button>
   <p id="status" class="live" data-state="idle"></p>
+  <progress id="progress" max="1" value="0" hidden></progress>
 </form>
 <main id="results"></main>
 </body>
@@ -147,130 +148,10 @@ _PAGE = Template("""<!doctype html>
 """)
 
 
-class WhatIfError(ValueError):
-    """A bad input; the message names the field."""
-
-
-Check = Callable[[datetime], None]
-
-
-def _unbounded(_: datetime) -> None:
-    """No bound on the run's wall-clock time."""
-
-
 def page() -> str:
     """The form, filled with two example policies and the default fleet."""
     fleet = {key: e(value) for key, value in DEFAULT_FLEET.items()}
     return _PAGE.substitute(a=e(POLICY_A), b=e(POLICY_B), **fleet)
-
-
-def span_of(body: Any) -> timedelta:
-    """The span to simulate, more than 0 and at most ``MAX_DAYS`` days."""
-    value = body.get("span") if isinstance(body, dict) else None
-    try:
-        span = parse_duration(value) if isinstance(value, str) else None
-    except ValueError as exc:
-        raise WhatIfError(f"span: {exc}") from exc
-    if span is None or not timedelta(0) < span <= timedelta(days=MAX_DAYS):
-        raise WhatIfError(f"span: a duration of more than 0 and at most {MAX_DAYS}d")
-    return span
-
-
-def _fleet(body: dict[str, Any], count: int, labels: dict[str, str]) -> Fleet:
-    """The generated fleet; the fleet file's own checks name the field (``fleet.expireAfter``)."""
-    document = {
-        "fleet": {
-            "labels": labels,
-            "expireAfter": body.get("expireAfter"),
-            "terminationGracePeriod": body.get("terminationGracePeriod"),
-            "generate": {"count": count, "spread": body.get("spread")},
-        }
-    }
-    try:
-        return load_fleet(document, START)
-    except FleetError as exc:
-        raise WhatIfError(str(exc)) from exc
-
-
-def _policy(text: Any, field: str) -> RotationPolicy:
-    if not isinstance(text, str):
-        raise WhatIfError(f"{field}: must be RotationPolicy YAML")
-    try:
-        policies = policies_from_text(text, field)
-    except PolicyFileError as exc:
-        raise WhatIfError("; ".join(exc.errors)) from exc
-    if len(policies) != 1:
-        raise WhatIfError(f"{field}: expected one RotationPolicy, found {len(policies)}")
-    return policies[0]
-
-
-@dataclass(frozen=True)
-class Side:
-    """One policy of the comparison: its check and its simulation."""
-
-    policy: RotationPolicy
-    check: CheckResult
-    simulation: SimulationResult
-
-    def body(self) -> dict[str, Any]:
-        """The side in the JSON answer."""
-        return {
-            "name": self.policy.name,
-            "zone": _zone(self.policy),
-            "check": self.check.report(),
-            "simulation": self.simulation.document(),
-        }
-
-
-def compare(body: Any, simulator: Simulator, check_time: Check = _unbounded) -> list[Side]:
-    """Check and simulate each policy of ``body`` over its fleet, calling ``check_time`` as the
-    simulations go (a bounded run's check); raises WhatIfError."""
-    if not isinstance(body, dict):
-        raise WhatIfError("body: must be a JSON object")
-    texts = body.get("policies")
-    if not isinstance(texts, list) or not 1 <= len(texts) <= 2:
-        raise WhatIfError("policies: one or two RotationPolicy YAML texts")
-    count = body.get("count")
-    if (
-        not isinstance(count, int)
-        or isinstance(count, bool)
-        or not 1 <= count <= MAX_SIMULATE_NODES
-    ):
-        raise WhatIfError(f"count: a whole number of nodes from 1 to {MAX_SIMULATE_NODES}")
-    span = span_of(body)
-    _fleet(body, count, {})  # every fleet input checked before any policy is simulated
-    out = []
-    for index, text in enumerate(texts):
-        field = f"policy {'AB'[index]}"
-        policy = _policy(text, field)
-        # The labels the policy's selector needs, so that any policy can govern the fleet.
-        fleet = _fleet(body, count, labels_for(policy.node_pool_selector))
-        try:
-            forecast = check(policy, CheckInputs(fleet.expire_after, fleet.tgp, count))
-            inputs = SimulationInputs(policy, fleet, START, START + span)
-            result = simulator.run(inputs, check_time)
-        except (SimulationError, PolicyError, ValueError) as exc:
-            raise WhatIfError(f"{field}: {exc}") from exc
-        out.append(Side(policy, forecast, result))
-    return out
-
-
-async def compare_within(body: Any, simulator: Simulator, seconds: float) -> list[Side]:
-    """:func:`compare` in a thread of its own, within ``seconds`` of wall time (the bound
-    ``POST /v1/rotation/simulate`` has); raises WhatIfError."""
-    try:
-        return await run_bounded(lambda check_time: compare(body, simulator, check_time), seconds)
-    except RanTooLong:
-        raise WhatIfError(
-            f"span: the simulations did not finish within {seconds:.0f} s; "
-            "simulate a shorter span or fewer nodes"
-        ) from None
-
-
-def _zone(policy: RotationPolicy) -> str:
-    """The time zone the policy's first window is written in (UTC without windows)."""
-    windows = policy.maintenance_windows
-    return str(windows[0].timezone) if windows else "UTC"
 
 
 def _seconds_text(value: timedelta | None) -> str:
@@ -294,7 +175,7 @@ def _side(side: Side, letter: str, span: timedelta) -> str:
         ("breaches", s.breaches),
     )
     terms = "".join(f"<dt>{e(k)}</dt><dd data-term='{e(k)}'>{e(v)}</dd>" for k, v in facts)
-    timeline = _timeline(side.simulation, span, _zone(side.policy))
+    timeline = _timeline(side.simulation, span, zone_of(side.policy))
     return (
         f"<article class='whatif panel' data-side='{letter}' data-breaches='{s.breaches}'>"
         f"<h2>{letter}: {e(side.policy.name)}</h2><dl class='agc'>{terms}</dl>"
@@ -364,21 +245,20 @@ def install(app: FastAPI, dashboard: SignIn, headers: dict[str, str]) -> None:
         except ValueError:
             body = None
         try:
-            # CPU-bound: in a worker thread, so the dashboard keeps refreshing meanwhile.
-            # The app's bound, as for POST /v1/rotation/simulate (a test may lift it).
-            seconds = getattr(request.app.state, "simulate_seconds", SIMULATE_SECONDS)
-            simulator = container_of(request).simulator()
-            sides = await compare_within(body, simulator, seconds)
+            plans = plan(body)
         except WhatIfError as exc:
-            field = str(exc).partition(":")[0]
-            return JSONResponse(
-                {"error": "invalid_request", "message": str(exc), "field": field},
-                status_code=422,
-                headers=headers,
-            )
-        html = results_html(sides, span_of(body))
-        answer = {"sides": [side.body() for side in sides], "html": html}
-        return JSONResponse(answer, headers=headers)
+            return JSONResponse(refusal(exc), status_code=422, headers=headers)
+        span = span_of(body)
+
+        def present(sides: list[Side]) -> dict[str, Any]:
+            return {"sides": [side.body() for side in sides], "html": results_html(sides, span)}
+
+        # CPU-bound: in a worker thread, so the dashboard keeps refreshing meanwhile. The
+        # app's bound, as for POST /v1/rotation/simulate (a test may lift it).
+        seconds = getattr(request.app.state, "simulate_seconds", SIMULATE_SECONDS)
+        simulator = container_of(request).simulator()
+        lines = answer_lines(plans, simulator, seconds, present)
+        return StreamingResponse(lines, media_type="application/x-ndjson", headers=headers)
 
     app.add_api_route("/whatif", whatif_page, methods=["GET"], include_in_schema=False)
     app.add_api_route("/dashboard/whatif", whatif_run, methods=["POST"], include_in_schema=False)

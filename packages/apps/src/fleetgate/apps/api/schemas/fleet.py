@@ -45,6 +45,7 @@ from fleetgate.apps.api.schemas.durations import (
     POSITIVE_SIMULATION_DURATION,
     SIMULATION_DURATION,
 )
+from fleetgate.domain.rotation.constants import FIRST_YEAR, LAST_YEAR
 
 __all__ = [
     "FIRST_YEAR",
@@ -62,8 +63,6 @@ __all__ = [
 MAX_SIMULATE_NODES = 2_000
 #: The loader's own bound on ``replicas`` and ``limits.nodes``.
 MAX_COUNT = 10_000
-#: The years a simulation's instants may be written in.
-FIRST_YEAR, LAST_YEAR = 2000, 2999
 _MAX_TEXT = 253
 
 # An RFC3339 instant as the loader reads it (``parse_timestamp``), in the years 2000 to 2999, and
