@@ -1,6 +1,6 @@
 """The workers of ``fleetgate api --workers N``: uvicorn's public ``Server`` in processes of our
-own, each on its own socket; a dead worker is replaced on its socket, a worker that fails before
-it serves stops the server (real processes, real sockets)."""
+own, each on its own socket; a dead or hung worker is replaced on its socket, a worker that fails
+before it serves stops the server (real processes, real sockets)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.apps.api.test_server import _listening
 from tests.servers import FLEETGATE, free_port
@@ -58,7 +59,18 @@ def _wait(predicate: Callable[[], bool], what: str) -> None:
         time.sleep(0.2)
 
 
-def test_a_dead_worker_is_replaced_on_its_socket(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("blow", "said"),
+    [
+        (signal.SIGKILL, "died; starting another on its socket"),
+        # A stopped process is alive but its loop never turns: a hung worker, as uvicorn's ping
+        # would have found it; it is killed (it stops beating), then replaced like a dead one.
+        (signal.SIGSTOP, "stopped answering; killing it"),
+    ],
+)
+def test_a_dead_or_hung_worker_is_replaced_on_its_socket(
+    tmp_path: Path, blow: signal.Signals, said: str
+) -> None:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLEETGATE_")}
     env["FLEETGATE_DATABASE_URL"] = f"sqlite+aiosqlite:///{tmp_path / 'workers.db'}"
@@ -75,7 +87,7 @@ def test_a_dead_worker_is_replaced_on_its_socket(tmp_path: Path) -> None:
         first = _serving_workers(proc.pid)
         assert len(first) == 2
         victim = min(first)
-        os.kill(victim, signal.SIGKILL)
+        os.kill(victim, blow)
         _wait(lambda: victim not in _serving_workers(proc.pid), "the dead worker stayed")
         _wait(lambda: len(_serving_workers(proc.pid)) == 2 and _listening(port) == 2,
               "no worker took the dead one's place")  # fmt: skip
@@ -95,4 +107,4 @@ def test_a_dead_worker_is_replaced_on_its_socket(tmp_path: Path) -> None:
             assert proc.stderr is not None
             log = proc.stderr.read()
             proc.stderr.close()
-    assert f"worker {victim} died; starting another on its socket" in log
+    assert f"worker {victim} {said}" in log
