@@ -104,8 +104,9 @@ class Workers:
         self._context = multiprocessing.get_context("spawn")
 
     def _start(self, sock: socket.socket) -> tuple[BaseProcess, Beat]:
-        # Started as beating now: a worker is given HUNG_SECONDS to import the app and serve.
-        beat: Beat = self._context.Value("d", time.monotonic(), lock=False)
+        # 0 until its loop first beats: the start (spawn, imports, the app's start-up) is judged
+        # by how it ends, not by time, as a loaded machine can take long over it.
+        beat: Beat = self._context.Value("d", 0.0, lock=False)
         worker = self._context.Process(target=self._target, args=(self._config, sock, beat))
         worker.start()
         return worker, beat
@@ -138,7 +139,7 @@ class Workers:
     def _kill_the_hung(self) -> None:
         now = time.monotonic()
         for worker, beat in zip(self._workers, self._beats, strict=True):
-            if worker.is_alive() and now - beat.value > HUNG_SECONDS:
+            if worker.is_alive() and beat.value and now - beat.value > HUNG_SECONDS:
                 _log.warning("worker %s stopped answering; killing it", worker.pid)
                 worker.kill()  # SIGKILL: a stuck loop would not run a graceful shutdown
                 worker.join()
