@@ -68,3 +68,28 @@ def test_every_command_names_a_misspelt_variable() -> None:
     assert client.stderr.splitlines()[:2] == expected and client.returncode == 3
     version = run("version", **typos)
     assert version.returncode == 0 and version.stderr.splitlines() == expected
+
+
+def test_a_misspelt_member_of_a_known_section_is_named_by_a_command_that_reads_no_settings() -> (
+    None
+):
+    # Issue 42: FLEETGATE_CAPACITY__TARGT_LOAD passed client commands in silence.
+    client = run("nodes", "--server", "http://127.0.0.1:1", FLEETGATE_CAPACITY__TARGT_LOAD="0.5")
+    assert client.stderr.splitlines()[0] == (
+        "fleetgate: warning: FLEETGATE_CAPACITY__TARGT_LOAD is not a setting; "
+        "did you mean FLEETGATE_CAPACITY__TARGET_LOAD?"
+    )
+
+
+def test_check_refuses_a_bad_setting_value_it_would_not_read() -> None:
+    # Issue 42: FLEETGATE_CAPACITY__TARGET_LOAD=abc was silently accepted by a plain check.
+    checked = run("check", str(POLICY), "--expire-after", "14d",
+                  FLEETGATE_CAPACITY__TARGET_LOAD="abc")  # fmt: skip
+    assert checked.returncode == 2, checked.stderr
+    assert checked.stderr.startswith("error: FLEETGATE_CAPACITY__TARGET_LOAD"), checked.stderr
+    assert checked.stdout == ""
+    # A good value changes nothing in what check answers.
+    good = run("check", str(POLICY), "--expire-after", "14d", "-o", "json",
+               FLEETGATE_CAPACITY__TARGET_LOAD="0.5")  # fmt: skip
+    plain = run("check", str(POLICY), "--expire-after", "14d", "-o", "json")
+    assert (good.returncode, good.stdout) == (plain.returncode, plain.stdout)

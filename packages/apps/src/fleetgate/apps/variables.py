@@ -89,14 +89,26 @@ def unknown_variable_warnings(environ: Mapping[str, str]) -> list[str]:
             continue
         if upper.startswith("FLEETGATE_TEST_"):  # the test suite's own variables
             continue
-        if upper.partition("__")[0] in read:  # a known section's: validation refuses it
-            continue
         import difflib  # only for a variable nothing reads
 
         close = difflib.get_close_matches(upper, sorted(read), n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]}?" if close else ""
-        warnings.append(f"fleetgate: warning: {name} is not a setting and is ignored{hint}")
+        # A known section's unknown member is refused where the settings are read (a server
+        # command's error names it too); a command that reads no settings only says so here.
+        nested = upper.partition("__")[0] in read
+        fate = "" if nested else " and is ignored"
+        warnings.append(f"fleetgate: warning: {name} is not a setting{fate}{hint}")
     return warnings
+
+
+def settings_given(environ: Mapping[str, str]) -> bool:
+    """Whether ``environ`` sets any setting (so that a command which reads none of them in this
+    run still has them validated: a bad value is refused by every command, not only by those
+    that happen to read it)."""
+    return any(
+        name.upper() in SETTING_VARIABLES or name.upper().partition("__")[0] in SETTING_VARIABLES
+        for name in environ
+    )
 
 
 def warn_unknown_variables(environ: Mapping[str, str]) -> list[str]:

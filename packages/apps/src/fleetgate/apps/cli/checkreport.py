@@ -15,6 +15,7 @@ clean run never loads it), so the command starts at once (docs/performance.md, C
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,6 +34,7 @@ from fleetgate.apps.services.check import (
     parse_expire_after,
     parse_grace_period,
 )
+from fleetgate.apps.variables import settings_given
 from fleetgate.domain.durations import DurationError
 from fleetgate.domain.durations import format_duration as fmt
 from fleetgate.domain.rotation.budget_forecast import BudgetForecast
@@ -80,6 +82,16 @@ def run_check(
     """Run ``fleetgate check`` and return its exit status (``strict``: warnings fail too;
     ``nodepool``: lay its disruption budgets over the windows from ``now`` on; ``ledger``: each
     pool's headroom against its largest node's placements, finding ``LedgerHeadroom``)."""
+    if settings_given(os.environ):
+        # The capacity settings are read only with a ledger; a bad value given in the
+        # environment is refused either way, as by every server command.
+        from fleetgate.apps.settings import ConfigError, load_settings
+
+        try:
+            load_settings()
+        except ConfigError as exc:
+            _errors(error_markup(str(exc)))
+            return EXIT_INVALID
     headroom = None
     if ledger is not None:
         from fleetgate.domain.capacity.errors import LedgerError
