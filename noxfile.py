@@ -359,9 +359,32 @@ def ci(session: nox.Session) -> None:
             time.sleep(1.0)
     failed = []
     for _, names, log, proc in lanes:
-        print(log.read_text(), flush=True)  # each lane's whole output, in lane order
+        text = log.read_text()
+        print(text, flush=True)  # each lane's whole output, in lane order
         if proc.returncode != 0:
-            failed.append(", ".join(names))
+            failed.extend(lane_failures(text) or names)
     session.log(", ".join(f"lane {n} took {m:.1f} min" for n, m in sorted(took.items())))
     if failed:
+        # The end of CI's output is what a reader sees first: name each failed session and the
+        # tests it failed there, not the whole lane it ran in.
         session.error("failed: " + "; ".join(failed))
+
+
+def lane_failures(text: str) -> list[str]:
+    """The failed sessions of a lane's nox output, each with the tests pytest failed in it.
+
+    nox ends with one ``* name: outcome`` line per session; pytest's short summary names each
+    failed or erroring test (``FAILED path::test - reason``) inside the session that ran it.
+    """
+    failures: list[str] = []
+    tests: list[str] = []
+    for line in text.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            tests.append(line.split(" - ", 1)[0])
+        elif line.startswith("nox > Session ") and line.rstrip().endswith(" failed."):
+            name = line.removeprefix("nox > Session ").rsplit(" failed.", 1)[0]
+            failures.append(f"{name} ({', '.join(tests)})" if tests else name)
+            tests = []
+        elif line.startswith("nox > Session "):
+            tests = []
+    return failures

@@ -69,3 +69,26 @@ def test_the_machines_own_server_is_used_where_it_lets_the_default_url_in(
     with noxfile.database_servers(session, kind) as urls:  # type: ignore[arg-type]
         assert urls == {variable: default}
     assert session.logged == []
+
+
+def test_a_failed_lane_names_its_failed_sessions_and_their_tests() -> None:
+    lane = "\n".join(
+        [
+            "nox > Running session lint",
+            "nox > Session lint was successful in 4 seconds.",
+            "nox > Running session tests",
+            "FAILED tests/a.py::test_one - AssertionError: 1 != 2",
+            "ERROR tests/b.py::test_two - OSError",
+            "nox > Session tests failed.",
+            "nox > Running session tests_failover",
+            "nox > Session tests_failover raised exception ValueError('x')",
+            "nox > Session tests_failover failed.",
+            "nox > Running session tests_newer_python(3.12)",
+            "FAILED tests/c.py::test_three - flaky? no: a real failure",
+            "nox > Session tests_newer_python(3.12) was successful in 9 minutes.",
+        ]
+    )
+    assert noxfile.lane_failures(lane) == [
+        "tests (FAILED tests/a.py::test_one, ERROR tests/b.py::test_two)",
+        "tests_failover",
+    ]
