@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,29 @@ def _memory() -> str:
     return "unknown"
 
 
+def commit() -> str:
+    """The commit the run measures: every figure names it, and says when the tree differed."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return f"{head} with uncommitted changes" if dirty else head
+
+
 def load_average() -> str:
     """The 1/5/15-minute load averages (other work on the machine skews every number)."""
     try:
@@ -44,6 +68,7 @@ def load_average() -> str:
 def describe(databases: dict[str, str]) -> dict[str, str]:
     """Everything the report's machine table shows, at the start of a run."""
     return {
+        "commit": commit(),
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "CPU": _cpu_model(),
         "cores": str(os.cpu_count()),
