@@ -18,6 +18,7 @@ from fleetgate.apps.cli.params import Integer
 from fleetgate.apps.client import options, views
 from fleetgate.apps.client.calls import EXIT_INVALID, call, fail, note, show
 from fleetgate.apps.client.output import Output
+from fleetgate.apps.client.watch import list_rows
 
 if TYPE_CHECKING:
     from fleetgate.apps.client.api import FleetgateClient
@@ -103,16 +104,9 @@ def placements_cmd(
     watch_count: int,
 ) -> None:
     """List a namespace's placements."""
-    empty = f"No placements in namespace {namespace}."
-    if watch:
-        from fleetgate.apps.client.watch import Watch, watch_rows
-
-        shown = Watch(output, views.PLACEMENTS, not no_headers, empty)
-        code = watch_rows(lambda: call(server, token, lambda api: api.placements(namespace)),
-                          lambda p: p.id, shown, interval, watch_count)  # fmt: skip
-        raise click.exceptions.Exit(code)
-    found = call(server, token, lambda api: api.placements(namespace))
-    show(found, output, views.PLACEMENTS, empty, not no_headers)
+    list_rows(lambda: call(server, token, lambda api: api.placements(namespace)), lambda p: p.id,
+              views.PLACEMENTS, f"No placements in namespace {namespace}.", output,
+              not no_headers, watch, interval, watch_count)  # fmt: skip
 
 
 @click.command("status")

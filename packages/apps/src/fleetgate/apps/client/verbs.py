@@ -29,10 +29,10 @@ from fleetgate.apps.client.calls import (
     call,
     fail,
     request,
-    show,
     show_one,
 )
 from fleetgate.apps.client.output import Output, dump_yaml
+from fleetgate.apps.client.watch import list_rows
 
 if TYPE_CHECKING:
     from fleetgate.apps.client.api import FleetgateClient
@@ -219,16 +219,9 @@ def claims_group(
         return
     if namespace is None:
         raise click.UsageError("Missing option '--namespace' / '-n'.", ctx=ctx)
-    empty = f"No claims in namespace {namespace}."
-    if watch:
-        from fleetgate.apps.client.watch import Watch, watch_rows
-
-        shown = Watch(output, views.CLAIMS, not no_headers, empty)
-        code = watch_rows(lambda: call(server, token, lambda api: api.claims(namespace)),
-                          lambda c: c.id, shown, interval, watch_count)  # fmt: skip
-        raise click.exceptions.Exit(code)
-    found = call(server, token, lambda api: api.claims(namespace))
-    show(found, output, views.CLAIMS, empty, not no_headers)
+    list_rows(lambda: call(server, token, lambda api: api.claims(namespace)), lambda c: c.id,
+              views.CLAIMS, f"No claims in namespace {namespace}.", output, not no_headers,
+              watch, interval, watch_count)  # fmt: skip
 
 
 @claims_group.command("create")
@@ -457,16 +450,9 @@ def tokens_list(
 ) -> None:
     """List the namespace's tokens, revoked ones included (never their secrets)."""
     ns, _ = options.namespace_of(ctx, namespace, arguments, 0)
-    empty = f"No tokens for namespace {ns}."
-    if watch:
-        from fleetgate.apps.client.watch import Watch, watch_rows
-
-        shown = Watch(output, views.TOKENS, not no_headers, empty)
-        code = watch_rows(lambda: call(server, token, lambda api: api.tokens(ns)),
-                          lambda t: t.id, shown, interval, watch_count)  # fmt: skip
-        raise click.exceptions.Exit(code)
-    found = call(server, token, lambda api: api.tokens(ns))
-    show(found, output, views.TOKENS, empty, not no_headers)
+    list_rows(lambda: call(server, token, lambda api: api.tokens(ns)), lambda t: t.id,
+              views.TOKENS, f"No tokens for namespace {ns}.", output, not no_headers, watch,
+              interval, watch_count)  # fmt: skip
 
 
 @tokens_group.command("revoke")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from fleetgate.apps.client.calls import EXIT_OK, call, note, printer
+from fleetgate.apps.client.calls import EXIT_OK, call, note, printer, show
 from fleetgate.apps.client.output import Body, Output, Printer, View
 
 if TYPE_CHECKING:
@@ -79,6 +79,24 @@ def watch_rows(
     except KeyboardInterrupt:
         pass
     return EXIT_OK
+
+
+def list_rows(
+    fetch: Callable[[], Sequence[Body]],
+    key: Callable[[Any], Hashable],
+    view: View,
+    empty: str,
+    output: Output,
+    headers: bool,
+    watch: bool,
+    interval: float,
+    watch_count: int,
+) -> None:
+    """A list command's one body: print the rows once, or (``--watch``) poll after poll."""
+    if watch:
+        shown = Watch(output, view, headers, empty)
+        raise click.exceptions.Exit(watch_rows(fetch, key, shown, interval, watch_count))
+    show(fetch(), output, view, empty, headers)
 
 
 def _changed(before: Body | None, now: Body) -> bool:
