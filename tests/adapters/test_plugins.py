@@ -3,7 +3,6 @@ configuration alone, and an unknown choice fails naming what is available."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import run
 
 from fleetgate.adapters import plugins
 
@@ -20,11 +20,7 @@ FIXTURE = ROOT / "tests" / "fixtures" / "fleetgate-example-plugin"
 
 def uv_executable() -> str:
     """The uv that ``run.py`` resolves ($UV, PATH, or its own ./.tools copy): never a bare name."""
-    spec = importlib.util.spec_from_file_location("fleetgate_run_py", ROOT / "run.py")
-    assert spec is not None and spec.loader is not None
-    run_py = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run_py)
-    return str(run_py.uv())
+    return str(run.uv())
 
 
 def test_builtin_adapters_register_through_entry_points() -> None:
