@@ -37,8 +37,13 @@ def test_the_tree_keeps_the_import_contracts() -> None:
         ("packages/apps/src/fleetgate/apps", "fleetgate.adapters.sql.ledger", "Apps reach"),
         (
             "packages/adapters/src/fleetgate/adapters/sql",
-            "fleetgate.adapters.sql.plugin_sqlite",
+            "fleetgate.adapters.sql.postgres.admit_function",
             "Dialect plugins depend on the generic SQL store",
+        ),
+        (
+            "packages/adapters/src/fleetgate/adapters/sql/sqlite",
+            "fleetgate.adapters.sql.postgres.plugin",
+            "Each dialect room stands alone",
         ),
         (
             "packages/apps/src/fleetgate/apps/services",

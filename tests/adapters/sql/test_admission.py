@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 
 from fleetgate.adapters.clock import VirtualClock
-from fleetgate.adapters.sql import admit_function
 from fleetgate.adapters.sql.ledger import SqlLedger
+from fleetgate.adapters.sql.postgres import admit_function
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail, Stage
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import NodeNotFound

@@ -14,7 +14,7 @@ from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.sql.dialect import error_code
 from fleetgate.adapters.sql.ledger import SqlLedger
-from fleetgate.adapters.sql.plugin_mariadb import MariaDbSupport
+from fleetgate.adapters.sql.mariadb.plugin import MariaDbSupport
 from tests.adapters.sql.churn import Tally, counting_retries
 from tests.backends import kill_session, server_of
 from tests.conftest import Backend

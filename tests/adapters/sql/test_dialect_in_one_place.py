@@ -1,5 +1,5 @@
-"""A dialect lives in one place: its plugin module (a ``DialectSupport``), its entry point and its
-test backend (``tests/backends.py``).
+"""A dialect lives in one place: its room's plugin module (a ``DialectSupport``), its entry point
+and its test backend (``tests/backends.py``).
 
 Three ways this could rot, one test each: a module outside the plugins starts switching on a
 dialect's name again (read from the source, like the import contracts); an installed dialect
@@ -31,11 +31,12 @@ from tests.conftest import Backend
 ROOT = Path(__file__).resolve().parents[3]
 SOURCES = sorted(ROOT.glob("packages/*/src/fleetgate/**/*.py"))
 SQL = ROOT / "packages/adapters/src/fleetgate/adapters/sql"
-#: Where a dialect's name may decide something: the plugins and the interface they implement.
+#: Where a dialect's name may decide something: the plugins (each in its dialect's room) and the
+#: interface they implement.
 #: The migration scripts too: they are the schema's history, run by Alembic without a ledger
 #: (also from its command line), and install PL/pgSQL on PostgreSQL alone because that is the
 #: language it is written in; a new dialect adds nothing to them.
-ALLOWED = {SQL / "dialect.py", *SQL.glob("plugin_*.py"), *SQL.glob("migrations/versions/*.py")}
+ALLOWED = {SQL / "dialect.py", *SQL.glob("*/plugin.py"), *SQL.glob("migrations/versions/*.py")}
 #: SQLAlchemy's dialect names and the plugins' own.
 NAMES = frozenset({"sqlite", "mysql", "mariadb", "postgresql", "postgres", "oracle", "mssql"})
 

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from fleetgate.adapters.sql import plugin_sqlite
 from fleetgate.adapters.sql.engine import CommitUnknown
 from fleetgate.adapters.sql.events import WRITER_TASK
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.adapters.sql.schema import events as events_table
+from fleetgate.adapters.sql.sqlite import plugin as sqlite_plugin
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.events import Event, Level
@@ -67,7 +67,7 @@ async def test_the_sink_writes_through_and_swallows_failures(
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     url = f"sqlite+aiosqlite:///{blocker}/x.db"
-    broken = plugin_sqlite.plugin.fleetgate_make_ledger(url, {}, None, DemandPolicy())
+    broken = sqlite_plugin.plugin.fleetgate_make_ledger(url, {}, None, DemandPolicy())
     await broken.event_sink().emit([ev("lost")])  # unusable database: logged, not raised
 
 

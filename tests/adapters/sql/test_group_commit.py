@@ -24,16 +24,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 from sqlalchemy.util import await_only
 
 from fleetgate.adapters.clock import VirtualClock
-from fleetgate.adapters.sql import batch_function
 from fleetgate.adapters.sql.engine import CommitUnknown
 from fleetgate.adapters.sql.group_commit import WRITER_TASK, GroupCommitConfig, GroupCommitStats
 from fleetgate.adapters.sql.ledger import SqlLedger
+from fleetgate.adapters.sql.postgres import batch_function
 from fleetgate.domain.capacity.claims import ClaimRequest
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, NodeSpec
 from fleetgate.domain.events import Event, Level
-from tests.adapters.sql.test_admit_function import recorded
+from tests.adapters.sql.postgres.test_admit_function import recorded
 from tests.adapters.sql.test_concurrency import (
     assert_counters_match_placements,
     burst_onto_room_for_five,

@@ -23,7 +23,7 @@ from typing import Any
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fleetgate.adapters.sql import admit_function, prepared, reads
+from fleetgate.adapters.sql import prepared, reads
 from fleetgate.adapters.sql.dialect import error_code
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.events import Audited, insert_events
@@ -33,7 +33,7 @@ from fleetgate.adapters.sql.rows import guard_row, node_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
 from fleetgate.adapters.sql.sqltypes import instant
 from fleetgate.domain.capacity.claims import ClaimCharge, ClaimEnforcement, claim_charge
-from fleetgate.domain.capacity.denials import Denial, DimensionDetail, deny, over_limit
+from fleetgate.domain.capacity.denials import Denial, DimensionDetail, over_limit
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.errors import LedgerError, LedgerUnavailable, NodeNotFound
 from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_guard
@@ -325,65 +325,6 @@ class Recheck(Exception):
     """The function's refused row admits under the lock after all: admit again, in-process."""
 
 
-async def admit_by_function(
-    conn: AsyncConnection,
-    request: AdmitRequest,
-    placement_id: str,
-    now: float,
-    enforcement: ClaimEnforcement,
-    audit: Audit | None = None,
-) -> Admission:
-    """The admission as one call of the PostgreSQL function, finished here where it stops.
-
-    Only for enforced requests (an unenforced write is rare and runs in-process). The domain
-    decides as on the in-process path: which claim rule (``claim_charge``), which node guard
-    (``node_guard``), and the verdict on a refused row the function returns.
-    """
-    rule = claim_charge(enforcement, request.enforce)
-    guard = node_guard(request.target_load)
-    params = request.guard_params()
-    arguments = admit_function.arguments_for(request, placement_id, now, enforcement)
-    try:
-        result = await admit_function.call(conn, arguments)
-    except DBAPIError as exc:
-        if lock_held(exc):  # the function's claim check (NOWAIT) met a claim being written
-            raise ClaimAppeared(request.namespace) from exc
-        raise
-    outcome = result.outcome
-    if outcome == admit_function.ADMITTED:
-        claimed = None
-        if result.claim_id is not None:  # charged within its limit: no overage, no overrun
-            claimed = ChargedClaim(result.claim_id, (), Resources(), None)
-        node_row = admit_function.typed(nodes, result.node)
-        return await record(
-            conn, request, placement_id, now, claimed, node_row, [], audit, inserted=True
-        )
-    if outcome == admit_function.CLAIM_OVER:
-        row = admit_function.typed(claims, result.refused)
-        claimed = charged_claim(row, request, rule, None)
-        return await after_claim(conn, request, placement_id, now, claimed, [], audit)
-    if outcome == admit_function.CLAIM_APPEARED:
-        raise ClaimAppeared(request.namespace)
-    if outcome == admit_function.DUPLICATE:
-        raise Duplicate(request.request_id)
-    if outcome == admit_function.NO_NODE:
-        raise NodeGone(request.node)
-    if outcome == admit_function.NO_CLUSTER:
-        raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`")
-    stages = {
-        admit_function.REFUSED["claim"]: (claims, CLAIM_GUARD),
-        admit_function.REFUSED["cluster"]: (cluster, CLUSTER_GUARD),
-        admit_function.REFUSED["node"]: (nodes, guard),
-    }
-    if outcome not in stages:  # pragma: no cover - the function returns only the above
-        raise LedgerError(f"{admit_function.NAME} returned an unknown outcome {outcome!r}")
-    table, refusing = stages[outcome]
-    denial = deny(refusing, guard_row(admit_function.typed(table, result.refused)), params)
-    if denial is None:
-        raise Recheck(outcome)  # the row changed between the UPDATE and its lock
-    raise Refused(denial, repeat_checked=True)  # the function found no earlier placement
-
-
 async def admit(
     store: Store,
     request: AdmitRequest,
@@ -398,7 +339,8 @@ async def admit(
     The audit events of an admission commit with it; a replayed or refused request writes none.
     ``committed`` is told, after the commit, which events were written (those of the attempt
     that committed: a retried transaction asks ``audit`` again). ``one_call``: admit through
-    the PostgreSQL function (``admit_by_function``) where the request allows it.
+    the dialect's admission function (``DialectSupport.admit_by_function``) where the request
+    allows it.
     """
     # No read for an earlier placement with this request id first: a repeat is rare, and the
     # UNIQUE(namespace, request_id) constraint finds it anyway (its INSERT fails, everything
@@ -411,7 +353,7 @@ async def admit(
 
     async def work(conn: AsyncConnection) -> Admission:
         now = store.now_epoch()
-        how = admit_by_function if by_function else admit_in
+        how = store.dialect.admit_by_function if by_function else admit_in
         return await how(
             conn,
             request,

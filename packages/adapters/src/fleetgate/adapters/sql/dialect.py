@@ -3,16 +3,19 @@
 The ledger is one implementation for every backend; everything backend-specific (the URL schemes
 served, engine arguments, per-connection setup, which errors are worth retrying, serialising
 migrations, how a reconcile pass groups and writes back its rows, whether the admission runs in
-a stored function) lives behind this interface, in one module per dialect: ``plugin_sqlite``,
-``plugin_mariadb`` and ``plugin_postgres``. Each module's ``plugin`` (an instance of its
-``DialectSupport`` subclass) is also its pluggy plugin, through its entry point: the two ledger
-hooks are written once, here. A new dialect is one such module, its entry point and its test
-backend (``tests/backends.py``); ``tests/adapters/sql/test_dialect_in_one_place.py`` keeps it so.
+a stored function) lives behind this interface, in one room per dialect: ``sqlite``, ``mariadb``
+and ``postgres`` (each a package whose ``plugin`` module holds its ``DialectSupport`` subclass and
+whatever only that database needs). This module is the interface alone: it builds nothing that
+uses it. Each room's ``plugin`` (an instance of its subclass of ``ledger_plugin.LedgerPlugin``)
+is also its pluggy plugin, through its entry point: the two ledger hooks are written once, there.
+A new dialect is one such room, its entry point and its test backend (``tests/backends.py``);
+``tests/adapters/sql/test_dialect_in_one_place.py`` keeps it so.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +25,12 @@ from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
-from fleetgate.adapters.plugins import hookimpl
 from fleetgate.adapters.sql import node_writes
-from fleetgate.domain.capacity.demand import DemandPolicy
+from fleetgate.adapters.sql.batch_items import BatchItem, ItemResult
+from fleetgate.domain.capacity.claims import ClaimEnforcement
+from fleetgate.domain.capacity.model import Admission, AdmitRequest
 from fleetgate.domain.capacity.reconcile import NodeResult
-from fleetgate.domain.ports import CapacityLedger, Clock
+from fleetgate.domain.ports import Audit
 
 #: Seconds a pooled connection may sit idle and still be handed out without a liveness ping.
 DEFAULT_PING_IDLE_SECONDS = 5.0
@@ -88,9 +92,10 @@ class DialectSupport:
     #: Set once a connection found the server to be a node of a multi-primary cluster (Galera's
     #: ``wsrep_on=ON``): certification conflicts are then common and the retry budget grows.
     multi_primary = False
-    #: The database can hold fleetgate's admission functions (``fleetgate_admit`` and its batch
-    #: form, written in PL/pgSQL): the ledger admits in one call where they are installed.
-    admission_function = False
+    #: The name of the database's admission function (PostgreSQL's ``fleetgate_admit``, with its
+    #: batch form): the ledger admits in one call where it is installed and current (the
+    #: methods under "the admission in one call"). None: the database has none.
+    admission_function: str | None = None
     #: A statement outside an explicit transaction is its own transaction, with nothing else
     #: to send: a one-statement read then needs no BEGIN and COMMIT round trips (``read_one``).
     #: Alone in its transaction, one statement sees the same at every isolation level.
@@ -98,25 +103,6 @@ class DialectSupport:
     #: A server can fall silent (connections open, nothing answers): bound each wait of a
     #: transaction on the client (``Timeouts.answer``). A local file answers or fails.
     bound_answers = True
-
-    # --- the plugin: the two ledger hooks every dialect module answers the same way ----------
-
-    @hookimpl
-    def fleetgate_ledger_schemes(self) -> list[str]:
-        """The URL schemes this dialect serves."""
-        return list(self.schemes)
-
-    @hookimpl
-    def fleetgate_make_ledger(
-        self, url: str, options: dict[str, Any], clock: Clock | None, demand: DemandPolicy
-    ) -> CapacityLedger | None:
-        """The SQL ledger on this dialect, for a URL of one of its schemes."""
-        scheme, sep, _ = url.partition("://")
-        if not sep or scheme not in self.schemes:
-            return None
-        from fleetgate.adapters.sql.ledger import SqlLedger
-
-        return SqlLedger(url, options, dialect=self, clock=clock, demand=demand)
 
     # --- the engine ---------------------------------------------------------------------------
 
@@ -184,6 +170,39 @@ class DialectSupport:
         REPEATABLE READ on a server (a consistency check reads many tables while writers run).
         """
         return {"isolation_level": "REPEATABLE READ"}
+
+    # --- the admission in one call (a dialect with an ``admission_function``) -------------------
+    # Generic code reaches a stored admission only through these methods, never by its module.
+
+    async def admission_function_current(self, conn: AsyncConnection) -> bool:
+        """Whether the admission function is installed by this code (a stale one is not used)."""
+        return False
+
+    async def batch_function_current(self, conn: AsyncConnection) -> bool:
+        """Whether the admission function's batch form is installed by this code too."""
+        return False
+
+    async def admit_by_function(
+        self,
+        conn: AsyncConnection,
+        request: AdmitRequest,
+        placement_id: str,
+        now: float,
+        enforcement: ClaimEnforcement,
+        audit: Audit | None = None,
+    ) -> Admission:
+        """One enforced admission as one call of the admission function (as ``admit_in``)."""
+        raise NotImplementedError(f"{self.name} has no admission function")
+
+    async def admit_batch_by_function(
+        self,
+        conn: AsyncConnection,
+        items: Sequence[BatchItem],
+        now: float,
+        enforcement: ClaimEnforcement,
+    ) -> list[ItemResult]:
+        """A batch's items in one call of the batch function (a ``BatchExecutor``)."""
+        raise NotImplementedError(f"{self.name} has no batch admission function")
 
     # --- the reconcile pass's set-based statements ----------------------------------------------
 

@@ -17,8 +17,6 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql import (
     admission,
-    admit_function,
-    batch_function,
     batch_savepoints,
     events,
     migrate,
@@ -130,7 +128,7 @@ class SqlLedger:
             await reads.cluster_row(self.store)  # connect now: fail fast on a bad URL
         self.one_call = await self._function_is_current()
         self.batch_call = self.one_call and await self.store.read(
-            batch_function.installed, what="check fleetgate_admit_batch"
+            self.store.dialect.batch_function_current, what="check fleetgate_admit_batch"
         )
 
     async def _function_is_current(self) -> bool:
@@ -139,12 +137,15 @@ class SqlLedger:
             "admission_function", True
         ):
             return False
-        current = await self.store.read(admit_function.installed, what="check fleetgate_admit")
+        dialect = self.store.dialect
+        current = await self.store.read(
+            dialect.admission_function_current, what="check fleetgate_admit"
+        )
         if not current:
             _log.warning(
                 "%s is missing or older than this fleetgate's guards: admitting in-process "
                 "(run `fleetgate db upgrade`)",
-                admit_function.NAME,
+                dialect.admission_function,
             )
         return current
 
@@ -163,7 +164,7 @@ class SqlLedger:
         (one round trip for the whole batch); else each item in a savepoint of its own.
         """
         if self.one_call and self.batch_call:
-            return batch_function.postgres_batch_executor  # bounds its waits itself (SET clause)
+            return self.store.dialect.admit_batch_by_function  # bounds its waits itself
         return self._admit_each
 
     async def _admit_each(

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from fleetgate.adapters.sql import admit_function
+from fleetgate.adapters.sql.postgres import admit_function
 
 revision = "0003_admit_function"
 down_revision = "0002_placements_by_namespace"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from alembic import op
 
-from fleetgate.adapters.sql import batch_function
+from fleetgate.adapters.sql.postgres import batch_function
 
 revision = "0004_admit_batch_function"
 down_revision = "0003_admit_function"

@@ -22,7 +22,7 @@ from typing import Final
 
 from alembic import op
 
-from fleetgate.adapters.sql import admit_function, batch_function, stored_functions
+from fleetgate.adapters.sql.postgres import admit_function, batch_function, stored_functions
 
 revision = "0005_function_repeat_check"
 down_revision = "0004_admit_batch_function"

@@ -29,13 +29,30 @@ from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.compiler import SQLCompiler
 
-from fleetgate.adapters.sql import prepared, stored_functions
+from fleetgate.adapters.sql import prepared
+from fleetgate.adapters.sql.admission import (
+    ChargedClaim,
+    ClaimAppeared,
+    Duplicate,
+    NodeGone,
+    Recheck,
+    Refused,
+    after_claim,
+    charged_claim,
+    lock_held,
+    record,
+)
+from fleetgate.adapters.sql.postgres import stored_functions
+from fleetgate.adapters.sql.rows import guard_row
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
 from fleetgate.domain.capacity.claims import ClaimEnforcement, claim_charge
+from fleetgate.domain.capacity.denials import deny
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
+from fleetgate.domain.capacity.errors import LedgerError
 from fleetgate.domain.capacity.guards import (
     CLAIM_GUARD,
     CLUSTER_GUARD,
@@ -44,7 +61,8 @@ from fleetgate.domain.capacity.guards import (
     Guard,
     node_guard,
 )
-from fleetgate.domain.capacity.model import AdmitRequest
+from fleetgate.domain.capacity.model import Admission, AdmitRequest
+from fleetgate.domain.ports import Audit
 
 NAME: Final = "fleetgate_admit"
 #: The function's arguments, in order, with their PostgreSQL types.
@@ -311,6 +329,65 @@ def typed(table: sa.Table, row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+async def admit_by_function(
+    conn: AsyncConnection,
+    request: AdmitRequest,
+    placement_id: str,
+    now: float,
+    enforcement: ClaimEnforcement,
+    audit: Audit | None = None,
+) -> Admission:
+    """The admission as one call of the PostgreSQL function, finished here where it stops.
+
+    Only for enforced requests (an unenforced write is rare and runs in-process). The domain
+    decides as on the in-process path: which claim rule (``claim_charge``), which node guard
+    (``node_guard``), and the verdict on a refused row the function returns.
+    """
+    rule = claim_charge(enforcement, request.enforce)
+    guard = node_guard(request.target_load)
+    params = request.guard_params()
+    arguments = arguments_for(request, placement_id, now, enforcement)
+    try:
+        result = await call(conn, arguments)
+    except DBAPIError as exc:
+        if lock_held(exc):  # the function's claim check (NOWAIT) met a claim being written
+            raise ClaimAppeared(request.namespace) from exc
+        raise
+    outcome = result.outcome
+    if outcome == ADMITTED:
+        claimed = None
+        if result.claim_id is not None:  # charged within its limit: no overage, no overrun
+            claimed = ChargedClaim(result.claim_id, (), Resources(), None)
+        node_row = typed(nodes, result.node)
+        return await record(
+            conn, request, placement_id, now, claimed, node_row, [], audit, inserted=True
+        )
+    if outcome == CLAIM_OVER:
+        row = typed(claims, result.refused)
+        claimed = charged_claim(row, request, rule, None)
+        return await after_claim(conn, request, placement_id, now, claimed, [], audit)
+    if outcome == CLAIM_APPEARED:
+        raise ClaimAppeared(request.namespace)
+    if outcome == DUPLICATE:
+        raise Duplicate(request.request_id)
+    if outcome == NO_NODE:
+        raise NodeGone(request.node)
+    if outcome == NO_CLUSTER:
+        raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`")
+    stages = {
+        REFUSED["claim"]: (claims, CLAIM_GUARD),
+        REFUSED["cluster"]: (cluster, CLUSTER_GUARD),
+        REFUSED["node"]: (nodes, guard),
+    }
+    if outcome not in stages:  # pragma: no cover - the function returns only the above
+        raise LedgerError(f"{NAME} returned an unknown outcome {outcome!r}")
+    table, refusing = stages[outcome]
+    denial = deny(refusing, guard_row(typed(table, result.refused)), params)
+    if denial is None:
+        raise Recheck(outcome)  # the row changed between the UPDATE and its lock
+    raise Refused(denial, repeat_checked=True)  # the function found no earlier placement
+
+
 __all__ = [
     "ADMITTED",
     "ARGUMENTS",
@@ -322,6 +399,7 @@ __all__ = [
     "NO_NODE",
     "REFUSED",
     "REPEAT_CHECKED",
+    "admit_by_function",
     "arguments_for",
     "call",
     "definition",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy.exc import DBAPIError
 
-from fleetgate.adapters.sql.plugin_postgres import PostgresSupport
+from fleetgate.adapters.sql.postgres.plugin import PostgresSupport
 
 
 class Orig(Exception):

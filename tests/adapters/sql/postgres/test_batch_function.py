@@ -23,11 +23,12 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util import await_only
 
-from fleetgate.adapters.sql import admission, admit_function, batch_function, stored_functions
-from fleetgate.adapters.sql.batch_function import postgres_batch_executor
+from fleetgate.adapters.sql import admission
 from fleetgate.adapters.sql.batch_items import BatchItem, ItemResult, Outcome
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.adapters.sql.migrate import alembic_config, current_revision
+from fleetgate.adapters.sql.postgres import admit_function, batch_function, stored_functions
+from fleetgate.adapters.sql.postgres.batch_function import postgres_batch_executor
 from fleetgate.domain.capacity.claims import Claim, ClaimEnforcement, ClaimRequest, enforcement_of
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerError, NodeNotFound

@@ -7,7 +7,7 @@ from pymysql.constants import CLIENT
 from sqlalchemy.exc import OperationalError
 
 from fleetgate.adapters.sql.ledger import SqlLedger
-from fleetgate.adapters.sql.plugin_mariadb import MariaDbSupport, session_statements
+from fleetgate.adapters.sql.mariadb.plugin import MariaDbSupport, session_statements
 from tests.conftest import Backend
 
 

@@ -25,7 +25,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from fleetgate.adapters.sql import answers, node_writes
 from fleetgate.adapters.sql.answers import CONNECTION
-from fleetgate.adapters.sql.dialect import DialectSupport, Timeouts, error_code
+from fleetgate.adapters.sql.dialect import Timeouts, error_code
+from fleetgate.adapters.sql.ledger_plugin import LedgerPlugin
 from fleetgate.adapters.sql.schema import NODE_NAME, TABLE_ARGS
 from fleetgate.domain.capacity.reconcile import NodeResult
 
@@ -79,7 +80,7 @@ def session_statements(variables: dict[str, Any]) -> list[str]:
     return statements
 
 
-class MariaDbSupport(DialectSupport):
+class MariaDbSupport(LedgerPlugin):
     """FOUND_ROWS, per-connection session variables, retry of 1213/1205/1020."""
 
     name = "mariadb"

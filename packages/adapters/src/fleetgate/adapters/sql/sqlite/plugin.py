@@ -19,7 +19,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.elements import ColumnElement
 
-from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport, Timeouts
+from fleetgate.adapters.sql.dialect import READ_ONLY, Timeouts
+from fleetgate.adapters.sql.ledger_plugin import LedgerPlugin
 
 #: Milliseconds a connection waits for the write lock before SQLITE_BUSY.
 DEFAULT_BUSY_TIMEOUT_MS = 5000
@@ -40,7 +41,7 @@ _UNAVAILABLE = frozenset(
 )
 
 
-class SqliteSupport(DialectSupport):
+class SqliteSupport(LedgerPlugin):
     """BEGIN IMMEDIATE for writers, WAL so readers never block, foreign keys on, busy timeout."""
 
     name = "sqlite"

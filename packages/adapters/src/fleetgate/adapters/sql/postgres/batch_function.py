@@ -37,9 +37,9 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fleetgate.adapters.sql import admit_function, stored_functions
 from fleetgate.adapters.sql.admission import ChargedClaim, record
 from fleetgate.adapters.sql.batch_items import BatchItem, ItemResult, Outcome
+from fleetgate.adapters.sql.postgres import admit_function, stored_functions
 from fleetgate.adapters.sql.rows import guard_row
 from fleetgate.adapters.sql.schema import claims, cluster, nodes, placements
 from fleetgate.domain.capacity.claims import ClaimEnforcement

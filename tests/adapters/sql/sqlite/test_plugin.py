@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.exc import OperationalError
 
 from fleetgate.adapters import plugins
-from fleetgate.adapters.sql.plugin_sqlite import SqliteSupport
+from fleetgate.adapters.sql.sqlite.plugin import SqliteSupport
 from fleetgate.domain.capacity.dimensions import Capacity
 from fleetgate.domain.capacity.model import NodeSpec
 

@@ -8,6 +8,7 @@ installed by the migrations), and a reconcile pass writes its node rows in one s
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -18,10 +19,16 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql import node_writes
-from fleetgate.adapters.sql.batch_function import BATCH_LOCK_TIMEOUT_MS
-from fleetgate.adapters.sql.dialect import DialectSupport, Timeouts, error_code
+from fleetgate.adapters.sql.batch_items import BatchItem, ItemResult
+from fleetgate.adapters.sql.dialect import Timeouts, error_code
+from fleetgate.adapters.sql.ledger_plugin import LedgerPlugin
+from fleetgate.adapters.sql.postgres import admit_function, batch_function
+from fleetgate.adapters.sql.postgres.batch_function import BATCH_LOCK_TIMEOUT_MS
+from fleetgate.domain.capacity.claims import ClaimEnforcement
 from fleetgate.domain.capacity.dimensions import ALLOCATION
+from fleetgate.domain.capacity.model import Admission, AdmitRequest
 from fleetgate.domain.capacity.reconcile import NodeResult
+from fleetgate.domain.ports import Audit
 
 #: serialization_failure, deadlock_detected.
 RETRYABLE = frozenset({"40001", "40P01"})
@@ -35,12 +42,12 @@ UNAVAILABLE_CLASSES = ("08", "53", "57", "28")
 UNAVAILABLE = frozenset({"3D000", "55000", "42P01"})
 
 
-class PostgresSupport(DialectSupport):
+class PostgresSupport(LedgerPlugin):
     """Retry of 40001/40P01; migrations under a transaction-scoped advisory lock."""
 
     name = "postgres"
     schemes = ("postgresql+asyncpg",)
-    admission_function = True
+    admission_function = admit_function.NAME
     autocommit_reads = True
 
     def retryable(self, error: DBAPIError) -> bool:
@@ -79,6 +86,38 @@ class PostgresSupport(DialectSupport):
         alone, in the canonical order, after the batch; the items before it commit.
         """
         await conn.execute(text(f"SET LOCAL lock_timeout = '{BATCH_LOCK_TIMEOUT_MS}ms'"))
+
+    async def admission_function_current(self, conn: AsyncConnection) -> bool:
+        """``fleetgate_admit`` is installed with this code's digest."""
+        return await admit_function.installed(conn)
+
+    async def batch_function_current(self, conn: AsyncConnection) -> bool:
+        """``fleetgate_admit_batch`` and ``fleetgate_admit`` are installed by this code."""
+        return await batch_function.installed(conn)
+
+    async def admit_by_function(
+        self,
+        conn: AsyncConnection,
+        request: AdmitRequest,
+        placement_id: str,
+        now: float,
+        enforcement: ClaimEnforcement,
+        audit: Audit | None = None,
+    ) -> Admission:
+        """One call of ``fleetgate_admit``, finished in Python where it stops."""
+        return await admit_function.admit_by_function(
+            conn, request, placement_id, now, enforcement, audit
+        )
+
+    async def admit_batch_by_function(
+        self,
+        conn: AsyncConnection,
+        items: Sequence[BatchItem],
+        now: float,
+        enforcement: ClaimEnforcement,
+    ) -> list[ItemResult]:
+        """One call of ``fleetgate_admit_batch``; it bounds its own lock waits (``SET`` clause)."""
+        return await batch_function.postgres_batch_executor(conn, items, now, enforcement)
 
     def lock_for_migration(self, connection: Connection) -> None:
         """Released automatically when the migration's transaction ends."""

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from fleetgate.adapters.sql import admission, admit_function, prepared
+from fleetgate.adapters.sql import admission, prepared
 from fleetgate.adapters.sql.ledger import SqlLedger
+from fleetgate.adapters.sql.postgres import admit_function
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import NodeNotFound

@@ -1,0 +1,1 @@
+"""The MariaDB room: its dialect plugin. Generic code reaches it only through ``DialectSupport``."""
