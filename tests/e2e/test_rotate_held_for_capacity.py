@@ -26,6 +26,7 @@ from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import AdmitRequest
+from fleetgate.domain.capacity.relocation import Verdict
 from fleetgate.domain.rotation.ledger_gate import HELD
 from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
 from tests.conftest import Backend
@@ -354,3 +355,60 @@ async def test_admissions_during_the_drain_cannot_take_the_planned_room(backend:
     moves are refused (stranded), so the test can fail."""
     assert await _admissions_during_the_drain(backend, gate=True) == 0
     assert await _admissions_during_the_drain(backend, gate=False) > 0
+
+
+class _Racing(RelocationCheck):
+    """The gate's ledger side, with admissions landing on the planned room of ``source``'s
+    drain right after the plans were read (once): what a reserve then finds taken."""
+
+    def __init__(self, ledger: SqlLedger, source: str) -> None:
+        super().__init__(ledger, DemandPolicy())
+        self._admitting = ledger
+        self.source = source
+        self.taken: set[str] = set()
+
+    async def judge_nodes(self, names: list[str]) -> dict[str, Verdict]:
+        verdicts = await super().judge_nodes(names)
+        verdict = verdicts.get(self.source)
+        if not self.taken and verdict is not None and verdict.fits and verdict.moves:
+            target = verdict.moves[0].target
+            while (
+                made := await self._admitting.admit(AdmitRequest("team", target, SIZE))
+            ).placement:
+                self.taken.add(made.placement.id)
+        return verdicts
+
+
+async def test_a_drain_whose_room_is_taken_before_it_is_reserved_does_not_begin(
+    backend: Backend,
+) -> None:
+    """The plan fits when the drain would begin; admissions take the room before the reserve:
+    the reserve is refused, nothing is written, the plan is judged again (it no longer fits) and
+    the drain is held. The NodeClaim is not deleted and nothing is stranded."""
+    clock = VirtualClock(T0)
+    cluster, big, small = rig(clock, young=True)
+    async with open_ledger(backend, clock) as ledger:
+        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy())
+        await sync.sync()
+        ids = await load_placements(ledger, cluster, big, small)
+        racing = _Racing(ledger, node_of(cluster, big))
+        controller = RotationController(
+            cluster,
+            _policies,
+            clock,
+            ledger.event_sink(),
+            RotationMetrics(CollectorRegistry()),
+            relocation=racing,
+        )
+        while not racing.taken:
+            assert clock.now() < T0 + timedelta(hours=1), "the drain was never judged to fit"
+            await sync.sync()
+            await controller.run_due()
+            due = [t for t in (controller.next_due(), cluster.next_event_at()) if t is not None]
+            if not racing.taken:
+                cluster.advance_to(min(due))
+        assert cluster.claims[big].deleting_at is None  # the drain did not begin
+        assert await ledger.reservations() == []
+        assert await ledger.events(kind=HELD)  # judged again: held before its drain
+        assert (await sync.sync()).stranded == 0
+        await check_ledger(ledger, ids | racing.taken)
