@@ -646,7 +646,7 @@ class InMemoryLedger:
                 move = MoveRequest(held.placement, held.node, 0.0, request.target_load, True)
                 try:
                     self._charge_node(held.node, held.resources, move)
-                except _Refused as refused:
+                except (_Refused, NodeNotFound) as refused:  # full, or gone since the plan
                     raise _ReserveRefused(held) from refused
                 self._tables.reservations[held.placement] = replace(held, owner=owner)
             return Reserved(made=True)

@@ -435,6 +435,9 @@ async def test_reserved_room_is_taken_for_admissions_and_the_move_into_it_charge
     assert not more.made and more.refused is not None and more.refused.placement == p3
     assert len(await ledger.reservations("a")) == 2
     assert (await ledger.node("b")).used.cpus == 12  # type: ignore[union-attr]
+    gone = await ledger.reserve("a", [_held(p3, "ghost", clock)])  # a node gone since the plan
+    assert not gone.made and gone.refused is not None and gone.refused.node == "ghost"
+    assert len(await ledger.reservations("a")) == 2
     moved = await ledger.move(MoveRequest(p1, "b", demand=0.5))
     assert moved.denial is None and moved.node is not None and moved.node.used.cpus == 12
     assert moved.node.expected_demand == pytest.approx(0.5)

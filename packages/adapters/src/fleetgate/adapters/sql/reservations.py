@@ -110,14 +110,19 @@ async def reserve(
         old = [_stored(r) for r in old_rows.mappings()]
         names = sorted({r.node for r in old} | {r.reservation.node for r in requests})
         for name in names:
-            await lock(conn, nodes, nodes.c.name == name)
-            # Its own room first: what the owner held here is credited before it is charged.
-            _, ended = await _end_on(conn, (r for r in old if r.node == name))
-            await credit_node(conn, name, ended, now)
+            # A node gone since the plan was read took its reservations with it (CASCADE), and
+            # has no room to reserve: a refusal, like a full one.
+            present = await lock(conn, nodes, nodes.c.name == name) == 1
+            if present:
+                # Its own room first: what the owner held here is credited before it is charged.
+                _, ended = await _end_on(conn, (r for r in old if r.node == name))
+                await credit_node(conn, name, ended, now)
             for request in requests:
                 held = request.reservation
                 if held.node != name:
                     continue
+                if not present:
+                    raise _Refusal(held)
                 # No demand of its own (capacity.reservations): the guard at the plan's load.
                 move = MoveRequest(held.placement, name, 0.0, request.target_load, True)
                 try:

@@ -50,6 +50,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_index("ix_reservations_node", table_name="reservations")
-    op.drop_index("ix_reservations_owner", table_name="reservations")
+    # The table takes its indexes with it; MariaDB refuses to drop the node index on its own
+    # while the foreign key needs it.
     op.drop_table("reservations")
