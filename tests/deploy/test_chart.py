@@ -309,6 +309,9 @@ def test_the_rendered_config_is_one_fleetgate_accepts(monkeypatch: pytest.Monkey
     assert not settings.controller.sync_ledger and settings.controller.ledger_gate_enabled
     synced = _settings(render({**BASE, "controller": {"syncLedger": True, "ledgerGate": False}}))
     assert synced.controller.sync_ledger and not synced.controller.ledger_gate_enabled
+    assert settings.controller.ledger_reservation_seconds == 900
+    held = render({**BASE, "controller": {"ledgerReservationSeconds": 120}})
+    assert _settings(held).controller.ledger_reservation_seconds == 120
     assert settings.capacity.target_load == 0.8
     gateway = build_container(settings).cluster()  # the Karpenter plugin accepts the options
     assert gateway.options.namespace == "fleetgate-system"
