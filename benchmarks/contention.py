@@ -62,9 +62,11 @@ COLUMNS = [
 ]
 #: Messages of the ledger's transaction retries that name a deadlock (MariaDB 1213, PG 40P01).
 _DEADLOCK = re.compile(r"1213|40P01|deadlock", re.IGNORECASE)
-#: Sessions waiting for a lock, per server kind (``tests/backends.py`` has the same queries).
+#: This database's sessions waiting for a lock, per server kind.
 LOCK_WAITS = {
-    "mariadb": "SELECT count(*) FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT'",
+    "mariadb": "SELECT count(*) FROM information_schema.innodb_trx t"
+    " JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id"
+    " WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()",
     "postgres": "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
     " AND datname = current_database()",
 }
@@ -211,7 +213,9 @@ async def one_run(
                     finally:
                         run.elapsed = time.perf_counter() - started
                         done.set()
-                        await asyncio.gather(*side, return_exceptions=True)
+                        for failed in await asyncio.gather(*side, return_exceptions=True):
+                            if isinstance(failed, Exception):  # a sampler that saw nothing
+                                raise failed
             retries, deadlocks = retries_in(log)
         table = await _in_table(target, url)
     still_held = run.admitted - run.released
