@@ -83,12 +83,22 @@ class Run:
     writes: int = 0
     lock_waits: int = 0
     elapsed: float = 0.0
+    #: The 5xx answers: what was asked and what the server said (printed with the row).
+    errors: list[str] = field(default_factory=list)
 
-    def answer(self, status: int, seconds: float) -> None:
-        """Count one answered request."""
+    def answer(self, response: httpx.Response, seconds: float) -> None:
+        """Count one answered placement or release, and its latency."""
         self.latencies.append(seconds)
+        self.count(response)
+
+    def count(self, response: httpx.Response) -> None:
+        """Count one answered write; keep what a 5xx said."""
+        status = response.status_code
         self.statuses[status] = self.statuses.get(status, 0) + 1
         self.writes += 1
+        if status >= 500:
+            self.errors.append(f"{response.request.method} {response.request.url.path}: "
+                               f"{status} {response.text[:300]}")  # fmt: skip
 
     @property
     def server_errors(self) -> int:
@@ -110,7 +120,7 @@ async def _writer(client: httpx.AsyncClient, ns: str, run: Run, left: list[int])
             body = {"cpus": 1, "memory_mb": 64, "disk_gb": 1, "request_id": uuid.uuid4().hex}
             started = time.perf_counter()
             r = await client.post(f"/v1/namespaces/{ns}/placements", json=body)
-            run.answer(r.status_code, time.perf_counter() - started)
+            run.answer(r, time.perf_counter() - started)
             if r.status_code == 201:
                 held.append(r.json()["id"])
                 run.admitted.add(held[-1])
@@ -120,7 +130,7 @@ async def _writer(client: httpx.AsyncClient, ns: str, run: Run, left: list[int])
         placement = held.pop(0)
         started = time.perf_counter()
         r = await client.delete(f"/v1/namespaces/{ns}/placements/{placement}")
-        run.answer(r.status_code, time.perf_counter() - started)
+        run.answer(r, time.perf_counter() - started)
         if r.status_code == 204:
             run.released.add(placement)
         else:
@@ -131,21 +141,18 @@ async def _claims(client: httpx.AsyncClient, ns: str, run: Run, done: asyncio.Ev
     body = {"cpus": 512, "memory_mb": 1 << 22, "disk_gb": 1 << 16, "expires_in_seconds": 3600}
     while not done.is_set():
         r = await client.post(f"/v1/namespaces/{ns}/claims", json=body)
-        run.writes += 1
-        run.statuses[r.status_code] = run.statuses.get(r.status_code, 0) + 1
+        run.count(r)
         await asyncio.sleep(CLAIM_INTERVAL)
         if r.status_code == 201:
             r = await client.delete(f"/v1/namespaces/{ns}/claims/{r.json()['id']}")
-            run.writes += 1
-            run.statuses[r.status_code] = run.statuses.get(r.status_code, 0) + 1
+            run.count(r)
         await asyncio.sleep(CLAIM_INTERVAL)
 
 
 async def _reconciles(client: httpx.AsyncClient, run: Run, done: asyncio.Event) -> None:
     while not done.is_set():
         r = await client.post("/v1/admin/reconcile")
-        run.writes += 1
-        run.statuses[r.status_code] = run.statuses.get(r.status_code, 0) + 1
+        run.count(r)
         await asyncio.sleep(RECONCILE_INTERVAL)
 
 
