@@ -108,8 +108,13 @@ class Server:
 
 
 @asynccontextmanager
-async def serve(target: Target, url: str, processes: int | None = None) -> AsyncIterator[Server]:
-    """Run ``fleetgate api`` on ``url`` (``processes`` workers) until the block ends."""
+async def serve(
+    target: Target, url: str, processes: int | None = None, log: Path | None = None
+) -> AsyncIterator[Server]:
+    """Run ``fleetgate api`` on ``url`` (``processes`` workers) until the block ends.
+
+    ``log``: a file for the server's log lines (default: discarded).
+    """
     port = _free_port()
     env = {
         **os.environ,
@@ -119,8 +124,10 @@ async def serve(target: Target, url: str, processes: int | None = None) -> Async
         "FLEETGATE_LOG_FORMAT": "json",
     }
     env.pop("FLEETGATE_CONFIG", None)
+    handle = None if log is None else log.open("wb")
+    output = subprocess.DEVNULL if handle is None else handle
     process = subprocess.Popen(  # noqa: ASYNC220 - started once, before any measurement
-        _command(port, processes), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        _command(port, processes), env=env, stdout=output, stderr=output
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -135,6 +142,8 @@ async def serve(target: Target, url: str, processes: int | None = None) -> Async
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        if handle is not None:
+            handle.close()
 
 
 def listening(port: int) -> int:

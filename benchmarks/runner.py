@@ -12,6 +12,7 @@ from benchmarks import (
     admission,
     admission_tables,
     admission_targets,
+    contention,
     faults,
     ha,
     http_wrk,
@@ -33,6 +34,7 @@ from benchmarks.targets import Target
 NAMES = (
     "admission",
     "http",
+    "contention",
     "ranking",
     "reconcile",
     "simulator",
@@ -245,6 +247,7 @@ _SECTIONS = {
     "ha": ha.section,
     "admission": _admission,
     "http": _http,
+    "contention": contention.section,
     "ranking": _ranking,
     "reconcile": _reconcile,
     "simulator": _simulator,

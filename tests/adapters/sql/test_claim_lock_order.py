@@ -25,8 +25,9 @@ from tests.conftest import Backend
 from tests.waiting import HANG_SECONDS
 
 NS = "race"
-#: The create's first statement, spaces removed: the no-op UPDATE locking its placements.
-CREATE_STEP_ONE = "SETCLAIM_ID=PLACEMENTS.CLAIM_ID"
+#: The create's first statement, spaces removed: the UPDATE locking its placements (pointing
+#: them at the new claim).
+CREATE_STEP_ONE = "UPDATEPLACEMENTSSETCLAIM_ID="
 #: Bounded waits inside the staged steps: hang guards, past anything a loaded machine needs.
 STEP_TIMEOUT = HANG_SECONDS
 

@@ -32,6 +32,7 @@ from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.sql.dialect import Timeouts
 from fleetgate.adapters.sql.ledger import SqlLedger
+from fleetgate.adapters.sql.retry import RetryBudget
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.model import AdmitRequest, NodeSpec
@@ -262,14 +263,15 @@ async def test_a_sqlite_write_lock_held_elsewhere_is_unavailable_within_the_busy
     async with ledger_on(url, backend, migrate=True) as ledger:
         await ledger.add_node(NodeSpec("a", Capacity(8, 8192, 80)))
         ledger.store.options["busy_timeout_ms"] = 200
+        # Conflicts are retried for a time budget: a short one, so the answer comes soon.
+        ledger.store.single_budget = RetryBudget(deadline=0.5)
         await ledger.store.dispose()  # a new engine: its connections wait 200 ms for the lock
         other = sqlite3.connect(path, isolation_level=None)
         try:
             other.execute("BEGIN EXCLUSIVE")
             request = AdmitRequest("team", "a", Resources(1, 1, 1))
-            message = await unavailable_within(
-                ledger.store.attempts * 0.2, lambda: ledger.admit(request)
-            )
+            # The deadline, then the last busy wait.
+            message = await unavailable_within(0.5 + 0.2, lambda: ledger.admit(request))
             assert "locked" in message
         finally:
             other.close()

@@ -758,9 +758,11 @@ async def test_a_batch_reads_only_for_refusals_its_executor_did_not_look_up(
     reads = [s for s in statements if s.startswith("SELECT") and "FROM PLACEMENTS" in s]
     bounds = [s for s in statements if s.startswith("SET LOCAL")]
     if ledger.one_call and ledger.batch_call:
-        # One call (which bounds its own lock waits: no SET LOCAL), then the repeat's read.
-        assert statements[0].startswith("SELECT FG_INDEX") and len(reads) == 1, statements
-        assert len(statements) == 2 and bounds == [], statements
+        # The batch's rows locked in order (``lock_in_order``: claims, cluster, nodes), one
+        # call (which bounds its own lock waits: no SET LOCAL), then the repeat's read.
+        locks = 3
+        assert statements[locks].startswith("SELECT FG_INDEX") and len(reads) == 1, statements
+        assert len(statements) == locks + 2 and bounds == [], statements
     else:
         assert len(reads) == 2, statements
         expected = [f"SET LOCAL LOCK_TIMEOUT = '{batch_function.BATCH_LOCK_TIMEOUT_MS}MS'"]

@@ -20,7 +20,12 @@ from sqlalchemy import make_url
 
 from fleetgate.apps.api.app import create_app
 from fleetgate.apps.container import build_container
-from fleetgate.apps.settings import ApiSettings, DatabaseTimeoutSettings, Settings
+from fleetgate.apps.settings import (
+    ApiSettings,
+    DatabaseRetrySettings,
+    DatabaseTimeoutSettings,
+    Settings,
+)
 from tests.adapters.sql.test_engine import through, upstream
 from tests.apps.api.conftest import ADMIN, Api, api_settings, running_api
 from tests.backends import _admin, server_of
@@ -132,7 +137,9 @@ async def test_a_sqlite_lock_held_elsewhere_is_503_within_the_busy_waits(
         pytest.skip("SQLite's own way to be unavailable")
     path = tmp_path / "api.db"
     own = Backend(f"sqlite+aiosqlite:///{path}", "sqlite")
-    async for api in running_api(api_settings(own, database_timeouts=SHORT)):
+    # Conflicts are retried for a time budget: a short one, so the 503 comes soon.
+    retry = DatabaseRetrySettings(deadline_seconds=0.5)
+    async for api in running_api(api_settings(own, database_timeouts=SHORT, database_retry=retry)):
         await api.node("n1")
         ledger = api.container.ledger()
         ledger.store.options["busy_timeout_ms"] = 200  # type: ignore[attr-defined]
@@ -141,7 +148,7 @@ async def test_a_sqlite_lock_held_elsewhere_is_503_within_the_busy_waits(
         other = sqlite3.connect(path, isolation_level=None)
         try:
             other.execute("BEGIN EXCLUSIVE")
-            bound = ledger.store.attempts * 0.2  # type: ignore[attr-defined]
+            bound = 0.5 + 0.2  # the retries' deadline, then the last busy wait
             r = await timed(
                 api.client.post("/v1/namespaces/t/placements", json=place, headers=ADMIN), bound
             )

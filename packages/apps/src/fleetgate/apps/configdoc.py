@@ -40,8 +40,12 @@ DESCRIPTIONS: dict[str, str] = {
     "of the database (a connection, a statement's result, the COMMIT), counted afresh at each, on "
     "the client: a database that falls silent is a 503 naming the wait within it, logged once "
     "as a WARNING (and its return as INFO). Not on SQLite (a local file; its busy timeout).",
-    "database_retry.attempts": "Tries in all of a transaction the database aborted for a "
-    "conflict (deadlock, serialization failure), on one server; then 503.",
+    "database_retry.deadline_seconds": "How long a transaction the database aborted for a "
+    "conflict (deadlock, lock-wait timeout, serialization failure, SQLite's busy lock) is run "
+    "again, on one server; then 503. A lost connection is not: it is a 503 after 4 tries.",
+    "database_retry.max_delay_ms": "Cap of the backoff between those tries.",
+    "database_retry.attempts": "At most this many tries in all of such a transaction (the "
+    "deadline usually ends them first).",
     "database_retry.base_delay_ms": "First backoff between those tries; it doubles, jittered.",
     "database_retry.multi_primary": "`auto`: retry by deadline instead once the server reports "
     "`wsrep_on=ON` (a Galera node, [HA guide](high-availability.md)); `on`/`off` force it.",

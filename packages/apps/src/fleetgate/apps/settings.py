@@ -99,8 +99,11 @@ class DatabaseTimeoutSettings(_Section):
 class DatabaseRetrySettings(_Section):
     """How often a transaction the database aborted to resolve a conflict is run again."""
 
-    # On one server: this many tries in all, the backoff doubling from base_delay_ms.
-    attempts: int = Field(4, ge=1, le=100)
+    # Run again until deadline_seconds have passed (or attempts runs were made), the backoff
+    # doubling from base_delay_ms up to max_delay_ms: a conflict is a wait, not a failure.
+    deadline_seconds: float = Field(5.0, gt=0, le=300, allow_inf_nan=False)
+    max_delay_ms: float = Field(250.0, gt=0, le=60_000, allow_inf_nan=False)
+    attempts: int = Field(100, ge=1, le=1000)
     base_delay_ms: float = Field(5.0, gt=0, le=10_000, allow_inf_nan=False)
     # A multi-primary cluster (Galera, every node writing) aborts many more at certification:
     # auto retries by deadline once a server reports wsrep_on=ON; on/off force either budget.

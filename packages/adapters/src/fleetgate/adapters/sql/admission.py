@@ -28,7 +28,6 @@ from fleetgate.adapters.sql.dialect import error_code
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.events import Audited, insert_events
 from fleetgate.adapters.sql.guarded import Charge, RowMissing, charge
-from fleetgate.adapters.sql.retry import ATTEMPTS
 from fleetgate.adapters.sql.rows import guard_row, node_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
 from fleetgate.adapters.sql.sqltypes import instant
@@ -70,6 +69,9 @@ async def claim_committed_meanwhile(conn: AsyncConnection, namespace: str, now: 
     return found.first() is not None
 
 
+#: Fresh runs of an admission whose namespace's claim changed under it (its NOWAIT check met
+#: a claim): each is a new transaction that then waits for the claim in order, so a few do.
+RERUNS = 4
 #: "Lock not available" under NOWAIT: PostgreSQL 55P03, MariaDB 1205.
 _LOCK_HELD = frozenset({"55P03", 1205})
 
@@ -364,7 +366,7 @@ async def admit(
         )
 
     try:
-        for _ in range(ATTEMPTS):
+        for _ in range(RERUNS):
             try:
                 trail.written = ()
                 admission = await store.write(work, what=f"admit onto {request.node}")

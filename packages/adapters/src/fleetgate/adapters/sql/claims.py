@@ -245,8 +245,10 @@ async def create_in(
     # 1. The namespace's placements as they are now, as a release takes its placement first:
     #    their usage moves into the claim, and no release may credit the unclaimed side for one
     #    of them between our read and our commit. Record locks only (no gap locks: see
-    #    CREATE_ISOLATION), so admissions keep inserting placements meanwhile.
-    await conn.execute(sa.update(placements).where(in_ns).values(claim_id=placements.c.claim_id))
+    #    CREATE_ISOLATION), so admissions keep inserting placements meanwhile. They are pointed
+    #    at the new claim now (invisible until commit, undone if it never does), so that after
+    #    the cluster row only placements admitted meanwhile are left to write.
+    await conn.execute(sa.update(placements).where(in_ns).values(claim_id=claim_id))
     # 2. The namespace's claim row, if any, as an admission takes it first.
     existing = await _lock_read(conn, claims, claims.c.active_namespace == ns)
     retired: Claim | None = None
@@ -291,7 +293,7 @@ async def create_in(
     clamped = False
     if retired is not None:
         row, clamped = await _give_back(conn, retired, row, now_epoch)
-    migrated, ours, skipped = await _migrating(conn, in_ns)
+    migrated, fresh = await _migrating(conn, in_ns, claim_id)
     plan = plan_create(request, row, migrated, now)
     if isinstance(plan, ClaimRefusal):
         raise Refused(plan)
@@ -305,14 +307,14 @@ async def create_in(
             expires_at=epoch(plan.expires_at),
         )
     )
-    # From now on a release of any migrated placement credits the claim.
-    if not skipped:
-        await conn.execute(sa.update(placements).where(in_ns).values(claim_id=claim_id))
-    else:
-        # By id, never by the namespace: a scan of the namespace would wait for a skipped row
-        # (MariaDB locks it before testing an exclusion), which is the cycle skipping avoided.
-        for start in range(0, len(ours), _ID_BATCH):
-            batch = ours[start : start + _ID_BATCH]
+    # Placements admitted after step 1 are pointed at the claim too, by id, never by the
+    # namespace: a scan may read rows this transaction does not hold (a skipped one; on MariaDB
+    # with snapshot isolation, where an UPDATE's scan does not skip locked rows it does not
+    # match, even another namespace's) and wait for them while holding the cluster row, and a
+    # release holding such a row waits for a claim or the cluster row: a cycle (issue 45).
+    if fresh:
+        for start in range(0, len(fresh), _ID_BATCH):
+            batch = fresh[start : start + _ID_BATCH]
             await conn.execute(
                 sa.update(placements).where(placements.c.id.in_(batch)).values(claim_id=claim_id)
             )
@@ -324,9 +326,9 @@ async def create_in(
 
 
 async def _migrating(
-    conn: AsyncConnection, in_ns: ColumnElement[bool]
-) -> tuple[Resources, list[str], bool]:
-    """The usage that moves into the new claim, the placements it covers, and whether any stay.
+    conn: AsyncConnection, in_ns: ColumnElement[bool], claim_id: str
+) -> tuple[Resources, list[str]]:
+    """The usage that moves into the new claim, and the placements admitted since step 1.
 
     Placements admitted after step 1 are locked now, skipping any another transaction holds:
     that is a release (or a move) which locked its placement before it waits for the cluster
@@ -334,17 +336,23 @@ async def _migrating(
     the unclaimed side and keeps its claim id, which is where its release will credit it.
     """
     locked = await conn.execute(
-        sa.select(placements.c.id, placements.c.cpus, placements.c.memory_mb, placements.c.disk_gb)
+        sa.select(
+            placements.c.id,
+            placements.c.claim_id,
+            placements.c.cpus,
+            placements.c.memory_mb,
+            placements.c.disk_gb,
+        )
         .where(in_ns)
         .with_for_update(skip_locked=True)
     )
     migrated = Resources()
-    ours: list[str] = []
-    for placement_id, cpus, memory_mb, disk_gb in locked:
-        ours.append(str(placement_id))
+    fresh: list[str] = []
+    for placement_id, current, cpus, memory_mb, disk_gb in locked:
+        if current != claim_id:
+            fresh.append(str(placement_id))
         migrated = migrated.plus(Resources(int(cpus), int(memory_mb), int(disk_gb)))
-    visible = await conn.execute(sa.select(sa.func.count()).select_from(placements).where(in_ns))
-    return migrated, ours, int(visible.scalar_one()) > len(ours)
+    return migrated, fresh
 
 
 async def create(

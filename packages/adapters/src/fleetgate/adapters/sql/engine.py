@@ -24,9 +24,9 @@ from fleetgate.adapters.sql import answers
 from fleetgate.adapters.sql.answers import COMMIT, AnswerWatch, Availability, NotAnswering
 from fleetgate.adapters.sql.dialect import READ_ONLY, DialectSupport, Timeouts
 from fleetgate.adapters.sql.retry import (
-    ATTEMPTS,
     BASE_DELAY,
     DEADLINE,
+    MAX_ATTEMPTS,
     MAX_DELAY,
     RetryBudget,
     with_retries,
@@ -105,11 +105,14 @@ class Store:
         self.dialect = dialect
         self.clock: Clock = clock or SystemClock()
         self.rng = rng or random.Random()
-        self.attempts = int(options.get("retry_attempts", ATTEMPTS))
         retry = dict(options.get("retry") or {})
-        self.attempts = int(retry.get("attempts", self.attempts))
         base = float(retry.get("base_delay_ms", BASE_DELAY * 1000)) / 1000
-        self.single_budget = RetryBudget(attempts=self.attempts, base=base)
+        self.single_budget = RetryBudget(
+            attempts=int(retry.get("attempts", MAX_ATTEMPTS)),
+            base=base,
+            deadline=float(retry.get("deadline_seconds", DEADLINE)),
+            cap=float(retry.get("max_delay_ms", MAX_DELAY * 1000)) / 1000,
+        )
         self.multi_budget = RetryBudget.multi_primary(
             deadline=float(retry.get("multi_primary_deadline_seconds", DEADLINE)),
             base=base,

@@ -5,13 +5,14 @@ One writer task per ledger (``writer_queue``) takes every admission queued when 
 nothing), and:
 
 - a batch of one runs the one-admission path (``admission.admit``) unchanged;
-- a batch of two or more runs in one ``Store.write`` transaction: the executor (each item with
-  its own guarded statements, see ``batch_items``), then every admitted item's audit events in
-  one INSERT, then one COMMIT. The batch is run once, never retried whole: whatever makes it
-  fail (a lost connection before the COMMIT, MariaDB's deadlock, a serialization failure, busy)
-  splits it, and each item is admitted alone with its own retries. Nothing of the batch
-  committed, so nothing is applied twice; and a batch that met a conflict once, holding every
-  item's rows, is the likeliest transaction to meet it again (docs/decisions.md).
+- a batch of two or more runs in one ``Store.write`` transaction: first the rows its items will
+  charge are locked in the canonical order (:func:`lock_in_order`), then the executor (each
+  item with its own guarded statements, see ``batch_items``), then every admitted item's audit
+  events in one INSERT, then one COMMIT. The batch is run once, never retried whole: whatever
+  makes it fail (a lost connection before the COMMIT, MariaDB's deadlock, a serialization
+  failure, busy) splits it, and each item is admitted alone with its own retries. Nothing of
+  the batch committed, so nothing is applied twice; and a batch that met a conflict once,
+  holding every item's rows, is the likeliest transaction to meet it again (docs/decisions.md).
 - a connection lost during the batch's COMMIT leaves every item's outcome unknown: each caller
   gets ``LedgerUnavailable`` naming the commit, as the one-admission path answers.
 
@@ -30,6 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -37,6 +39,7 @@ from fleetgate.adapters.sql import admission
 from fleetgate.adapters.sql.batch_items import BatchExecutor, BatchItem, ItemResult, Outcome
 from fleetgate.adapters.sql.engine import CommitUnknown, Store
 from fleetgate.adapters.sql.events import insert_events
+from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes
 from fleetgate.adapters.sql.writer_queue import Waiting, WriterQueue
 from fleetgate.domain.capacity.claims import ClaimEnforcement
 from fleetgate.domain.capacity.errors import LedgerUnavailable, NodeNotFound
@@ -267,6 +270,8 @@ class GroupCommitter:
 
         async def work(conn: AsyncConnection) -> list[ItemResult]:
             now = self.store.now_epoch()
+            if not self.store.dialect.serialize_writers:  # SQLite has one writer, no row locks
+                await lock_in_order(conn, items)
             results = await executor(conn, items, now, self.enforcement)
             if len(results) != len(items):  # pragma: no cover - an executor's contract
                 raise RuntimeError(f"batch executor gave {len(results)} results for {len(items)}")
@@ -279,6 +284,44 @@ class GroupCommitter:
     async def close(self) -> None:
         """Let the writer finish what is queued (each caller gets its answer), then return."""
         await self._queue.close()
+
+
+async def lock_in_order(conn: AsyncConnection, items: Sequence[BatchItem]) -> None:
+    """Lock the rows the batch's items will charge, in the canonical order, before any item.
+
+    Each item takes its rows in the canonical order (claim, cluster, node, then its placement),
+    but one after the other they would not: the second item's claim or cluster row would be
+    taken while the first item's node row is held, and a release holding that claim while it
+    waits for the node closes a cycle. On MariaDB the release, the smaller transaction, was
+    the deadlock victim: most of issue 45's retries. So the batch first takes its namespaces'
+    claims (through ``active_namespace``, as an admission does, namespaces in order), the
+    cluster row, then its nodes by name; the items then touch rows it holds, plus the placement
+    rows they insert (the last class) and the NOWAIT claim check, which never waits.
+
+    The claims and the cluster row are waited for: the batch holds nothing yet, or only rows
+    of a lower class. The nodes are taken ``SKIP LOCKED``: a node another transaction holds
+    (a long move, a test's outside session) must not hold up the whole batch. Its item waits
+    for it in its own turn, as before, bounded (``bound_batch_waits``) or, on InnoDB, with the
+    cycle found at once; then it runs alone. ``ORDER BY … FOR UPDATE`` locks in that order on
+    both servers (PostgreSQL locks the rows as the sort returns them).
+    """
+    namespaces = sorted({item.request.namespace for item in items})
+    names = sorted({item.request.node for item in items})
+    await conn.execute(
+        sa.select(claims.c.id)
+        .where(claims.c.active_namespace.in_(namespaces))
+        .order_by(claims.c.active_namespace)
+        .with_for_update()
+    )
+    await conn.execute(
+        sa.update(cluster).where(cluster.c.id == CLUSTER_ID).values(updated_at=cluster.c.updated_at)
+    )
+    await conn.execute(
+        sa.select(nodes.c.name)
+        .where(nodes.c.name.in_(names))
+        .order_by(nodes.c.name)
+        .with_for_update(skip_locked=True)
+    )
 
 
 def _in_context(audit: Audit | None) -> Audit | None:
@@ -297,4 +340,5 @@ __all__ = [
     "GroupCommitConfig",
     "GroupCommitStats",
     "GroupCommitter",
+    "lock_in_order",
 ]

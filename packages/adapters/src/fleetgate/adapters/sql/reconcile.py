@@ -2,13 +2,20 @@
 
 An admission that commits while a pass runs must never be erased by it. The pass therefore
 takes the lock of every row it will write *before* it reads anything, in the canonical order
-(the active claims, the cluster row, the claims again — a create committed while we waited for
-the cluster row is now visible — then every node by name). Every admission, release and move
+(the active claims, the cluster row, then every node by name). Every admission, release and move
 writes at least one of those rows, so from then until the pass commits none of them can commit:
 what the pass reads (counters and placements alike) is one consistent state, and what it writes
 is exact for it. An admission that had already locked one of those rows holds the pass back
-until it commits, and is then part of what the pass reads. Deadlocks this ordering cannot rule
-out (a claim create inserting between our two claim locks) are retried whole, like any other.
+until it commits, and is then part of what the pass reads.
+
+A claim created while the pass waited for the cluster row is visible once it has it, and must be
+locked too; but that is a lock of a lower class taken while holding the cluster row, and a
+release or claim write holding the new claim waits for the cluster row (issue 45: a deadlock
+each time). So it is taken with ``NOWAIT``, as an admission re-checks its claim: a held claim
+rolls the pass back (:class:`Held`), and the pass runs again from its first lock, which
+waits for the claim in order. Placements it re-attributes (only after drift) are the lowest
+class of all, taken last: also ``NOWAIT``, for the same reason (a release holds its placement
+while it waits for a claim or the cluster row).
 
 Reads of the placements are set-based: one GROUP BY node returns each node's usage and its
 decayed demand (the domain's decay rule compiled to SQL in ``decay``), one GROUP BY namespace the
@@ -27,9 +34,11 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from fleetgate.adapters.sql import reservations
+from fleetgate.adapters.sql.admission import lock_held
 from fleetgate.adapters.sql.claims import claim_of
 from fleetgate.adapters.sql.decay import decayed_sum
 from fleetgate.adapters.sql.dialect import DialectSupport
@@ -41,6 +50,7 @@ from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, pl
 from fleetgate.adapters.sql.sqltypes import epoch
 from fleetgate.domain.capacity.claims import ClaimState
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
+from fleetgate.domain.capacity.errors import LedgerUnavailable
 from fleetgate.domain.capacity.reconcile import (
     NodeCounters,
     PassReport,
@@ -50,14 +60,27 @@ from fleetgate.domain.capacity.reconcile import (
 )
 
 _ACTIVE = claims.c.active_namespace.is_not(None)
+#: Fresh runs of a pass that met a claim held by another write after the cluster row.
+RERUNS = 4
+
+
+class Held(Exception):
+    """A row the pass takes out of order is held by a write that may wait for ours: run again.
+
+    A claim created while the pass waited for the cluster row, or a placement to re-attribute.
+    """
 
 
 async def lock_counters(conn: AsyncConnection) -> list[NodeCounters]:
-    """Take the lock of every counter row, in the canonical order; return the nodes as read."""
+    """Take the lock of every counter row, in the canonical order; return the nodes as read.
+
+    Raises :class:`Held` (the caller rolls back and runs again) when a claim that
+    appeared while the pass waited for the cluster row is held by another transaction.
+    """
     touch = {"updated_at": claims.c.updated_at}
     await conn.execute(sa.update(claims).where(_ACTIVE).values(**touch))
     await lock(conn, cluster, cluster.c.id == CLUSTER_ID)
-    await conn.execute(sa.update(claims).where(_ACTIVE).values(**touch))
+    await _nowait(conn, sa.select(claims.c.id).where(_ACTIVE))
     rows = await conn.execute(
         sa.select(
             nodes.c.name,
@@ -77,6 +100,16 @@ async def lock_counters(conn: AsyncConnection) -> list[NodeCounters]:
         )
         for r in rows.mappings()
     ]
+
+
+async def _nowait(conn: AsyncConnection, select: sa.Select[Any]) -> None:
+    """Lock the rows ``select`` reads (``FOR UPDATE NOWAIT``); :class:`Held` if one is held."""
+    try:
+        await conn.execute(select.with_for_update(nowait=True))
+    except DBAPIError as exc:
+        if lock_held(exc):
+            raise Held(str(exc.orig)) from exc
+        raise
 
 
 async def _usage_by(conn: AsyncConnection, column: sa.Column[Any]) -> dict[str, Resources]:
@@ -186,6 +219,8 @@ async def _reattribute(conn: AsyncConnection, result: Reconciliation) -> int:
     )
     fixes = [{"b_id": pid, "b_claim": cid} for pid, cid in wrong]
     if fixes:
+        ids = [fix["b_id"] for fix in fixes]
+        await _nowait(conn, sa.select(placements.c.id).where(placements.c.id.in_(ids)))
         await conn.execute(
             sa.update(placements)
             .where(placements.c.id == sa.bindparam("b_id"))
@@ -219,9 +254,16 @@ async def run_pass(
         reattributed = await apply(conn, store.dialect, result, epoch(now))
         return PassReport(result, time.perf_counter() - started, reattributed)
 
-    report = await (trail or Audited(None)).write(store, work, what="reconcile capacity")
+    for _ in range(RERUNS):
+        try:
+            report = await (trail or Audited(None)).write(store, work, what="reconcile capacity")
+            break
+        except Held:
+            continue  # rolled back: the next run waits for that claim first, in order
+    else:
+        raise LedgerUnavailable("reconcile capacity: claims kept being created under the pass")
     # Timed to the commit, not to the end of the statements the audit saw.
     return replace(report, duration_seconds=time.perf_counter() - started)
 
 
-__all__ = ["apply", "lock_counters", "read_snapshot", "run_pass"]
+__all__ = ["Held", "apply", "lock_counters", "read_snapshot", "run_pass"]

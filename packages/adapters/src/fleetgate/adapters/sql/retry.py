@@ -1,22 +1,25 @@
-"""Bounded, jittered retries of transactions the database aborted to resolve a conflict.
+"""Jittered retries, within a time budget, of transactions the database aborted for a conflict.
 
 Deadlocks, lock-wait timeouts, snapshot conflicts, serialization failures and SQLite's busy
-lock are not failures of the request: the whole transaction is run again, at most ``attempts``
-times with exponential backoff and jitter (``base × 2^n × U(0.5, 1.5)``). When the budget is
-spent the caller gets ``LedgerUnavailable`` naming the last error — never a generic error later.
+lock are not failures of the request: the whole transaction is run again, with a backoff that
+grows from ``base`` and stops growing at ``cap`` (``min(cap, base × 2^n) × U(0.5, 1.5)``), until
+the budget's deadline has passed. When it is spent the caller gets ``LedgerUnavailable`` naming
+the last error — never a generic error later.
+
+The budget is a deadline, not a count, on every backend. Under contention (claim churn on
+MariaDB, issue 45) a release or claim delete was picked as the deadlock victim four times in a
+row and answered 503 although each retry was a few milliseconds of work: how many times a
+transaction loses a race says nothing about whether the next run will win, how long the
+conflicts have lasted does. A multi-primary Galera cluster, whose certification aborts are far
+more frequent, has its own (``multi_primary``) budget of the same shape.
 
 A connection the database side dropped (killed, restarted, timed out) is retried too, at once
 and on a fresh connection (SQLAlchemy retires the pool's older connections when it sees one
 die): the transaction never reached its COMMIT, so the server rolled it back and running it
-again cannot apply it twice. A connection lost *during* the COMMIT is not retried — whether it
-committed is unknown — and never reaches here: the store reports it as ``LedgerUnavailable``.
-
-A single server aborts few transactions, so four tries suffice. A multi-primary Galera cluster
-aborts many more: every transaction that wrote a row another node wrote at the same time fails
-certification (1213) at its COMMIT, and under contention several times in a row. There the
-budget is a deadline (:class:`RetryBudget` with ``deadline`` set): run again, with jittered
-backoff growing to a cap, until the deadline has passed — sized so a burst of conflicts on the
-rows every admission writes is absorbed instead of being returned as a storm of 503s.
+again cannot apply it twice. That is bounded by a count (:data:`LOST_TRIES`), whatever the
+deadline, so a database that is gone stays a 503 within seconds. A connection lost *during* the
+COMMIT is not retried — whether it committed is unknown — and never reaches here: the store
+reports it as ``LedgerUnavailable``.
 """
 
 from __future__ import annotations
@@ -35,9 +38,12 @@ from fleetgate.adapters.sql.answers import NotAnswering
 from fleetgate.domain.capacity.errors import LedgerUnavailable
 
 T = TypeVar("T")
-ATTEMPTS = 4
+#: Tries of a transaction whose connection was lost before its COMMIT, in all.
+LOST_TRIES = 4
+#: The most runs of one conflicting transaction; the deadline ends them long before.
+MAX_ATTEMPTS = 100
 BASE_DELAY = 0.005
-#: The multi-primary defaults: retry for up to 5 s, backoff growing from 5 ms to at most 250 ms.
+#: The defaults: retry for up to 5 s, backoff growing from 5 ms to at most 250 ms.
 DEADLINE = 5.0
 MAX_DELAY = 0.25
 
@@ -48,14 +54,14 @@ _log = logging.getLogger("fleetgate.ledger")
 class RetryBudget:
     """How long a conflicting transaction is run again.
 
-    ``attempts`` bounds the runs; with ``deadline`` (seconds from the first run) set, retries
-    stop once the next wait would end past it, whichever comes first. Each wait is
-    ``min(cap, base × 2^n) × U(0.5, 1.5)``.
+    Retries stop once the next wait would end past ``deadline`` (seconds from the first run)
+    or ``attempts`` runs were made, whichever comes first (``deadline`` None: the count alone).
+    Each wait is ``min(cap, base × 2^n) × U(0.5, 1.5)``.
     """
 
-    attempts: int = ATTEMPTS
+    attempts: int = MAX_ATTEMPTS
     base: float = BASE_DELAY
-    deadline: float | None = None
+    deadline: float | None = DEADLINE
     cap: float = MAX_DELAY
 
     @classmethod
@@ -87,7 +93,6 @@ async def with_retries(
     *,
     retryable: Callable[[DBAPIError], bool],
     what: str,
-    attempts: int = ATTEMPTS,
     budget: RetryBudget | None = None,
     rng: random.Random | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -95,10 +100,10 @@ async def with_retries(
 ) -> T:
     """Run ``run`` until it succeeds, retrying only errors ``retryable`` accepts.
 
-    ``budget`` (default: ``attempts`` tries with the single-server backoff) bounds the retries.
+    ``budget`` (default: :class:`RetryBudget`'s defaults) bounds the retries.
     """
     rng = rng or random.Random()
-    budget = budget or RetryBudget(attempts=attempts)
+    budget = budget or RetryBudget()
     started = clock()
     lost_count = 0
     for attempt in range(budget.attempts):
@@ -114,8 +119,8 @@ async def with_retries(
                 budget.deadline is not None and clock() - started + delay > budget.deadline
             )
             # A lost connection is retried at once, but never more often than the fixed
-            # attempts: a database that is gone stays a quick 503, whatever the deadline.
-            if spent or lost_count >= ATTEMPTS:
+            # count: a database that is gone stays a quick 503, whatever the deadline.
+            if spent or lost_count >= LOST_TRIES:
                 if lost:
                     raise NotAnswering(
                         f"{what}: lost the database connection {lost_count} times: {exc.orig}"
