@@ -34,14 +34,25 @@ from fleetgate.adapters import plugins
 from fleetgate.adapters.clock import VirtualClock
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.domain.capacity.claims import ClaimRequest, ClaimUpdate
+from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.model import AdmitRequest, MoveRequest, NodeSpec
+from fleetgate.domain.capacity.reservations import Reservation, ReservationRequest
 from fleetgate.domain.events import Event
 from tests.conftest import Backend
 from tests.ledgers import START, empty
 
 #: The lock classes of decision 16, by table; INSERT INTO placements is a new row (5).
-CLASSES = {"placements": 1, "claims": 2, "cluster": 3, "nodes": 4, "api_tokens": 5, "events": 6}
+#: Reservations are rows written only under their node's lock (issue 41): class 5, after it.
+CLASSES = {
+    "placements": 1,
+    "claims": 2,
+    "cluster": 3,
+    "nodes": 4,
+    "api_tokens": 5,
+    "reservations": 5,
+    "events": 6,
+}
 NEW_PLACEMENT = 5
 _LOCKING = re.compile(r"^\s*(UPDATE|DELETE\s+FROM|INSERT\s+INTO)\s+(\w+)", re.IGNORECASE)
 _FROM = re.compile(r"\bFROM\s+(\w+)", re.IGNORECASE)
@@ -94,12 +105,13 @@ def _held(lock: Lock, earlier: list[Lock]) -> bool:
     The same WHERE with the same values; the cluster row (the table has one); a value in common
     with an earlier lock of the table (its key: a placement id, a claim's namespace or id, a
     node name, what a new row was inserted with); or an earlier lock of the table by a
-    predicate with no values (the reconcile pass locks every active claim so).
+    predicate with no values (the reconcile pass locks every active claim so) or by none at all
+    (it locks every node so, before it ends the reservations it credits to them).
     """
     for e in earlier:
         if (e.where == lock.where and e.values == lock.values) or lock.table == "cluster":
             return True  # (the cluster table has one row)
-        if e.values & lock.values or (e.where and not e.values and not e.never_waits):
+        if e.values & lock.values or (not e.values and not e.never_waits):
             return True
     return False
 
@@ -213,6 +225,16 @@ async def statement_ledger(backend: Backend, clock: VirtualClock) -> AsyncIterat
         await ledger.close()
 
 
+def held(
+    placement: str, node: str, owner: str, clock: VirtualClock, seconds: int = 900
+) -> ReservationRequest:
+    """Room on ``node`` for ``placement``'s move off ``owner``, held ``seconds``."""
+    reservation = Reservation(
+        placement, node, Resources(1, 64, 1), owner, clock.now() + timedelta(seconds=seconds)
+    )
+    return ReservationRequest(reservation, DemandPolicy().target_load)
+
+
 def audit(result: object) -> list[Event]:
     """One audit event for any change, so every transaction also inserts into ``events``."""
     return [Event("lock order recorded", START, "lock-order", "a")]
@@ -246,6 +268,17 @@ async def every_writing_transaction(ledger: SqlLedger, recorder: Recorder, clock
     with recorder.during("move"):
         assert moved.placement is not None
         await ledger.move(MoveRequest(moved.placement.id, "n1"), audit=audit)
+    assert kept.placement is not None
+    with recorder.during("reserve"):
+        made = await ledger.reserve("n1", [held(kept.placement.id, "n3", "n1", clock)], audit=audit)
+        assert made.made, made.refused
+    with recorder.during("move into its reservation"):
+        await ledger.move(MoveRequest(kept.placement.id, "n3"), audit=audit)
+    with recorder.during("reserve"):
+        made = await ledger.reserve("n3", [held(kept.placement.id, "n2", "n3", clock)])
+        assert made.made, made.refused
+    with recorder.during("reservations ended"):
+        assert await ledger.end_reservations("n3") == 1
     with recorder.during("claim create"):
         created = await ledger.create_claim(
             ClaimRequest("a", Resources(32, 1 << 14, 100), 3600), audit=audit
@@ -278,6 +311,9 @@ async def every_writing_transaction(ledger: SqlLedger, recorder: Recorder, clock
     with recorder.during("claim create, then expiry by reconcile"):
         other = await ledger.create_claim(ClaimRequest("c", Resources(8, 1024, 10), 60))
         assert other.claim is not None, other.refusal
+    with recorder.during("reserve"):  # expires with the claim: the pass below ends it too
+        made = await ledger.reserve("n3", [held(kept.placement.id, "n2", "n3", clock, 60)])
+        assert made.made, made.refused
     recorder.aliases[other.claim.id] = "c"
     clock.advance(timedelta(seconds=120))
     with recorder.during("claim expiry by reconcile"):
@@ -313,6 +349,7 @@ async def test_every_writing_transaction_takes_its_row_locks_in_the_documented_o
     report = "\n".join(f"{t.label}: {t.ranks()}" for t in recorder.done)
     # Every kind ran and locked something (a listener that saw nothing proves nothing).
     assert {"admission batch", "reconcile", "claim create", "release, claimed"} <= seen, report
+    assert {"reserve", "move into its reservation", "reservations ended"} <= seen, report
     assert any(t.label == "admission batch" and len(t.ranks()) > 3 for t in recorder.done), report
     inversions = [f"{t.label}: {i}" for t in recorder.done for i in t.inversions()]
     assert inversions == [], "\n".join(inversions) + "\n\n" + report
