@@ -42,6 +42,12 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     )
     p.add_argument("--backend", action="append", metavar="KEY", help=f"only: {', '.join(keys)}")
     p.add_argument("--output", type=Path, help="where to write the Markdown report")
+    p.add_argument(
+        "--into",
+        type=Path,
+        help="merge a narrower run into this report (docs/performance.md): its sections, "
+        "target rows and wall times replace those it measured, the rest keep their commits",
+    )
     args = p.parse_args(argv)
     args.only = _split(args.only) or list(runner.NAMES)
     args.backend = _split(args.backend) or keys
@@ -91,14 +97,14 @@ async def main(argv: Sequence[str]) -> int:
     outcome = await runner.run(args.only, targets, sizes, console)
     shown = " ".join(argv)
     text = document.render(
-        machine.table(facts),
-        outcome.sections,
-        f" {shown}" if shown else "",
-        outcome.clean,
-        machine.load_average(),
+        facts, outcome.sections, f" {shown}" if shown else "", outcome.clean, machine.load_average()
     )
     document.write(args.output, text)
     console.print(f"wrote {args.output}")
+    if args.into is not None:
+        merged = document.merge(args.into.read_text(encoding="utf-8"), text)
+        document.write(args.into, merged)
+        console.print(f"merged into {args.into}")
     if not outcome.clean:
         console.print("[red]reliability evidence is NOT clean[/red]")
         return 1

@@ -71,9 +71,11 @@ class Section:
     verdicts: list[Verdict] = field(default_factory=list)
     findings: list[str] = field(default_factory=list)
 
-    def markdown(self) -> str:
-        """The section as Markdown."""
+    def markdown(self, measured_on: str = "") -> str:
+        """The section as Markdown, under its heading the run it comes from (``measured_on``)."""
         parts = [f"## {self.heading}", ""]
+        if measured_on:
+            parts += [f"*{measured_on}*", ""]
         if self.intro:
             parts += [self.intro, ""]
         parts += [t.markdown() for t in self.tables]
@@ -82,11 +84,11 @@ class Section:
         return "\n".join(parts)
 
 
-def verdict_table(verdicts: list[Verdict]) -> Table:
-    """Every target with its verdict."""
-    table = Table("Targets", ["target", "measured", "verdict", "note"])
+def verdict_table(verdicts: list[Verdict], commit: str) -> Table:
+    """Every target with its verdict and the commit it was measured on."""
+    table = Table("Targets", ["target", "measured", "verdict", "commit", "note"])
     for v in verdicts:
-        table.add(v.target, v.measured, v.mark, v.note)
+        table.add(v.target, v.measured, v.mark, commit, v.note)
     return table
 
 

@@ -61,8 +61,9 @@ async def run(
     """Run ``names`` (in the canonical order) over ``targets``."""
     out = Outcome()
     # What each benchmark took, so the next change to the sizes is budgeted from a measurement.
-    columns = ["benchmark", "wall s", "load average after (1/5/15 min)"]
+    columns = ["benchmark", "wall s", "load average after (1/5/15 min)", "commit"]
     wall = Table(f"Wall time by benchmark ({sizes.name} profile)", columns)
+    commit = machine.commit()
     began = time.perf_counter()
     for name in NAMES:
         if name not in names:
@@ -70,11 +71,15 @@ async def run(
         console.rule(f"[bold]{name}")
         started = time.perf_counter()
         section = await _SECTIONS[name](targets, sizes, console)
-        wall.add(name, f"{time.perf_counter() - started:.0f}", machine.load_average())
+        wall.add(name, f"{time.perf_counter() - started:.0f}", machine.load_average(), commit)
         for t in section.tables:
             t.show(console)
         out.sections.append(section)
-    wall.add("all", f"{time.perf_counter() - began:.0f}", machine.load_average())
+    # A narrower run's total is its own row: merged into the full report, it keeps the full
+    # run's total (``document.merge`` replaces rows by their first cell).
+    ran = [name for name in NAMES if name in names]
+    total = "all" if len(ran) == len(NAMES) else " + ".join(ran)
+    wall.add(total, f"{time.perf_counter() - began:.0f}", machine.load_average(), commit)
     out.sections.append(Section("wall time", "Wall time", tables=[wall]))
     out.clean = not any(f.startswith("FAILED") for s in out.sections for f in s.findings)
     return out

@@ -21,8 +21,9 @@ def _sum(items: Iterable[Resources]) -> Resources:
 
 async def check_ledger(ledger: CapacityLedger, expected_ids: set[str] | None = None) -> None:
     """Every placement exists exactly once, on a node of the ledger; each node's used counters
-    equal the sum of its placements and stay within its limits; the cluster row agrees, and
-    what it promises (claims) plus what unclaimed namespaces use stays within its total.
+    equal the sum of its placements and of the room reserved on it, and stay within its limits;
+    the cluster row agrees, and what it promises (claims) plus what unclaimed namespaces use
+    stays within its total.
 
     ``expected_ids``: the placements that must exist (nothing lost, nothing invented).
     """
@@ -35,9 +36,13 @@ async def check_ledger(ledger: CapacityLedger, expected_ids: set[str] | None = N
     nodes = {n.name: n for n in await ledger.nodes()}
     for p in placements:
         assert p.node in nodes, f"placement {p.id} is on {p.node}, which is not in the ledger"
+    reserved = await ledger.reservations()
     for name, node in nodes.items():
         held = _sum(p.resources for p in placements if p.node == name)
-        assert node.used == held, f"node {name}: used {node.used} but its placements sum to {held}"
+        held = held.plus(_sum(r.resources for r in reserved if r.node == name))
+        assert node.used == held, (
+            f"node {name}: used {node.used} but its placements and reservations sum to {held}"
+        )
         for d in ALLOCATION:
             assert node.used.get(d) <= node.limits.get(d), (
                 f"node {name}: {d} used {node.used.get(d)} over its limit {node.limits.get(d)}"

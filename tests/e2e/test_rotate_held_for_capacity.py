@@ -26,6 +26,7 @@ from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import AdmitRequest
+from fleetgate.domain.capacity.relocation import Verdict
 from fleetgate.domain.rotation.ledger_gate import HELD
 from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
 from tests.conftest import Backend
@@ -315,23 +316,16 @@ async def test_issue_41s_scenarios_strand_nothing_with_the_gate_and_strand_witho
     assert off > 0 and not held_off, f"{name}: gate off stranded nothing; the test tests nothing"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 41 'Reserve before you drain' is not built yet: admissions between the plan "
-    "and the drain may take the room (decisions.md 21); to be completed with the reservations",
-)
-async def test_admissions_during_the_drain_cannot_take_the_planned_room(backend: Backend) -> None:
-    """The plan fits when the drain begins (big's surge is in the ledger); then admissions fill
-    the surge before the node sync carries the plan out. With reservations nothing is stranded;
-    today the moves planned onto the surge are refused and those placements are stranded."""
+async def _admissions_during_the_drain(backend: Backend, gate: bool) -> int:
+    """The plan fits when the drain begins (big's surge is in the ledger); then admissions try
+    to fill the surge before the node sync carries the plan out. How many the sync stranded."""
     clock = VirtualClock(T0)
     cluster, big, small = rig(clock, young=True)
     async with open_ledger(backend, clock) as ledger:
         sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy())
         await sync.sync()
         ids = await load_placements(ledger, cluster, big, small)
-        controller = _controller(cluster, ledger, clock, CollectorRegistry())
+        controller = _controller(cluster, ledger, clock, CollectorRegistry(), gate)
         before = set(cluster.claims)
         while cluster.claims[big].deleting_at is None:  # stop as the drain begins
             assert clock.now() < T0 + timedelta(hours=1), "big's drain never began"
@@ -341,6 +335,80 @@ async def test_admissions_during_the_drain_cannot_take_the_planned_room(backend:
             if cluster.claims[big].deleting_at is None:
                 cluster.advance_to(min(due))
         (surge,) = set(cluster.claims) - before
-        ids |= await place(ledger, node_of(cluster, surge), 5)  # the planned room, taken
+        surge_node = node_of(cluster, surge)
+        for _ in range(5):  # the planned room, wanted: refused where it is reserved
+            made = await ledger.admit(AdmitRequest("team", surge_node, SIZE))
+            if made.placement is not None:
+                ids.add(made.placement.id)
         await check_ledger(ledger, ids)
+        stranded = (await sync.sync()).stranded
+        await check_ledger(ledger, ids)
+        if gate:
+            assert await ledger.reservations() == []  # every one consumed by its move
+        return stranded
+
+
+async def test_admissions_during_the_drain_cannot_take_the_planned_room(backend: Backend) -> None:
+    """Issue 41, reserve before you drain: with the gate, the drain's room is reserved before
+    the old NodeClaim is deleted, the admissions that want it are refused, and the node sync
+    moves every placement into its reservation; without it they take the room and the planned
+    moves are refused (stranded), so the test can fail."""
+    assert await _admissions_during_the_drain(backend, gate=True) == 0
+    assert await _admissions_during_the_drain(backend, gate=False) > 0
+
+
+class _Racing(RelocationCheck):
+    """The gate's ledger side, with admissions landing on the planned room of ``source``'s
+    drain right after the plans were read (once): what a reserve then finds taken."""
+
+    def __init__(self, ledger: SqlLedger, source: str) -> None:
+        super().__init__(ledger, DemandPolicy())
+        self._admitting = ledger
+        self.source = source
+        self.taken: set[str] = set()
+
+    async def judge_nodes(self, names: list[str]) -> dict[str, Verdict]:
+        verdicts = await super().judge_nodes(names)
+        verdict = verdicts.get(self.source)
+        if not self.taken and verdict is not None and verdict.fits and verdict.moves:
+            target = verdict.moves[0].target
+            while (
+                made := await self._admitting.admit(AdmitRequest("team", target, SIZE))
+            ).placement:
+                self.taken.add(made.placement.id)
+        return verdicts
+
+
+async def test_a_drain_whose_room_is_taken_before_it_is_reserved_does_not_begin(
+    backend: Backend,
+) -> None:
+    """The plan fits when the drain would begin; admissions take the room before the reserve:
+    the reserve is refused, nothing is written, the plan is judged again (it no longer fits) and
+    the drain is held. The NodeClaim is not deleted and nothing is stranded."""
+    clock = VirtualClock(T0)
+    cluster, big, small = rig(clock, young=True)
+    async with open_ledger(backend, clock) as ledger:
+        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy())
+        await sync.sync()
+        ids = await load_placements(ledger, cluster, big, small)
+        racing = _Racing(ledger, node_of(cluster, big))
+        controller = RotationController(
+            cluster,
+            _policies,
+            clock,
+            ledger.event_sink(),
+            RotationMetrics(CollectorRegistry()),
+            relocation=racing,
+        )
+        while not racing.taken:
+            assert clock.now() < T0 + timedelta(hours=1), "the drain was never judged to fit"
+            await sync.sync()
+            await controller.run_due()
+            due = [t for t in (controller.next_due(), cluster.next_event_at()) if t is not None]
+            if not racing.taken:
+                cluster.advance_to(min(due))
+        assert cluster.claims[big].deleting_at is None  # the drain did not begin
+        assert await ledger.reservations() == []
+        assert await ledger.events(kind=HELD)  # judged again: held before its drain
         assert (await sync.sync()).stranded == 0
+        await check_ledger(ledger, ids | racing.taken)

@@ -62,6 +62,13 @@ from fleetgate.domain.capacity.reconcile import (
     Snapshot,
     reconcile,
 )
+from fleetgate.domain.capacity.reservations import (
+    Reservation,
+    ReservationRequest,
+    Reserved,
+    live,
+    per_node,
+)
 from fleetgate.domain.capacity.trial import claim_row
 from fleetgate.domain.events import Event
 from fleetgate.domain.ports import Audit, AuditOf, Clock, EventSink
@@ -81,6 +88,14 @@ class _Refused(Exception):
         self.refusal = refusal
 
 
+class _ReserveRefused(Exception):
+    """A destination refused its reservation: the whole reserve changes nothing."""
+
+    def __init__(self, reservation: Reservation) -> None:
+        super().__init__(reservation.node)
+        self.reservation = reservation
+
+
 @dataclass
 class _Tables:
     """Everything the ledger holds. Values are immutable: a copy of the dicts is a snapshot."""
@@ -91,6 +106,7 @@ class _Tables:
     claims: dict[str, Claim] = field(default_factory=dict)
     events: list[RecordedEvent] = field(default_factory=list)
     tokens: dict[str, tuple[ApiToken, str]] = field(default_factory=dict)
+    reservations: dict[str, Reservation] = field(default_factory=dict)
 
     def copy(self) -> _Tables:
         return _Tables(
@@ -100,6 +116,7 @@ class _Tables:
             dict(self.claims),
             list(self.events),
             dict(self.tokens),
+            dict(self.reservations),
         )
 
 
@@ -275,6 +292,9 @@ class InMemoryLedger:
             if held:
                 raise NodeBusy(name, held)
             del self._tables.nodes[name]
+            # The room reserved on it leaves with it (the SQL foreign key's CASCADE).
+            for pid in [k for k, r in self._tables.reservations.items() if r.node == name]:
+                del self._tables.reservations[pid]
             self._recompute_totals()
 
         self._write(work, audit)
@@ -562,7 +582,22 @@ class InMemoryLedger:
             if p.node == request.node:
                 return Admission(placement=p, node=self._node(p.node), claim_id=p.claim_id)
             self._credit_node(p)
-            target, bypassed = self._charge_node(request.node, p.resources, request)
+            held = self._tables.reservations.pop(p.id, None)
+            if held is not None and held.node in self._tables.nodes and held.node != request.node:
+                self._credit_room(held.node, held.resources)  # reserved elsewhere: handed back
+            if held is not None and held.node == request.node:
+                # Into its reservation: the room is charged already; only the demand is new.
+                node = self._node(request.node)
+                target = self._set_node(
+                    replace(
+                        node,
+                        expected_demand=node.expected_demand + request.demand,
+                        updated_at=self._now(),
+                    )
+                )
+                bypassed: list[Denial] = []
+            else:
+                target, bypassed = self._charge_node(request.node, p.resources, request)
             moved = replace(p, node=request.node, demand=request.demand, admitted_at=self._now())
             self._tables.placements[p.id] = moved
             return Admission(
@@ -574,6 +609,76 @@ class InMemoryLedger:
         except _Refused as refused:
             assert isinstance(refused.refusal, Denial)
             return Admission(denial=refused.refusal)
+
+    # room reservations -------------------------------------------------------------------------
+
+    def _credit_room(self, name: str, amount: Resources) -> None:
+        node = self._node(name)
+        used = node.used.minus_floored(amount)
+        self._set_node(replace(node, used=used, updated_at=self._now()))
+
+    def _end(self, pids: Sequence[str]) -> int:
+        for pid in pids:
+            held = self._tables.reservations.pop(pid)
+            self._credit_room(held.node, held.resources)
+        return len(pids)
+
+    async def reserve(
+        self,
+        owner: str,
+        requests: Sequence[ReservationRequest],
+        *,
+        audit: AuditOf[Reserved] | None = None,
+    ) -> Reserved:
+        """Replace ``owner``'s reservations, all or none, each under its node's guard."""
+        wanted = {r.reservation.placement for r in requests}
+
+        def work() -> Reserved:
+            self._end(
+                [
+                    pid
+                    for pid, r in self._tables.reservations.items()
+                    if r.owner == owner or pid in wanted
+                ]
+            )
+            for request in requests:
+                held = request.reservation
+                move = MoveRequest(held.placement, held.node, 0.0, request.target_load, True)
+                try:
+                    self._charge_node(held.node, held.resources, move)
+                except (_Refused, NodeNotFound) as refused:  # full, or gone since the plan
+                    raise _ReserveRefused(held) from refused
+                self._tables.reservations[held.placement] = replace(held, owner=owner)
+            return Reserved(made=True)
+
+        try:
+            return self._write(work, audit)
+        except _ReserveRefused as refused:
+            return Reserved(made=False, refused=refused.reservation)
+
+    async def reservations(self, owner: str | None = None) -> list[Reservation]:
+        """The stored reservations (of ``owner``, or all), by placement id."""
+        held = sorted(self._tables.reservations.values(), key=lambda r: r.placement)
+        return [r for r in held if owner is None or r.owner == owner]
+
+    async def end_reservations(self, owner: str) -> int:
+        """End ``owner``'s reservations, crediting their nodes."""
+        return self._write(
+            lambda: self._end(
+                [pid for pid, r in self._tables.reservations.items() if r.owner == owner]
+            )
+        )
+
+    def _expire_reservations(self) -> None:
+        """End what no longer holds room: expired, or its placement no longer on its owner."""
+        now, placed = self._now(), self._tables.placements
+        self._end(
+            [
+                pid
+                for pid, r in self._tables.reservations.items()
+                if not live(r, now) or pid not in placed or placed[pid].node != r.owner
+            ]
+        )
 
     # claims ----------------------------------------------------------------------------------
 
@@ -727,7 +832,9 @@ class InMemoryLedger:
         for p in placements:
             by_node.setdefault(p.node, []).append(p.resources)
             by_namespace.setdefault(p.namespace, []).append(p.resources)
+        reserved = per_node(self._tables.reservations.values())
         return Snapshot(
+            node_reserved=reserved,
             nodes=[
                 NodeCounters(n.name, n.limits, n.used, n.expected_demand)
                 for n in self._tables.nodes.values()
@@ -770,6 +877,7 @@ class InMemoryLedger:
         started = time.perf_counter()
 
         def work() -> PassReport:
+            self._expire_reservations()
             result = reconcile(self._snapshot(), self._now(), self.demand.decay_seconds)
             return PassReport(result, time.perf_counter() - started, self._apply(result))
 

@@ -23,6 +23,7 @@ from fleetgate.domain.capacity.claims import (
     ClaimUpdate,
     RefusalReason,
 )
+from fleetgate.domain.capacity.demand import DemandPolicy
 from fleetgate.domain.capacity.denials import Stage
 from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.errors import (
@@ -32,6 +33,7 @@ from fleetgate.domain.capacity.errors import (
     PlacementNotFound,
 )
 from fleetgate.domain.capacity.model import AdmitRequest, MoveRequest, NodeMetrics, NodeSpec
+from fleetgate.domain.capacity.reservations import Reservation, ReservationRequest
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import (
     Admissions,
@@ -44,6 +46,7 @@ from fleetgate.domain.ports import (
     LedgerReconciler,
     NodeInventory,
     PlacementReader,
+    RoomReservations,
     TokenStore,
 )
 from fleetgate.domain.tokens import digest
@@ -60,6 +63,7 @@ ROLES = (
     NodeInventory,
     PlacementReader,
     Admissions,
+    RoomReservations,
     ClaimReader,
     ClaimBook,
     LedgerReconciler,
@@ -388,6 +392,83 @@ async def test_a_pass_after_honest_writes_is_clean_and_expires_what_is_due(
     assert cluster.claimed == Resources() and cluster.unclaimed_used == VM.plus(VM)
     assert (await ledger.node("a")).expected_demand == 0.0  # type: ignore[union-attr]
     assert await kinds(ledger) == ["reconciled"]
+
+
+# --- room reservations ------------------------------------------------------------------------
+
+FOUR = Resources(4, 512, 5)
+
+
+async def _placed(ledger: CapacityLedger, node: str, count: int) -> list[str]:
+    ids = []
+    for _ in range(count):
+        made = await ledger.admit(AdmitRequest("ns", node, FOUR))
+        assert made.placement is not None, made.denial
+        ids.append(made.placement.id)
+    return ids
+
+
+def _held(pid: str, node: str, clock: VirtualClock, seconds: int = 600) -> ReservationRequest:
+    """``pid``'s move off node ``a`` to ``node``, held ``seconds`` from now."""
+    expires = clock.now() + timedelta(seconds=seconds)
+    return ReservationRequest(
+        Reservation(pid, node, FOUR, "a", expires), DemandPolicy().target_load
+    )
+
+
+async def test_reserved_room_is_taken_for_admissions_and_the_move_into_it_charges_nothing_more(
+    ledger: CapacityLedger, clock: VirtualClock
+) -> None:
+    await ledger.add_node(NodeSpec("a", NODE))
+    await ledger.add_node(NodeSpec("b", NODE))  # 12 vCPUs
+    p1, p2, p3 = await _placed(ledger, "a", 3)
+    before = await ledger.cluster()
+    made = await ledger.reserve("a", [_held(p1, "b", clock), _held(p2, "b", clock)])
+    assert made.made and [r.placement for r in await ledger.reservations("a")] == sorted([p1, p2])
+    assert (await ledger.node("b")).used == FOUR.plus(FOUR)  # type: ignore[union-attr]
+    assert await ledger.cluster() == before  # the placements count there once already
+    refused = await ledger.admit(AdmitRequest("ns", "b", Resources(8, 512, 5)))
+    assert refused.denial is not None and refused.denial.exceeded == {"cpus"}
+    assert (await ledger.admit(AdmitRequest("ns", "b", FOUR))).placement is not None  # b full
+    # All or none: a third reservation does not fit, so the owner keeps the two it held.
+    more = await ledger.reserve("a", [_held(p, "b", clock) for p in (p1, p2, p3)])
+    assert not more.made and more.refused is not None and more.refused.placement == p3
+    assert len(await ledger.reservations("a")) == 2
+    assert (await ledger.node("b")).used.cpus == 12  # type: ignore[union-attr]
+    gone = await ledger.reserve("a", [_held(p3, "ghost", clock)])  # a node gone since the plan
+    assert not gone.made and gone.refused is not None and gone.refused.node == "ghost"
+    assert len(await ledger.reservations("a")) == 2
+    moved = await ledger.move(MoveRequest(p1, "b", demand=0.5))
+    assert moved.denial is None and moved.node is not None and moved.node.used.cpus == 12
+    assert moved.node.expected_demand == pytest.approx(0.5)
+    assert (await ledger.node("a")).used == FOUR.plus(FOUR)  # type: ignore[union-attr]
+    assert [r.placement for r in await ledger.reservations()] == [p2]
+    assert await ledger.end_reservations("a") == 1 and await ledger.reservations() == []
+    assert (await ledger.node("b")).used.cpus == 8  # type: ignore[union-attr]
+    assert (await ledger.reconcile()).summary.clean
+
+
+async def test_a_reservation_ends_with_a_move_elsewhere_its_placement_s_release_or_its_expiry(
+    ledger: CapacityLedger, clock: VirtualClock
+) -> None:
+    for name in ("a", "b", "c"):
+        await ledger.add_node(NodeSpec(name, NODE))
+    p1, p2, p3 = await _placed(ledger, "a", 3)
+    reserved = [_held(p1, "b", clock, 60), _held(p2, "b", clock), _held(p3, "b", clock)]
+    assert (await ledger.reserve("a", reserved)).made
+    assert (await ledger.move(MoveRequest(p3, "c"))).denial is None  # b's room handed back
+    assert (await ledger.node("b")).used.cpus == 8  # type: ignore[union-attr]
+    assert (await ledger.release(p2)).released  # its reservation is left for the reconciler
+    assert (await ledger.node("b")).used.cpus == 8  # type: ignore[union-attr]
+    swept = await ledger.reconcile()
+    assert swept.summary.clean, swept.summary
+    assert [r.placement for r in await ledger.reservations()] == [p1]
+    assert (await ledger.node("b")).used == FOUR  # type: ignore[union-attr]
+    clock.advance(timedelta(seconds=60))
+    expired = await ledger.reconcile()
+    assert expired.summary.clean and await ledger.reservations() == []
+    assert (await ledger.node("b")).used == Resources()  # type: ignore[union-attr]
+    assert (await ledger.node("a")).used == FOUR  # type: ignore[union-attr]
 
 
 # --- the audit trail ------------------------------------------------------------------------

@@ -31,7 +31,7 @@ async def test_the_migration_builds_exactly_the_metadata(ledger: SqlLedger) -> N
 
 
 async def test_migrating_again_is_a_no_op_at_head(ledger: SqlLedger) -> None:
-    assert await ledger.migrate() == head() == "0005_function_repeat_check"
+    assert await ledger.migrate() == head() == "0006_reservations"
 
 
 async def test_the_revision_downgrades_cleanly_and_upgrades_again(tmp_sqlite_url: str) -> None:
@@ -44,7 +44,7 @@ async def test_the_revision_downgrades_cleanly_and_upgrades_again(tmp_sqlite_url
         return sorted(sa.inspect(conn).get_table_names())
 
     try:
-        assert await ledger.migrate("head") == "0005_function_repeat_check"
+        assert await ledger.migrate("head") == "0006_reservations"
         async with ledger.store.engine.connect() as conn:
             assert await conn.run_sync(downgrade) == ["alembic_version"]
             await conn.commit()

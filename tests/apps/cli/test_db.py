@@ -19,7 +19,7 @@ def test_upgrade_creates_every_table(tmp_path: Path, monkeypatch: pytest.MonkeyP
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         version = conn.execute("SELECT version_num FROM alembic_version").fetchone()[0]
     assert {"nodes", "placements", "claims", "cluster", "events", "api_tokens"} <= tables
-    assert version == "0005_function_repeat_check"
+    assert version == "0006_reservations"
 
 
 def test_an_unknown_revision_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -205,16 +205,17 @@ def test_db_current_and_history_name_the_revisions(tmp_path: Path) -> None:
     assert before.returncode == 0 and f"{url}: database at revision (empty" in before.stdout
     upgraded = run_in(tmp_path, "db", "upgrade", FLEETGATE_DATABASE_URL=url)
     assert upgraded.returncode == 0
-    assert f"{url}: database at revision 0005_function_repeat_check" in upgraded.stdout
+    assert f"{url}: database at revision 0006_reservations" in upgraded.stdout
     after = run_in(tmp_path, "db", "current", FLEETGATE_DATABASE_URL=url)
-    assert f"{url}: database at revision 0005_function_repeat_check" in after.stdout
+    assert f"{url}: database at revision 0006_reservations" in after.stdout
     history = run_in(tmp_path, "db", "history", FLEETGATE_DATABASE_URL=url).stdout.splitlines()
     assert history[0] == f"{url}:"
     assert history[1].split()[0] == "0001_initial"
     assert history[2].split()[0] == "0002_placements_by_namespace"
     assert history[3].split()[0] == "0003_admit_function"
     assert history[4].split()[0] == "0004_admit_batch_function"
-    assert history[5].split()[:2] == ["0005_function_repeat_check", "(current)"]
+    assert history[5].split()[0] == "0005_function_repeat_check"
+    assert history[6].split()[:2] == ["0006_reservations", "(current)"]
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from random import Random
 
 import pytest
@@ -19,7 +19,7 @@ from fleetgate.domain.capacity.dimensions import Capacity, Resources
 from fleetgate.domain.capacity.model import AdmitRequest, NodeMetrics, NodeSpec
 from fleetgate.domain.rotation.policy import RotationPolicy
 from tests.conftest import Backend
-from tests.e2e.test_rotate_held_for_capacity import load_placements, rig
+from tests.e2e.test_rotate_held_for_capacity import SIZE, load_placements, rig
 from tests.e2e.test_rotate_loaded_fleet import POLICY
 from tests.invariants import check_ledger
 from tests.ledgers import open_ledger
@@ -121,3 +121,43 @@ async def test_what_other_departures_must_move_counts_against_the_plans_room(
         assert len(behind.moves) == 1 and len(behind.stranded) == 1
         await ledger.update_node(NodeSpec("gone", Capacity(4, 8192, 100), "q", {}))
         assert (await check.judge_nodes(["a"]))["a"].fits  # an operator's cordon
+
+
+async def test_a_drain_s_plan_is_reserved_for_its_ttl_judged_again_with_its_own_room(
+    backend: Backend,
+) -> None:
+    """Issue 41, reserve before you drain: the reservation holds every planned move until the
+    TTL; judged again, the node's plan counts its own reserved room as its own (it still fits),
+    another node's plan does not; a refused reserve writes nothing; release hands it back."""
+    clock = VirtualClock(T0)
+    cluster, big, small = rig(clock, young=False)
+    async with open_ledger(backend, clock) as ledger:
+        sync = NodeSync(ledger, cluster, clock, ledger.event_sink(), DemandPolicy())
+        await sync.sync()
+        ids = await load_placements(ledger, cluster, big, small, per_small=2)
+        check = RelocationCheck(ledger, DemandPolicy(), timedelta(minutes=5))
+        source = cluster.claims[small[0]].node
+        assert source is not None
+        (verdict,) = (await check.judge_nodes([source.name])).values()
+        assert verdict.fits and len(verdict.moves) == 2
+        assert (await check.reserve(verdict, clock.now())).made
+        held = await ledger.reservations(source.name)
+        assert [(r.placement, r.node) for r in held] == sorted(verdict.targets)
+        assert {r.expires_at for r in held} == {clock.now() + timedelta(minutes=5)}
+        await check_ledger(ledger, ids)
+        again = await check.judge_nodes([source.name])
+        assert again[source.name].targets == verdict.targets  # its own room is its own
+        other = small[1]
+        other_node = cluster.claims[other].node
+        assert other_node is not None
+        (theirs,) = (await check.judge_nodes([other_node.name])).values()
+        assert not theirs.fits  # the room small-1's drain holds is not small-2's to plan with
+        taken = await ledger.admit(AdmitRequest("team", verdict.moves[0].target, SIZE))
+        assert taken.denial is not None  # reserved room is taken room
+        assert await check.release(source.name) == len(held)
+        assert await ledger.reservations() == []
+        taken = await ledger.admit(AdmitRequest("team", verdict.moves[0].target, SIZE))
+        assert taken.placement is not None
+        refused = await check.reserve(verdict, clock.now())  # a stale plan: room taken since
+        assert not refused.made and await ledger.reservations() == []
+        await check_ledger(ledger, {*ids, taken.placement.id})

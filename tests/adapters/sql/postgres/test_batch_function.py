@@ -577,7 +577,7 @@ async def test_revisions_0005_and_0004_downgrade_and_upgrade_again(
             admit, batch = await installed()
             assert admit == stored_functions.marker(then.ADMIT_0004_DIGEST) and batch is None
     finally:
-        assert await ledger.migrate() == "0005_function_repeat_check"
+        assert await ledger.migrate() == "0006_reservations"
     if backend.kind == "postgres":
         assert await installed() == (
             stored_functions.marker(admit_function.digest()),

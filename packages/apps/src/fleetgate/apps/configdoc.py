@@ -89,6 +89,11 @@ DESCRIPTIONS: dict[str, str] = {
     "controller.ledger_gate_enabled": "With `sync_ledger`: never begin a drain whose ledger "
     "placements would not all find room (gate `ledgerCapacity`, [rotation.md](rotation.md#the-"
     "ledger-gate-ledgercapacity)); `false` drains regardless, to compare or step out of the way.",
+    "controller.ledger_reservation_seconds": (
+        "With the ledger gate: seconds the destination room a drain's plan reserved in the "
+        "ledger is held when no move comes first; then the reconciler hands it back "
+        "([rotation.md](rotation.md#the-ledger-gate-ledgercapacity))."
+    ),
     "controller.reference_controller_gone": (
         "node-rotation-controller is uninstalled: release the markers it left (migration step 5)."
     ),

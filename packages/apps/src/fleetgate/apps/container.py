@@ -7,7 +7,7 @@ cluster plugin is chosen by configuration alone.
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from random import Random
 from typing import TYPE_CHECKING, Any
 
@@ -155,9 +155,13 @@ def _node_sync(
     return NodeSync(ledger, cluster, clock, events, policy)
 
 
-def _relocation_check(ledger: CapacityLedger, policy: DemandPolicy) -> RelocationCheck:
-    # Gate 9 judges the relocation plan with the node sync's own demand policy.
-    return RelocationCheck(ledger, policy)
+def _relocation_check(
+    ledger: CapacityLedger, policy: DemandPolicy, settings: Settings
+) -> RelocationCheck:
+    # Gate 9 judges the relocation plan with the node sync's own demand policy, and holds a
+    # drain's reserved room for the configured time.
+    ttl = timedelta(seconds=settings.controller.ledger_reservation_seconds)
+    return RelocationCheck(ledger, policy, ttl)
 
 
 def _cluster(pm: pluggy.PluginManager, settings: Settings, clock: Clock) -> ClusterGateway:
@@ -329,7 +333,9 @@ class Container(containers.DeclarativeContainer):
         events=capacity_events,
         policy=demand_policy,
     )
-    relocation_check = providers.Singleton(_relocation_check, ledger=ledger, policy=demand_policy)
+    relocation_check = providers.Singleton(
+        _relocation_check, ledger=ledger, policy=demand_policy, settings=settings
+    )
     claim_service = providers.Singleton(
         ClaimService, ledger=ledger, clock=clock, events=capacity_events
     )

@@ -177,6 +177,9 @@ class ControllerSettings(_Section):
     # ledgerCapacity). Off, nodes drain whether or not their placements have room: a switch to
     # compare, or to step out of the way; the node sync still relocates what it can.
     ledger_gate_enabled: bool = True
+    # With the gate: how long the room a drain's plan reserved in the ledger is held when no
+    # move or end comes first (issue 41); then the reconciler hands it back.
+    ledger_reservation_seconds: float = Field(900.0, gt=0)
     # Set at the migration guide's last step, once node-rotation-controller is uninstalled: the
     # controller then releases the markers that controller owned (docs/migrating-from-...).
     reference_controller_gone: bool = False

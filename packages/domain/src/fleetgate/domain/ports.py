@@ -30,6 +30,7 @@ from fleetgate.domain.capacity.model import (
     Release,
 )
 from fleetgate.domain.capacity.reconcile import PassReport
+from fleetgate.domain.capacity.reservations import Reservation, ReservationRequest, Reserved
 from fleetgate.domain.events import Event
 from fleetgate.domain.rotation.budgets import Budget
 from fleetgate.domain.rotation.cluster import PlaceholderSpec, PoolObservation
@@ -221,7 +222,12 @@ class Admissions(PlacementReader, InventoryReader, Protocol):
         ...
 
     async def move(self, request: MoveRequest, *, audit: Audit | None = None) -> Admission:
-        """Move a placement to another node under the node guard; raises PlacementNotFound."""
+        """Move a placement to another node under the node guard; raises PlacementNotFound.
+
+        A reservation held for the placement ends with the move, in its transaction: a move onto
+        the reserved node charges it nothing more (the reservation's charge becomes the
+        placement's, the demand charge added), a move elsewhere credits the reserved node.
+        """
         ...
 
 
@@ -321,10 +327,36 @@ class AuditTrail(Protocol):
 
 
 @runtime_checkable
+class RoomReservations(Protocol):
+    """Room held on destination nodes for a drain's planned moves (``capacity.reservations``)."""
+
+    async def reserve(
+        self,
+        owner: str,
+        requests: Sequence[ReservationRequest],
+        *,
+        audit: AuditOf[Reserved] | None = None,
+    ) -> Reserved:
+        """Replace ``owner``'s reservations with ``requests``, all or none, in one transaction:
+        each charged to its node's ``used`` under the node guard (never an over-commit), the
+        ones it replaces credited. A refusal (``made`` false) writes nothing."""
+        ...
+
+    async def reservations(self, owner: str | None = None) -> list[Reservation]:
+        """The stored reservations (of ``owner``, or all), by placement id."""
+        ...
+
+    async def end_reservations(self, owner: str) -> int:
+        """Delete ``owner``'s reservations, crediting their nodes (floored); how many ended."""
+        ...
+
+
+@runtime_checkable
 class CapacityLedger(
     LedgerLifecycle,
     NodeInventory,
     Admissions,
+    RoomReservations,
     ClaimBook,
     LedgerReconciler,
     AuditTrail,

@@ -23,6 +23,7 @@ from fleetgate.adapters.sql import (
     nodes,
     reads,
     release,
+    reservations,
     tokens,
 )
 from fleetgate.adapters.sql import claims as claim_ops
@@ -55,6 +56,7 @@ from fleetgate.domain.capacity.model import (
     Release,
 )
 from fleetgate.domain.capacity.reconcile import PassReport
+from fleetgate.domain.capacity.reservations import Reservation, ReservationRequest, Reserved
 from fleetgate.domain.events import Event
 from fleetgate.domain.ports import Audit, AuditOf, Clock, EventSink
 from fleetgate.domain.tokens import ApiToken
@@ -265,6 +267,26 @@ class SqlLedger:
         """Move a placement to another node."""
         decay = self.demand.decay_seconds
         return await release.move(self.store, request, decay, self._trail(audit))
+
+    # room reservations --------------------------------------------------------------------
+
+    async def reserve(
+        self,
+        owner: str,
+        requests: Sequence[ReservationRequest],
+        *,
+        audit: AuditOf[Reserved] | None = None,
+    ) -> Reserved:
+        """Replace ``owner``'s reservations with ``requests``, all or none."""
+        return await reservations.reserve(self.store, owner, requests, self._trail(audit))
+
+    async def reservations(self, owner: str | None = None) -> list[Reservation]:
+        """The stored reservations (of ``owner``, or all)."""
+        return await reservations.listed(self.store, owner)
+
+    async def end_reservations(self, owner: str) -> int:
+        """End ``owner``'s reservations, crediting their nodes."""
+        return await reservations.end(self.store, owner)
 
     # reads --------------------------------------------------------------------------------
 

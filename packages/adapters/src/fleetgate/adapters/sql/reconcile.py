@@ -29,6 +29,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from fleetgate.adapters.sql import reservations
 from fleetgate.adapters.sql.claims import claim_of
 from fleetgate.adapters.sql.decay import decayed_sum
 from fleetgate.adapters.sql.dialect import DialectSupport
@@ -124,6 +125,7 @@ async def read_snapshot(
         claims=[claim_of(r) for r in claim_rows.mappings()],
         cluster=None if row is None else cluster_state(row),
         node_demand=node_demand,
+        node_reserved=await reservations.reserved_by_node(conn),
     )
 
 
@@ -205,6 +207,13 @@ async def run_pass(
     async def work(conn: AsyncConnection) -> PassReport:
         now = store.now()
         node_rows = await lock_counters(conn)
+        # Reservations that no longer hold room end first, crediting their nodes under the
+        # locks just taken; the recompute then counts the live ones (capacity.reservations).
+        credited = await reservations.expire(conn, epoch(now))
+        node_rows = [
+            replace(n, used=n.used.minus_floored(credited[n.name])) if n.name in credited else n
+            for n in node_rows
+        ]
         snapshot = await read_snapshot(conn, store.dialect, node_rows, now, decay_seconds)
         result = reconcile(snapshot, now, decay_seconds)
         reattributed = await apply(conn, store.dialect, result, epoch(now))

@@ -14,6 +14,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from fleetgate.adapters.sql import reservations
 from fleetgate.adapters.sql.admission import Refused, charge_node
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.events import Audited
@@ -102,6 +103,15 @@ async def _credit_node(
     return _clamps(before, p.resources), min(credit, demand_before)
 
 
+async def _charge_demand(conn: AsyncConnection, node: str, demand: float, now: float) -> None:
+    """Add a moved placement's demand charge to ``node`` (its room was reserved, so no guard)."""
+    await conn.execute(
+        sa.update(nodes)
+        .where(nodes.c.name == node)
+        .values(expected_demand=nodes.c.expected_demand + demand, updated_at=now)
+    )
+
+
 async def release(
     store: Store,
     placement_id: str,
@@ -136,6 +146,8 @@ async def move(
     trail: Audited[Admission] | None = None,
 ) -> Admission:
     """Move a placement under the target node's guard; the old node is credited (floored).
+    A move into the placement's reservation charges the target only its demand (the room is
+    reserved); a move elsewhere hands the reserved room back.
 
     ``trail``'s events commit with the move; a refused move writes none (it rolls back).
     """
@@ -151,10 +163,26 @@ async def move(
                 placement=p, node=None if row is None else node_state(row), claim_id=p.claim_id
             )
         bypassed: tuple[Denial, ...] = ()
-        # Two node rows, in name order, so crossing moves cannot deadlock.
-        for name in sorted((p.node, request.node)):
+        # A reservation held for the placement ends here (capacity.reservations); its row is
+        # written only under its node's lock, taken below in the same name order.
+        held = await reservations.held_for(conn, p.id)
+        names = {p.node, request.node} | ({held.node} if held is not None else set())
+        # The node rows in name order, so crossing moves cannot deadlock.
+        for name in sorted(names):
             if name == p.node:
                 await _credit_node(conn, p.node, p, now, decay_seconds)
+                continue
+            ended = False
+            if held is not None and held.node == name:
+                await lock(conn, nodes, nodes.c.name == name)
+                ended = await reservations.consume(conn, held)
+            if name != request.node:
+                if ended and held is not None:  # reserved elsewhere: that room is handed back
+                    await reservations.credit_node(conn, name, held.resources, now)
+                continue
+            if ended:
+                # Into its reservation: the room is charged already; only the demand is new.
+                await _charge_demand(conn, name, request.demand, now)
                 continue
             made = await charge_node(conn, name, request, p.resources, now)
             bypassed = () if made.bypassed is None else (made.bypassed,)

@@ -114,6 +114,35 @@ placements = sa.Table(
     **TABLE_ARGS,
 )
 
+reservations = sa.Table(
+    "reservations",
+    metadata,
+    # One reservation per placement: a placement leaves one node at a time.
+    sa.Column("placement_id", sa.String(UUID), primary_key=True),
+    # No foreign key to the placement: a release leaves the reservation behind (orphaned) for
+    # the reconciler to end, so a release takes no lock beyond its own.
+    # CASCADE on the node: a destination leaves the ledger once it holds no placement, and the
+    # room reserved on it goes with it; the move planned there then finds no node, and the
+    # placement stays where it is, counted and planned again.
+    sa.Column(
+        "node",
+        sa.String(NODE_NAME),
+        sa.ForeignKey("nodes.name", ondelete="CASCADE"),
+        nullable=False,
+    ),
+    # The node being drained: the placement's node when it was reserved.
+    sa.Column("owner", sa.String(NODE_NAME), nullable=False),
+    sa.Column("cpus", sa.BigInteger(), nullable=False),
+    sa.Column("memory_mb", sa.BigInteger(), nullable=False),
+    sa.Column("disk_gb", sa.BigInteger(), nullable=False),
+    _epoch("expires_at"),
+    _epoch("created_at"),
+    sa.CheckConstraint("cpus >= 0 AND memory_mb >= 0 AND disk_gb >= 0", name="size_non_negative"),
+    sa.Index("ix_reservations_owner", "owner"),
+    sa.Index("ix_reservations_node", "node"),
+    **TABLE_ARGS,
+)
+
 claims = sa.Table(
     "claims",
     metadata,

@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from fleetgate.apps.controller.drains import drains, given_up
 from fleetgate.apps.controller.metrics import RotationMetrics
 from fleetgate.apps.services.relocation import RelocationCheck
 from fleetgate.domain.capacity.relocation import Verdict
@@ -181,11 +182,14 @@ class RotationController:
             return PassResult(pool, None)
         policies = await self.policies()
         result = self.step(pool, obs, policies, now)
+        reserved: list[tuple[str, Verdict]] = []
         if self.relocation is not None and result.needs_ledger:
             # Gate 9: the ledger is read only when the step decided a start or a NodeClaim's
             # deletion (a drain, a surge's rollback), and every pass while one is held; the
-            # step then decides again with the plans.
-            result = self.step(pool, obs, policies, now, await self.relocation.verdicts(obs))
+            # step then decides again with the plans, and a drain's room is reserved first.
+            verdicts = await self.relocation.verdicts(obs)
+            result = self.step(pool, obs, policies, now, verdicts)
+            result, reserved = await self._reserve(pool, obs, policies, now, result, verdicts)
         outcome = PassResult(pool, result, requeue_at=result.requeue_at)
         memo = _Memo()
         try:
@@ -196,6 +200,8 @@ class RotationController:
         except ObjectNotFound as exc:
             outcome.interrupted = str(exc)
             outcome.requeue_at = now + SHORT_REQUEUE
+        if self.relocation is not None:
+            await self._give_back(obs, outcome.applied, reserved)
         if outcome.interrupted is not None:
             self.log.info("pass interrupted; requeued", nodepool=pool, error=outcome.interrupted)
             memo.announced |= self._announced.get(pool, set())
@@ -229,6 +235,57 @@ class RotationController:
         if self.on_pass is not None:
             self.on_pass(outcome)
         return outcome
+
+    async def _reserve(
+        self,
+        pool: str,
+        obs: PoolObservation,
+        policies: Sequence[RotationPolicy],
+        now: datetime,
+        result: Step,
+        verdicts: dict[str, Verdict],
+    ) -> tuple[Step, list[tuple[str, Verdict]]]:
+        """Reserve the room of every drain ``result`` begins (gate 9, all or none per node).
+
+        A plan whose room is no longer there (taken since it was read) is judged once more on a
+        fresh read: the step then holds the drain, or reserves the new plan. If that too is
+        refused, nothing of the pass is applied and the pool is looked at again soon.
+        """
+        assert self.relocation is not None
+        planned: list[tuple[str, Verdict]] = []
+        for attempt in range(2):
+            if attempt:
+                verdicts = await self.relocation.verdicts(obs)
+                result = self.step(pool, obs, policies, now, verdicts)
+            made: list[tuple[str, Verdict]] = []
+            planned = drains(obs, result.actions, verdicts)
+            for claim, verdict in planned:
+                if not (await self.relocation.reserve(verdict, now)).made:
+                    break
+                made.append((claim, verdict))
+            else:
+                return result, made
+            for _, verdict in made:  # all of this pass's drains or none
+                await self.relocation.release(verdict.node)
+        wait = act.Log(
+            "drain waits: the room of its node's plan could not be reserved",
+            {"nodes": [v.node for _, v in planned]},
+        )
+        return replace(result, actions=(wait,), requeue_at=now + SHORT_REQUEUE), []
+
+    async def _give_back(
+        self,
+        obs: PoolObservation,
+        applied: Sequence[act.Action],
+        reserved: Sequence[tuple[str, Verdict]],
+    ) -> None:
+        """End the reservations no drain will use: those of a deletion this pass did not make
+        (interrupted), and those of a rotation that failed before its drain."""
+        assert self.relocation is not None
+        deleted = {a.name for a in applied if isinstance(a, act.DeleteClaim)}
+        nodes = [v.node for claim, v in reserved if claim not in deleted]
+        for node in [*nodes, *given_up(obs, applied)]:
+            await self.relocation.release(node)
 
     async def _hold_unreadable(self, pool: str, exc: ObjectUnreadable, now: datetime) -> PassResult:
         """A pool whose objects cannot be read is held: nothing is written for it, a Warning

@@ -8,13 +8,16 @@ the ledger itself; it changes the cluster, and the sync follows — so a control
 between its write and the ledger's cannot leave the two halves disagreeing for longer than one
 sync.
 
-A relocation carries out the node's relocation plan (``capacity.relocation.plan``, read through
-``services.relocation.PlanReader``): the placement walk of capacity spec 5.3 ("reschedule"),
-decided once and deterministically, largest placements first, so the rotation's ledger gate
-judged exactly this relocation. Every planned move is one guarded ``move`` transaction, so a
-placement is on exactly one node at every instant and no guard is ever bypassed. A placement no
-node can take, or whose planned room was taken since, stays where it is (counted, never lost)
-and is planned again by the next sync.
+A relocation first moves each placement into the room the rotation reserved for it before the
+drain began (``capacity.reservations``: the move consumes the reservation in its transaction and
+charges the destination nothing more), then carries out the node's relocation plan for whatever
+is left (``capacity.relocation.plan``, read through ``services.relocation.PlanReader``): the
+placement walk of capacity spec 5.3 ("reschedule"), decided once and deterministically, largest
+placements first, so the rotation's ledger gate judged exactly this relocation. Every move is one
+guarded ``move`` transaction, so a placement is on exactly one node at every instant and no
+guard is ever bypassed. A placement no node can take, or whose planned room was taken since
+(no reservation held it), stays where it is (counted, never lost) and is planned again by the
+next sync.
 """
 
 from __future__ import annotations
@@ -38,7 +41,14 @@ from fleetgate.domain.capacity.model import MoveRequest, NodeState
 from fleetgate.domain.capacity.relocation import Move, Verdict
 from fleetgate.domain.capacity.walk import Attempt
 from fleetgate.domain.events import Level
-from fleetgate.domain.ports import Admissions, Clock, ClusterGateway, EventSink, NodeInventory
+from fleetgate.domain.ports import (
+    Admissions,
+    Clock,
+    ClusterGateway,
+    EventSink,
+    NodeInventory,
+    RoomReservations,
+)
 
 RESCHEDULE_REFUSED = "reschedule candidate refused by capacity guard"
 RESCHEDULE_FAILED = "reschedule failed, every candidate refused by capacity guard"
@@ -48,8 +58,9 @@ REDIRECTED = "instance start redirected to another node"
 MAX_ROUNDS = 3
 
 
-class SyncedLedger(NodeInventory, Admissions, Protocol):
-    """What the sync changes: the nodes, and the placements it moves off a leaving node."""
+class SyncedLedger(NodeInventory, Admissions, RoomReservations, Protocol):
+    """What the sync changes: the nodes, and the placements it moves off a leaving node (into
+    the room reserved for them)."""
 
 
 @dataclass
@@ -172,17 +183,24 @@ class NodeSync:
             pass
 
     async def relocate(self, source: str) -> tuple[int, int]:
-        """Carry out the relocation plan of ``source``; return (moved, left behind).
+        """Move ``source``'s placements into their reservations, then carry out the relocation
+        plan of what is left; return (moved, left behind).
 
         The plan is ``capacity.relocation.plan`` over a fresh read (``PlanReader``): the very
-        plan the rotation's ledger gate judged for the same ledger. Each planned move is one
-        guarded ``move`` onto its planned node (the demand clause waived where the plan waived
-        it); a move refused because the room was taken since, and a placement the plan strands,
-        stay where they are, counted, and are planned again by the next sync.
+        plan the rotation's ledger gate judged and reserved for the same ledger. Each move is
+        one guarded ``move`` onto its node (the demand clause waived where the plan waived it);
+        a move refused because the room was taken since, and a placement the plan strands, stay
+        where they are, counted, and are planned again by the next sync.
         """
-        return await self.carry_out(
+        moved = 0
+        for held in await self._ledger.reservations(source):
+            # Into its reservation: the room is the placement's already, so this move cannot be
+            # refused for room (a destination that left the ledger took the room with it).
+            moved += await self._move(source, Move(held.placement, held.node)) is True
+        rest, stranded = await self.carry_out(
             source, await PlanReader(self._ledger, self.policy).plan(source)
         )
+        return moved + rest, stranded
 
     async def carry_out(self, source: str, verdict: Verdict) -> tuple[int, int]:
         """Make the moves of ``verdict`` (the plan of ``source``); return (moved, left behind).

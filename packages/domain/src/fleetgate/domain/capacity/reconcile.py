@@ -107,6 +107,9 @@ class Snapshot:
     claims: Sequence[Claim]
     cluster: ClusterState | None
     node_demand: Mapping[str, float] = field(default_factory=dict)
+    #: Σ live room reservations per destination node (``capacity.reservations``): reserved room
+    #: is charged to its node's counters, so a node's usage is its placements plus these.
+    node_reserved: Mapping[str, Resources] = field(default_factory=dict)
 
 
 # --- outputs ----------------------------------------------------------------------------------
@@ -273,7 +276,9 @@ def reconcile(snapshot: Snapshot, now: datetime, decay_seconds: float) -> Reconc
         NodeResult(
             name=n.name,
             limits=n.limits,
-            used=snapshot.node_usage.get(n.name, Resources()),
+            used=snapshot.node_usage.get(n.name, Resources()).plus(
+                snapshot.node_reserved.get(n.name, Resources())
+            ),
             expected_demand=snapshot.node_demand.get(n.name, 0.0)
             + expected_demand(by_node.get(n.name, []), now, decay_seconds),
             stored_used=n.used,
