@@ -91,9 +91,16 @@ class _Cached:
     """The ``Revisions`` attribute that is told, as ``hook(record, attribute, old_value)``."""
 
     def __setattr__(self, name: str, value: Any) -> None:
+        revisions = self._revisions
+        if revisions is None:
+            # Not on a cluster yet (its dataclass ``__init__`` writes every field): no index,
+            # member list or observation knows it, so there is no one to tell.
+            object.__setattr__(self, name, value)
+            if name not in self._unobserved:
+                object.__setattr__(self, "_view", None)
+            return
         if name in self._indexed:
-            revisions = self._revisions
-            hook = getattr(revisions, self._index_hook) if revisions is not None else None
+            hook = getattr(revisions, self._index_hook)
             if hook is not None:
                 old = getattr(self, name)
                 self._write(name, value)

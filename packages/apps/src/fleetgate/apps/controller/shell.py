@@ -392,7 +392,14 @@ class RotationController:
 
     async def _apply_one(self, pool: str, a: act.Action, now: datetime, memo: _Memo | None) -> None:
         c = self.cluster
-        if isinstance(a, act.AnnotatePool):
+        # Announcements and log lines first: most of a pass's actions are these (the pool's
+        # standing, said again every pass and deduplicated here), and the action types are
+        # disjoint, so the order of the tests decides nothing.
+        if isinstance(a, act.Announce):
+            await self._announce(pool, a, now, memo)
+        elif isinstance(a, act.Log):
+            self._log_line(pool, a, memo)
+        elif isinstance(a, act.AnnotatePool):
             await c.annotate_pool(a.pool, a.patch, expect_version=a.expect_version)
         elif isinstance(a, act.AnnotateClaim):
             await c.annotate_claim(a.name, a.patch)
@@ -417,10 +424,6 @@ class RotationController:
             self.metrics.count_forceful(pool)
         elif isinstance(a, act.ObserveDuration):
             self.metrics.observe(pool, a.phase, a.seconds)
-        elif isinstance(a, act.Announce):
-            await self._announce(pool, a, now, memo)
-        elif isinstance(a, act.Log):
-            self._log_line(pool, a, memo)
         else:
             # A new action the shell was not taught to apply would otherwise vanish: the pass
             # would look done while the cluster never changed.

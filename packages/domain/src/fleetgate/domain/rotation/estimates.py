@@ -59,7 +59,13 @@ def _parse_samples(text: str) -> tuple[timedelta, ...]:
 def append_sample(annotations: Mapping[str, str], key: str, value: timedelta) -> str:
     """The new value of ``key`` with ``value`` appended, keeping the last ``KEEP``."""
     kept = [*read_samples(annotations, key), max(value, timedelta(0))][-KEEP:]
-    return ",".join(format_duration(v) for v in kept)
+    return ",".join(map(_sample_text, kept))
+
+
+@lru_cache(maxsize=1024)
+def _sample_text(value: timedelta) -> str:
+    # Each rotation writes all KEEP samples again, seven of them as the last rotation did.
+    return format_duration(value)
 
 
 def moving_estimate(samples: Sequence[timedelta]) -> timedelta | None:
