@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from fleetgate.apps.api.dashboard.whatif import DEFAULT_FLEET, POLICY_A, POLICY_B, page
+from fleetgate.apps.api.dashboard.whatif_run import plan
 from tests.apps.api.dashboard.test_dashboard import TOKEN, client
 
 __all__ = ["client"]  # the dashboard's fixture, imported so that pytest finds it here
@@ -222,3 +223,17 @@ async def test_a_bad_ledger_input_is_a_422_naming_the_field(
     r = await client.post("/dashboard/whatif", json={**HELD, "ledger": ledger}, headers=AUTH)
     assert r.status_code == 422, r.text
     assert r.json()["field"] == field
+
+
+async def test_a_ledger_past_the_pages_placement_bound_is_refused_naming_the_fill(
+    client: httpx.AsyncClient,
+) -> None:
+    """10 nodes of 64 CPUs filled are 1,920 placements, within the bound; 11 are 2,112."""
+    full = {"fill": 100, "nodeCpu": 64, "launchCpu": 4}
+    (checked,) = plan({**HELD, "count": 10, "ledger": full})
+    ledger = checked.inputs.fleet.ledger
+    assert ledger is not None and sum(b.count for (b,) in ledger.placements.values()) == 1920
+    body = {**HELD, "count": 11, "ledger": full}
+    r = await client.post("/dashboard/whatif", json=body, headers=AUTH)
+    assert r.status_code == 422 and r.json()["field"] == "ledger.fill"
+    assert "2112 placements" in r.json()["message"]

@@ -40,6 +40,9 @@ MAX_DAYS = 90
 DAY = timedelta(days=1)
 MAX_NODE_CPU = 64
 """The largest node the form's ledger sizes (threads): a What-if must finish within seconds."""
+MAX_LEDGER_PLACEMENTS = 2_000
+"""The most placements the form's ledger puts on the whole fleet: the ledger is filled before the
+first simulated instant, where no wall-clock check can stop it (about 4 s a side for 1,920)."""
 _log = structlog.get_logger("fleetgate.api")
 
 
@@ -120,6 +123,11 @@ def ledger_section(spec: Any, names: list[str]) -> dict[str, Any] | None:
         raise WhatIfError("ledger.gate: true or false")
     limits = fleet_node_limits(threads)
     count = limits.cpus * fill // 100
+    if count * len(names) > MAX_LEDGER_PLACEMENTS:
+        raise WhatIfError(
+            f"ledger.fill: {count * len(names)} placements in all, more than the page's "
+            f"{MAX_LEDGER_PLACEMENTS}; take fewer nodes, fewer CPUs or a lower fill"
+        )
     placement = {
         "cpus": 1,
         "memoryMb": limits.memory_mb // limits.cpus,
