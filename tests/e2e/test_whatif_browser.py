@@ -4,7 +4,9 @@ simulated timeline side by side.
 Runs the real ``fleetgate up`` (as the dashboard's browser test does, reusing its harness),
 signs in through the printed link, reaches ``/whatif`` from the dashboard's own link, runs the
 default pair, and checks what the page shows: a healthy policy A (no finding, no breach) against
-a breaching B, each with the dashboard's timeline (hour/day axis, dates, legend). The What-if
+a breaching B, each with the dashboard's timeline (hour/day axis, dates, legend); then a fleet
+with a full capacity ledger, whose held node meets its forced expiry (CapacityHoldMeetsExpiry,
+as a warning). The What-if
 link the banner prints signs a fresh browser in on that page. Never skipped: without Chromium
 the test fails.
 """
@@ -61,6 +63,19 @@ def run(browser: Any, outcome: str, nodes: str | None = None) -> None:
     )
 
 
+def ledger(browser: Any, values: dict[str, str]) -> None:
+    """Tick the form's capacity ledger and type ``values`` into the fields they name."""
+    from selenium.webdriver.common.by import By
+
+    box = browser.find_element(By.ID, "ledger")
+    if not box.is_selected():
+        box.click()
+    for field, value in values.items():
+        element = browser.find_element(By.ID, field)
+        element.clear()
+        element.send_keys(value)
+
+
 def test_the_what_if_page_is_reached_from_the_dashboard_and_compares_two_policies(
     up: Up, browser: Any, tmp_path: Path
 ) -> None:
@@ -91,6 +106,22 @@ def test_the_what_if_page_is_reached_from_the_dashboard_and_compares_two_policie
         assert "simulated times in Asia/Tokyo" in side.text and "2024" in side.text
         assert "maintenance window" in side.find_element(By.TAG_NAME, "figcaption").text
     browser.save_screenshot(str(tmp_path / "whatif.png"))
+    # With a ledger: three full 8-CPU nodes, a pool that launches 4-CPU ones, node-1 due within
+    # the week: the gate holds node-1 until its forced expiry, and the page says so.
+    ledger(browser, {"count": "3", "spread": "13d", "span": "7d", "fill": "100"})
+    run(browser, "done")
+    a = browser.find_element(By.CSS_SELECTOR, "article.whatif[data-side='A']")
+    (held,) = a.find_elements(By.CSS_SELECTOR, ".finding.warn[data-code='CapacityHoldMeetsExpiry']")
+    assert "node node-1, held for capacity" in held.text and "forced expiry" in held.text
+    assert held.value_of_css_property("color") == "rgba(138, 91, 0, 1)"  # the warning's colour
+    browser.set_window_size(1280, 1000)
+    height = int(browser.execute_script("return document.documentElement.scrollHeight"))
+    browser.set_window_size(1280, max(1000, min(height + 40, 4000)))
+    browser.save_screenshot(str(tmp_path / "whatif-ledger-1280.png"))
+    # A bad ledger input is refused on the page, naming the field.
+    ledger(browser, {"fill": "lots"})
+    run(browser, "error")
+    assert browser.find_element(By.ID, "status").text.startswith("ledger.fill:")
     # A bad input is answered on the page, naming the field.
     run(browser, "error", nodes="0")
     assert browser.find_element(By.ID, "status").text.startswith("count:")

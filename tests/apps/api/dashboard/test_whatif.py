@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from fleetgate.apps.api.dashboard.whatif import DEFAULT_FLEET, POLICY_A, POLICY_B, page
+from fleetgate.apps.api.dashboard.whatif_run import plan
 from tests.apps.api.dashboard.test_dashboard import TOKEN, client
 
 __all__ = ["client"]  # the dashboard's fixture, imported so that pytest finds it here
@@ -158,3 +159,81 @@ async def test_a_policy_selecting_by_expressions_only_governs_the_generated_flee
     )
     (side,) = answer(r)["sides"]
     assert side["simulation"]["summary"]["rotations"] > 0
+
+
+# A ledger on the generated fleet: 3 nodes of 8 CPUs, aged so node-1 falls due within the span,
+# while the pool launches 4-CPU nodes: a drained node's placements need room on the others.
+HELD = {
+    **BODY,
+    "policies": [POLICY_A],
+    "count": 3,
+    "spread": "13d",
+    "span": "7d",
+    "ledger": {"fill": 100, "nodeCpu": 8, "launchCpu": 4, "gate": True},
+}
+
+
+async def test_a_full_ledger_holds_a_node_to_its_expiry_and_the_page_says_so(
+    client: httpx.AsyncClient,
+) -> None:
+    """Full nodes and a smaller surge: the gate holds node-1 until Karpenter force-expires it,
+    the simulator's CapacityHoldMeetsExpiry (as ``fleetgate simulate`` gives it), shown."""
+    r = await client.post("/dashboard/whatif", json=HELD, headers=AUTH)
+    (side,) = answer(r)["sides"]
+    found = [d for d in side["simulation"]["diagnostics"] if d["code"] == "CapacityHoldMeetsExpiry"]
+    assert [d["message"].split()[1].rstrip(",") for d in found] == ["node-1"]
+    assert found[0]["severity"] == "warning"
+    assert "forced expiry at 2024-01-06" in found[0]["message"]
+    assert side["simulation"]["ledger"]["placements"] == 3 * 24
+    html = answer(r)["html"]
+    assert "class='finding warn' data-code='CapacityHoldMeetsExpiry'" in html
+    assert "node node-1, held for capacity" in html
+
+
+async def test_a_low_fill_leaves_room_and_gives_no_hold(client: httpx.AsyncClient) -> None:
+    body = {**HELD, "ledger": {**HELD["ledger"], "fill": 25}}
+    (side,) = answer(await client.post("/dashboard/whatif", json=body, headers=AUTH))["sides"]
+    codes = [d["code"] for d in side["simulation"]["diagnostics"]]
+    assert "CapacityHoldMeetsExpiry" not in codes
+    assert side["simulation"]["ledger"]["relocated"] > 0  # placements moved: the ledger ran
+
+
+async def test_without_a_ledger_the_run_has_no_ledger_part(client: httpx.AsyncClient) -> None:
+    body = {**HELD, "ledger": None}
+    (side,) = answer(await client.post("/dashboard/whatif", json=body, headers=AUTH))["sides"]
+    assert "ledger" not in side["simulation"]
+
+
+@pytest.mark.parametrize(
+    ("ledger", "field"),
+    [
+        ({"fill": 101}, "ledger.fill"),
+        ({"fill": "90"}, "ledger.fill"),
+        ({"fill": None}, "ledger.fill"),
+        ({"fill": 50, "nodeCpu": 0}, "ledger.nodeCpu"),
+        ({"fill": 50, "launchCpu": 65}, "ledger.launchCpu"),
+        ({"fill": 50, "gate": "on"}, "ledger.gate"),
+        ({"fill": 50, "cpu": 4}, "ledger.cpu"),
+        ("full", "ledger"),
+    ],
+)
+async def test_a_bad_ledger_input_is_a_422_naming_the_field(
+    client: httpx.AsyncClient, ledger: Any, field: str
+) -> None:
+    r = await client.post("/dashboard/whatif", json={**HELD, "ledger": ledger}, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert r.json()["field"] == field
+
+
+async def test_a_ledger_past_the_pages_placement_bound_is_refused_naming_the_fill(
+    client: httpx.AsyncClient,
+) -> None:
+    """10 nodes of 64 CPUs filled are 1,920 placements, within the bound; 11 are 2,112."""
+    full = {"fill": 100, "nodeCpu": 64, "launchCpu": 4}
+    (checked,) = plan({**HELD, "count": 10, "ledger": full})
+    ledger = checked.inputs.fleet.ledger
+    assert ledger is not None and sum(b.count for (b,) in ledger.placements.values()) == 1920
+    body = {**HELD, "count": 11, "ledger": full}
+    r = await client.post("/dashboard/whatif", json=body, headers=AUTH)
+    assert r.status_code == 422 and r.json()["field"] == "ledger.fill"
+    assert "2112 placements" in r.json()["message"]

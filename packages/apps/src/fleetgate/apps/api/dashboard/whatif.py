@@ -1,8 +1,9 @@
 """The dashboard's What-if page: two policies over one fleet shape, checked and simulated.
 
 ``/whatif`` is a form (two RotationPolicy YAML texts, a generated fleet: node count, age spread,
-expireAfter, terminationGracePeriod, and a span); ``POST /dashboard/whatif`` answers, for each
-policy, ``fleetgate check``'s forecast and the simulation of the real controller over that fleet
+expireAfter, terminationGracePeriod, optionally a capacity ledger on it, and a span);
+``POST /dashboard/whatif`` answers, for each policy, ``fleetgate check``'s forecast and the
+simulation of the real controller over that fleet, its findings included
 (the document ``POST /v1/rotation/simulate`` gives), rendered here as HTML for the page to swap
 in. Same guard as the dashboard (the admin token, in its cookie or as a bearer token), and the
 same bounds as the API: a What-if is interactive, so it must finish within seconds.
@@ -106,6 +107,9 @@ DEFAULT_FLEET: dict[str, Any] = {
     "span": "30d",
 }
 """What the form starts with: the fleet the two default policies are compared over."""
+DEFAULT_LEDGER: dict[str, Any] = {"fill": 90, "nodeCpu": 8, "launchCpu": 4}
+"""What the ledger's fields start with (the ledger itself starts off): nodes nearly full, and a
+pool that now launches nodes half their size, so a drained node's placements may find no room."""
 
 _PAGE = Template("""<!doctype html>
 <html lang="en">
@@ -137,6 +141,16 @@ _PAGE = Template("""<!doctype html>
       size="6"></label>
     <label>simulate <input id="span" name="span" value="$span" size="6"></label>
   </fieldset>
+  <fieldset id="ledger-fields">
+    <legend>Capacity ledger (optional)</legend>
+    <label><input id="ledger" name="ledger" type="checkbox"> placements on the nodes</label>
+    <label>fill each node to <input id="fill" name="fill" value="$fill" size="4"> % of its CPU
+      </label>
+    <label>nodes have <input id="node-cpu" name="node-cpu" value="$nodeCpu" size="4"> CPUs</label>
+    <label>the pool launches <input id="launch-cpu" name="launch-cpu" value="$launchCpu"
+      size="4"> CPUs</label>
+    <label><input id="gate" name="gate" type="checkbox" checked> ledger gate</label>
+  </fieldset>
   <button id="run" type="submit">Check and simulate</button>
   <button id="cancel" type="button" hidden>Cancel</button>
   <p id="status" class="live" data-state="idle"></p>
@@ -151,7 +165,8 @@ _PAGE = Template("""<!doctype html>
 def page() -> str:
     """The form, filled with two example policies and the default fleet."""
     fleet = {key: e(value) for key, value in DEFAULT_FLEET.items()}
-    return _PAGE.substitute(a=e(POLICY_A), b=e(POLICY_B), **fleet)
+    ledger = {key: e(value) for key, value in DEFAULT_LEDGER.items()}
+    return _PAGE.substitute(a=e(POLICY_A), b=e(POLICY_B), **fleet, **ledger)
 
 
 def _seconds_text(value: timedelta | None) -> str:
@@ -160,11 +175,20 @@ def _seconds_text(value: timedelta | None) -> str:
     )
 
 
+_SEVERITY = {"warning": "warn"}
+"""The simulator's severity word as the dashboard's class (``.findings .warn``)."""
+
+
 def _side(side: Side, letter: str, span: timedelta) -> str:
     d, s = side.check.derivation, side.simulation.summary
+    # The forecast's findings, then the simulator's (``CapacityHoldMeetsExpiry`` names the held
+    # node and its forced expiry), each styled by its severity as the dashboard's are.
+    found = [(str(f.code), str(f.severity), f.message, "check") for f in d.findings]
+    found += [(x.code, x.severity, x.message, "simulation") for x in side.simulation.diagnostics]
     findings = "".join(
-        f"<li class='finding' data-code='{e(f.code)}'>{e(f.severity)}: {e(f.message)}</li>"
-        for f in d.findings
+        f"<li class='finding {_SEVERITY.get(severity, severity)}' data-code='{e(code)}' "
+        f"data-source='{source}'>{e(severity)}: {e(message)}</li>"
+        for code, severity, message, source in found
     )
     facts = (
         ("A", _seconds_text(d.age_threshold)),

@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from fleetgate.apps.api.schemas.fleet import MAX_SIMULATE_NODES
+from fleetgate.apps.ledgerfile import fleet_node_limits
 from fleetgate.apps.policyfile import PolicyFileError, policies_from_text
 from fleetgate.apps.services.bounded import RanTooLong, run_bounded
 from fleetgate.apps.services.check import CheckInputs, CheckResult, check
@@ -37,6 +38,11 @@ from fleetgate.domain.rotation.policy import PolicyError, RotationPolicy
 START = datetime(2024, 1, 1, tzinfo=UTC)
 MAX_DAYS = 90
 DAY = timedelta(days=1)
+MAX_NODE_CPU = 64
+"""The largest node the form's ledger sizes (threads): a What-if must finish within seconds."""
+MAX_LEDGER_PLACEMENTS = 2_000
+"""The most placements the form's ledger puts on the whole fleet: the ledger is filled before the
+first simulated instant, where no wall-clock check can stop it (about 4 s a side for 1,920)."""
 _log = structlog.get_logger("fleetgate.api")
 
 
@@ -64,8 +70,9 @@ def span_of(body: Any) -> timedelta:
 
 
 def _fleet(body: dict[str, Any], count: int, labels: dict[str, str]) -> Fleet:
-    """The generated fleet; the fleet file's own checks name the field (``fleet.expireAfter``)."""
-    document = {
+    """The generated fleet, with the ledger the form asks for (none by default); the fleet
+    file's own checks name the field (``fleet.expireAfter``)."""
+    document: dict[str, Any] = {
         "fleet": {
             "labels": labels,
             "expireAfter": body.get("expireAfter"),
@@ -74,9 +81,61 @@ def _fleet(body: dict[str, Any], count: int, labels: dict[str, str]) -> Fleet:
         }
     }
     try:
+        fleet = load_fleet(document, START)
+        section = ledger_section(body.get("ledger"), [n.name for n in fleet.nodes])
+        if section is None:
+            return fleet
+        # The fleet file's own reader, so the page's ledger is the one ``fleetgate simulate``
+        # would read from the same ``fleet.ledger`` section.
+        document["fleet"]["ledger"] = section
         return load_fleet(document, START)
     except FleetError as exc:
         raise WhatIfError(str(exc)) from exc
+
+
+def _whole(spec: dict[str, Any], key: str, low: int, high: int, default: int) -> int:
+    value = spec.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise WhatIfError(f"ledger.{key}: a whole number from {low} to {high}")
+    return value
+
+
+def ledger_section(spec: Any, names: list[str]) -> dict[str, Any] | None:
+    """The fleet file's ``fleet.ledger`` section for the form's ledger (None: no ledger).
+
+    ``fill``: placements of 1 vCPU (and the node's memory and disk per vCPU) fill each node to
+    that percentage of its ledger CPU; ``nodeCpu``: the fleet's nodes' threads; ``launchCpu``:
+    the threads of the nodes the pool launches (smaller ones leave a drained node's placements
+    short of room); ``gate``: the controller's ledger gate.
+    """
+    if spec is None:
+        return None
+    if not isinstance(spec, dict):
+        raise WhatIfError("ledger: an object with fill, nodeCpu, launchCpu and gate, or null")
+    unknown = sorted(set(spec) - {"fill", "nodeCpu", "launchCpu", "gate"})
+    if unknown:
+        raise WhatIfError(f"ledger.{unknown[0]}: unknown (expected fill, nodeCpu, launchCpu, gate)")
+    fill = _whole(spec, "fill", 0, 100, 0)
+    threads = _whole(spec, "nodeCpu", 1, MAX_NODE_CPU, 4)
+    launched = _whole(spec, "launchCpu", 1, MAX_NODE_CPU, threads)
+    gate = spec.get("gate", True)
+    if not isinstance(gate, bool):
+        raise WhatIfError("ledger.gate: true or false")
+    limits = fleet_node_limits(threads)
+    count = limits.cpus * fill // 100
+    if count * len(names) > MAX_LEDGER_PLACEMENTS:
+        raise WhatIfError(
+            f"ledger.fill: {count * len(names)} placements in all, more than the page's "
+            f"{MAX_LEDGER_PLACEMENTS}; take fewer nodes, fewer CPUs or a lower fill"
+        )
+    placement = {
+        "cpus": 1,
+        "memoryMb": limits.memory_mb // limits.cpus,
+        "diskGb": limits.disk_gb // limits.cpus,
+        "count": count,
+    }
+    node = {"cpu": threads, "placements": [placement] if count else []}
+    return {"nodeCpu": launched, "gate": gate, "nodes": dict.fromkeys(names, node)}
 
 
 def _policy(text: Any, field: str) -> RotationPolicy:

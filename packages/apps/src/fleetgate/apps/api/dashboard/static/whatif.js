@@ -94,6 +94,15 @@
       expireAfter: value("expire"),
       terminationGracePeriod: value("tgp"),
       span: value("span"),
+      // The optional ledger: the server turns it into the fleet file's ledger section.
+      ledger: document.getElementById("ledger").checked
+        ? {
+            fill: Number.parseInt(value("fill"), 10),
+            nodeCpu: Number.parseInt(value("node-cpu"), 10),
+            launchCpu: Number.parseInt(value("launch-cpu"), 10),
+            gate: document.getElementById("gate").checked,
+          }
+        : null,
     };
     try {
       const response = await fetch("/dashboard/whatif", {
