@@ -9,9 +9,10 @@ placements with the gate off, so the tests can fail.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -29,6 +30,7 @@ from fleetgate.domain.capacity.model import AdmitRequest
 from fleetgate.domain.capacity.relocation import Verdict
 from fleetgate.domain.rotation.ledger_gate import HELD
 from fleetgate.domain.rotation.policy import ForcefulFallback, RotationPolicy, Surge
+from tests.apps.api.conftest import ADMIN, api_settings, running_api
 from tests.conftest import Backend
 from tests.e2e.test_rotate_loaded_fleet import POLICY  # every node older than 1h, any time
 from tests.invariants import check_ledger
@@ -316,7 +318,32 @@ async def test_issue_41s_scenarios_strand_nothing_with_the_gate_and_strand_witho
     assert off > 0 and not held_off, f"{name}: gate off stranded nothing; the test tests nothing"
 
 
-async def _admissions_during_the_drain(backend: Backend, gate: bool) -> int:
+#: Admits ``SIZE`` for namespace ``team`` onto a node; the id of the placement made, if any.
+Admit = Callable[[SqlLedger, str], Awaitable[str | None]]
+
+
+async def _admit_in_process(ledger: SqlLedger, node: str) -> str | None:
+    made = await ledger.admit(AdmitRequest("team", node, SIZE))
+    return None if made.placement is None else made.placement.id
+
+
+def _admit_over_http(client: httpx.AsyncClient) -> Admit:
+    """Admissions as a tenant makes them: POSTs to the API, 201 or 507."""
+
+    async def admit(_ledger: SqlLedger, node: str) -> str | None:
+        body = {"cpus": SIZE.cpus, "memory_mb": SIZE.memory_mb, "disk_gb": SIZE.disk_gb}
+        r = await client.post(
+            "/v1/namespaces/team/placements", json={**body, "node": node}, headers=ADMIN
+        )
+        assert r.status_code in (201, 507), r.text
+        return str(r.json()["id"]) if r.status_code == 201 else None
+
+    return admit
+
+
+async def _admissions_during_the_drain(
+    backend: Backend, gate: bool, admit: Admit = _admit_in_process
+) -> int:
     """The plan fits when the drain begins (big's surge is in the ledger); then admissions try
     to fill the surge before the node sync carries the plan out. How many the sync stranded."""
     clock = VirtualClock(T0)
@@ -337,9 +364,9 @@ async def _admissions_during_the_drain(backend: Backend, gate: bool) -> int:
         (surge,) = set(cluster.claims) - before
         surge_node = node_of(cluster, surge)
         for _ in range(5):  # the planned room, wanted: refused where it is reserved
-            made = await ledger.admit(AdmitRequest("team", surge_node, SIZE))
-            if made.placement is not None:
-                ids.add(made.placement.id)
+            made = await admit(ledger, surge_node)
+            if made is not None:
+                ids.add(made)
         await check_ledger(ledger, ids)
         stranded = (await sync.sync()).stranded
         await check_ledger(ledger, ids)
@@ -355,6 +382,20 @@ async def test_admissions_during_the_drain_cannot_take_the_planned_room(backend:
     moves are refused (stranded), so the test can fail."""
     assert await _admissions_during_the_drain(backend, gate=True) == 0
     assert await _admissions_during_the_drain(backend, gate=False) > 0
+
+
+async def test_admissions_over_http_during_the_drain_cannot_take_the_planned_room(
+    backend: Backend,
+) -> None:
+    """The same race, black-box: the admissions are POSTs to the real API app, its own
+    container and ledger on the same database, as a tenant's would be. 201 or 507, never a
+    placement in the reserved room; without the gate they take it and strand the planned moves."""
+    # The admin token: the scenario's ledger starts empty, namespace tokens included.
+    async for api in running_api(api_settings(backend)):
+        over_http = _admit_over_http(api.client)
+        on = await _admissions_during_the_drain(backend, gate=True, admit=over_http)
+        off = await _admissions_during_the_drain(backend, gate=False, admit=over_http)
+        assert (on, off > 0) == (0, True)
 
 
 class _Racing(RelocationCheck):
