@@ -30,6 +30,7 @@ _PAGE = Template("""<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>fleetgate</title>
 <link rel="stylesheet" href="/dashboard/static/dashboard.css">
+<script src="/dashboard/static/axis.js" defer></script>
 <script src="/dashboard/static/dashboard.js" defer></script>
 </head>
 <body>

@@ -119,6 +119,7 @@ _PAGE = Template("""<!doctype html>
 <title>fleetgate · what if</title>
 <link rel="stylesheet" href="/dashboard/static/dashboard.css">
 <link rel="stylesheet" href="/dashboard/static/whatif.css">
+<script src="/dashboard/static/axis.js" defer></script>
 <script src="/dashboard/static/whatif.js" defer></script>
 </head>
 <body>
