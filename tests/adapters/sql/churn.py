@@ -218,8 +218,10 @@ async def run(
 
 #: Sessions idle in a transaction while another session waits for a lock they hold
 #: (PostgreSQL): a transaction holding a row lock while its process does something else.
+#: One row per such session, with its last statement (``query``): after which statement of its
+#: transaction it went idle.
 IDLE_BLOCKERS = (
-    "SELECT count(DISTINCT b.pid) FROM pg_stat_activity w"
+    "SELECT DISTINCT b.pid, b.query FROM pg_stat_activity w"
     " CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS blocker(pid)"
     " JOIN pg_stat_activity b ON b.pid = blocker.pid"
     " WHERE w.datname = current_database() AND b.state = 'idle in transaction'"
@@ -232,6 +234,21 @@ class IdleBlockers:
 
     samples: int = 0
     seen: int = 0
+    #: How often each last statement (its first words) was the one a blocker idled after.
+    after: dict[str, int] = field(default_factory=dict)
+
+    def note(self, query: str) -> None:
+        """Count one idle blocker whose last statement was ``query``."""
+        self.seen += 1
+        words = " ".join(query.split()[:6])
+        self.after[words] = self.after.get(words, 0) + 1
+
+    def describe(self) -> str:
+        """The counts, the most frequent last statements first."""
+        ranked = sorted(self.after.items(), key=lambda item: -item[1])
+        lines = [f"  idle in transaction, blocking another: {self.seen} in {self.samples} samples"]
+        lines += [f"    {count:6d} after {query}" for query, count in ranked[:12]]
+        return "\n".join(lines)
 
 
 async def sample_idle_blockers(url: str, until: float, found: IdleBlockers) -> None:
@@ -243,7 +260,8 @@ async def sample_idle_blockers(url: str, until: float, found: IdleBlockers) -> N
     try:
         async with engine.connect() as conn:
             while time.monotonic() < until:
-                found.seen += int((await conn.execute(text(IDLE_BLOCKERS))).scalar_one())
+                for _pid, query in (await conn.execute(text(IDLE_BLOCKERS))).all():
+                    found.note(str(query))
                 found.samples += 1
                 await asyncio.sleep(0.02)
     finally:
@@ -261,7 +279,7 @@ async def _measure(url: str, kind: str, variables: dict[str, str], seconds: floa
         idle = IdleBlockers()
         sampler = sample_idle_blockers(url, time.monotonic() + seconds, idle)
         tally, _ = await asyncio.gather(run(ledger, seconds, **ISSUE_45), sampler)
-        print(f"  idle in transaction, blocking another: {idle.seen} in {idle.samples} samples")
+        print(idle.describe())
         return tally
 
 
