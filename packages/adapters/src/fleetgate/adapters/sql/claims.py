@@ -36,7 +36,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.events import Audited
-from fleetgate.adapters.sql.guarded import lock, read_locked
+from fleetgate.adapters.sql.guarded import lock_and_read_if_any, read_locked
 from fleetgate.adapters.sql.rows import cluster_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, placements
 from fleetgate.adapters.sql.sqltypes import epoch, instant
@@ -114,9 +114,7 @@ async def _lock_read(
     conn: AsyncConnection, table: sa.Table, key: ColumnElement[bool]
 ) -> dict[str, Any] | None:
     """Lock the keyed row (no-op UPDATE) and read it under that lock; None if there is none."""
-    if await lock(conn, table, key) == 0:
-        return None
-    return await read_locked(conn, table, key)
+    return await lock_and_read_if_any(conn, table, key)
 
 
 async def _lock_claim(
