@@ -241,3 +241,27 @@ async def test_a_transaction_holding_a_hot_row_sends_only_its_own_few_statements
         if t.label in BUDGET and t.hot_round_trips() > BUDGET[t.label][int(returning)]
     ]
     assert over == [], "\n".join(over)
+
+
+async def test_the_recorder_sees_a_task_use_another_connection_inside_its_transaction(
+    tmp_path: Any,
+) -> None:
+    """Rule 1 can fail: a transaction whose task sends a statement on a second connection."""
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    engine = create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/rule.db")
+    sessions = Sessions()
+    sessions.listen(engine.sync_engine)
+    try:
+        async with engine.connect() as first, engine.connect() as second:
+            with sessions.during("outer"):
+                async with first.begin():
+                    await first.execute(sa.text("SELECT 1"))
+                    await second.execute(sa.text("SELECT 2"))  # while "outer" is open
+                await second.rollback()
+    finally:
+        sessions.stop(engine.sync_engine)
+        await engine.dispose()
+    outer = next(t for t in sessions.done if t.label == "outer" and t.committed)
+    assert outer.elsewhere == ["SELECT 2"]
+    assert outer.strangers == []
