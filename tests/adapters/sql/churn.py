@@ -216,35 +216,93 @@ async def run(
     return tally
 
 
-#: Sessions idle in a transaction while another session waits for a lock they hold
-#: (PostgreSQL): a transaction holding a row lock while its process does something else.
-IDLE_BLOCKERS = (
-    "SELECT count(DISTINCT b.pid) FROM pg_stat_activity w"
-    " CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS blocker(pid)"
-    " JOIN pg_stat_activity b ON b.pid = blocker.pid"
-    " WHERE w.datname = current_database() AND b.state = 'idle in transaction'"
-)
+#: Sessions idle in a transaction while another session waits for a lock they hold: a
+#: transaction holding a row lock while its process does something else. One row per such
+#: session: which transaction (PostgreSQL: its backend and the start of its transaction;
+#: MariaDB: its trx_id), which of its statements it is idle after (PostgreSQL: that statement's
+#: start; MariaDB: its QUERY_ID), and the statement's text where the server keeps it.
+IDLE_BLOCKERS = {
+    "postgres": (
+        "SELECT DISTINCT b.pid || '@' || b.xact_start, b.query_start::text, b.query"
+        " FROM pg_stat_activity w"
+        " CROSS JOIN LATERAL unnest(pg_blocking_pids(w.pid)) AS blocker(pid)"
+        " JOIN pg_stat_activity b ON b.pid = blocker.pid"
+        " WHERE w.datname = current_database() AND b.state = 'idle in transaction'"
+    ),
+    "mariadb": (
+        "SELECT DISTINCT CAST(t.trx_id AS CHAR), CAST(p.QUERY_ID AS CHAR), ''"
+        " FROM information_schema.INNODB_LOCK_WAITS w"
+        " JOIN information_schema.INNODB_TRX t ON t.trx_id = w.blocking_trx_id"
+        " JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id"
+        " WHERE p.COMMAND = 'Sleep' AND p.DB = DATABASE()"
+    ),
+}
 
 
 @dataclass
 class IdleBlockers:
-    """Samples of sessions idle in transaction while holding a lock another session waits for."""
+    """Samples of sessions idle in transaction while holding a lock another session waits for.
+
+    ``longest_run``: in how many consecutive samples one transaction was seen so after the same
+    statement (a duration: it counts the server's and the client's scheduling too); ``steps``:
+    for each transaction, the statements it was seen so after (a count: never more than the
+    statements it sent, however busy the machine).
+    """
 
     samples: int = 0
     seen: int = 0
+    #: How often each last statement (its first words) was the one a blocker idled after.
+    after: dict[str, int] = field(default_factory=dict)
+    longest_run: int = 0
+    longest: str = ""
+    most_steps: int = 0
+    _run: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: Each transaction's statements it was seen idle after, and their texts.
+    steps: dict[str, set[str]] = field(default_factory=dict)
+    texts: dict[str, set[str]] = field(default_factory=dict)
+
+    def note(self, found: list[tuple[str, str, str]]) -> None:
+        """One sample: each idle blocker's transaction, statement and text."""
+        self.samples += 1
+        runs = {}
+        for transaction, statement, query in found:
+            self.seen += 1
+            words = " ".join(str(query).split()[:6])
+            self.after[words] = self.after.get(words, 0) + 1
+            key = (transaction, statement)
+            runs[key] = self._run.get(key, 0) + 1
+            if runs[key] > self.longest_run:
+                self.longest_run, self.longest = runs[key], f"{transaction} after {words}"
+            steps = self.steps.setdefault(transaction, set())
+            steps.add(statement)
+            self.texts.setdefault(transaction, set()).add(" ".join(str(query).split()))
+            self.most_steps = max(self.most_steps, len(steps))
+        self._run = runs
+
+    def describe(self) -> str:
+        """The counts, the most frequent last statements first."""
+        ranked = sorted(self.after.items(), key=lambda item: -item[1])
+        lines = [
+            f"  idle in transaction, blocking another: {self.seen} in {self.samples} samples;"
+            f" longest run {self.longest_run} ({self.longest}); at most {self.most_steps}"
+            " statements of one transaction"
+        ]
+        lines += [f"    {count:6d} after {query}" for query, count in ranked[:12] if query]
+        return "\n".join(lines)
 
 
-async def sample_idle_blockers(url: str, until: float, found: IdleBlockers) -> None:
+async def sample_idle_blockers(url: str, kind: str, until: float, found: IdleBlockers) -> None:
     """Sample ``IDLE_BLOCKERS`` every 20 ms until ``until`` (monotonic), on its own session."""
     from sqlalchemy import text
     from sqlalchemy.ext.asyncio import create_async_engine
 
+    query = text(IDLE_BLOCKERS[kind])
     engine = create_async_engine(url, isolation_level="AUTOCOMMIT")
     try:
         async with engine.connect() as conn:
             while time.monotonic() < until:
-                found.seen += int((await conn.execute(text(IDLE_BLOCKERS))).scalar_one())
-                found.samples += 1
+                rows = (await conn.execute(query)).all()
+                found.note([(str(a), str(b), str(c)) for a, b, c in rows])
                 await asyncio.sleep(0.02)
     finally:
         await engine.dispose()
@@ -256,12 +314,12 @@ async def _measure(url: str, kind: str, variables: dict[str, str], seconds: floa
 
     async with open_ledger(Backend(url, kind, variables)) as ledger:
         await seed(ledger)
-        if kind != "postgres":
+        if kind not in IDLE_BLOCKERS:
             return await run(ledger, seconds, **ISSUE_45)
         idle = IdleBlockers()
-        sampler = sample_idle_blockers(url, time.monotonic() + seconds, idle)
+        sampler = sample_idle_blockers(url, kind, time.monotonic() + seconds, idle)
         tally, _ = await asyncio.gather(run(ledger, seconds, **ISSUE_45), sampler)
-        print(f"  idle in transaction, blocking another: {idle.seen} in {idle.samples} samples")
+        print(idle.describe())
         return tally
 
 

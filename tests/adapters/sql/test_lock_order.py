@@ -8,7 +8,7 @@ token), (6) audit events. A listener on the engine classifies every statement th
 transaction, while each operation runs alone; each transaction's classes must never go down,
 except for the two documented steps that never wait (``NOWAIT``, ``SKIP LOCKED``) and for
 statements on rows the transaction already holds (same table, keyed by values it locked
-earlier: a release deleting the placement it locked first, a read under its own lock).
+earlier: a move updating the placement it locked first, a read under its own lock).
 
 On PostgreSQL the ledger runs with ``admission_function`` off, so the admission's statements
 are sent one by one and recorded: the generated function runs exactly these statements, in

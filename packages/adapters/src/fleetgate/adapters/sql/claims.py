@@ -36,7 +36,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.events import Audited
-from fleetgate.adapters.sql.guarded import lock, read_locked
+from fleetgate.adapters.sql.guarded import lock_and_read_if_any, read_locked
 from fleetgate.adapters.sql.rows import cluster_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, placements
 from fleetgate.adapters.sql.sqltypes import epoch, instant
@@ -114,9 +114,7 @@ async def _lock_read(
     conn: AsyncConnection, table: sa.Table, key: ColumnElement[bool]
 ) -> dict[str, Any] | None:
     """Lock the keyed row (no-op UPDATE) and read it under that lock; None if there is none."""
-    if await lock(conn, table, key) == 0:
-        return None
-    return await read_locked(conn, table, key)
+    return await lock_and_read_if_any(conn, table, key)
 
 
 async def _lock_claim(
@@ -201,6 +199,22 @@ async def _expire(conn: AsyncConnection, claim: Claim, now: float) -> bool:
     if row is None:
         return False
     return (await _give_back(conn, claim, row, now))[1]
+
+
+async def _write_claim(conn: AsyncConnection, claim_id: str, write: sa.Update) -> Claim:
+    """Run ``write`` (a compare-and-set of one claim row this transaction holds) and return the
+    row as written: ``UPDATE … RETURNING`` where the dialect has it (one round trip fewer while
+    the claim and the cluster row are held), else the locked read after it. Stale if it
+    matched no row."""
+    if conn.dialect.update_returning:
+        row = (await conn.execute(write.returning(*claims.c))).mappings().first()
+        if row is None:
+            raise Stale("the claim row changed under its lock")
+        return claim_of(row)
+    result = await conn.execute(write)
+    if result.rowcount != 1:
+        raise Stale("the claim row changed under its lock")
+    return await _reread(conn, claim_id)
 
 
 async def _reread(conn: AsyncConnection, claim_id: str) -> Claim:
@@ -298,14 +312,16 @@ async def create_in(
     if isinstance(plan, ClaimRefusal):
         raise Refused(plan)
     await _write_cluster(conn, row, plan.cluster, now_epoch)
-    await conn.execute(
+    written = await _write_claim(
+        conn,
+        claim_id,
         sa.update(claims)
         .where(claims.c.id == claim_id)
         .values(
             **_columns("limit_", plan.limit),
             **_columns("used_", plan.used),
             expires_at=epoch(plan.expires_at),
-        )
+        ),
     )
     # Placements admitted after step 1 are pointed at the claim too, by id, never by the
     # namespace: a scan may read rows this transaction does not hold (a skipped one; on MariaDB
@@ -319,7 +335,7 @@ async def create_in(
                 sa.update(placements).where(placements.c.id.in_(batch)).values(claim_id=claim_id)
             )
     return ClaimOutcome(
-        claim=await _reread(conn, claim_id),
+        claim=written,
         clamped=clamped or plan.cluster.clamped,
         expired=None if retired is None else retired.effective(now),
     )
@@ -452,7 +468,9 @@ async def update_in(
     if plan.cluster is not None:
         assert row is not None
         await _write_cluster(conn, row, plan.cluster, now_epoch)
-    result = await conn.execute(
+    written = await _write_claim(
+        conn,
+        claim.id,
         sa.update(claims)
         .where(
             claims.c.id == claim.id,
@@ -464,12 +482,10 @@ async def update_in(
             **_columns("limit_", plan.limit),
             expires_at=epoch(plan.expires_at),
             updated_at=now_epoch,
-        )
+        ),
     )
-    if result.rowcount != 1:
-        raise Stale(f"claim {claim.id} changed under its lock")
     clamped = plan.cluster is not None and plan.cluster.clamped
-    return ClaimOutcome(claim=await _reread(conn, claim.id), clamped=clamped)
+    return ClaimOutcome(claim=written, clamped=clamped)
 
 
 async def update(

@@ -79,14 +79,31 @@ async def read_locked(
     return None if row is None else dict(row)
 
 
+async def lock_and_read_if_any(
+    conn: AsyncConnection, table: sa.Table, key: ColumnElement[bool]
+) -> dict[str, Any] | None:
+    """Lock then read the keyed row; None if there is none.
+
+    Where the dialect has ``UPDATE … RETURNING`` (PostgreSQL, SQLite) the no-op UPDATE that
+    locks the row returns it: one round trip, where MariaDB needs the locking read after it.
+    The rows this locks are the hot ones (a claim, the cluster row, a node), and every round
+    trip while holding one is a wait its waiters share (issue 45).
+    """
+    if conn.dialect.update_returning:
+        touch = sa.update(table).where(key).values(updated_at=table.c.updated_at)
+        returned = (await conn.execute(touch.returning(*table.c))).mappings().first()
+        return None if returned is None else dict(returned)
+    if await lock(conn, table, key) == 0:
+        return None
+    return await read_locked(conn, table, key)
+
+
 async def lock_and_read(
     conn: AsyncConnection, table: sa.Table, key: ColumnElement[bool]
 ) -> dict[str, Any]:
     """Lock then read the keyed row; RowMissing if there is none."""
-    if await lock(conn, table, key) == 0:
-        raise RowMissing(str(key))
-    row = await read_locked(conn, table, key)
-    if row is None:  # pragma: no cover - we hold the row's lock
+    row = await lock_and_read_if_any(conn, table, key)
+    if row is None:
         raise RowMissing(str(key))
     return row
 

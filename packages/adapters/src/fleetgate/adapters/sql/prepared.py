@@ -76,6 +76,20 @@ def charge_sets(
     return sets
 
 
+def credit_sets(
+    prefix: str, amount: Resources, now: float, demand: float | None = None
+) -> dict[Set, Any]:
+    """The SET clauses of a credit that needs no floor: ``charge_sets`` of the amount taken off
+    (``{prefix}d += -amount_d``, the demand likewise). Only under a guard that the row holds the
+    credit (``domain.capacity.credits``): the counters never go below zero."""
+    bumps, demand_bump, stamp = _charge_keys(prefix)
+    sets: dict[Set, Any] = dict(zip(bumps, [-getattr(amount, d) for d in ALLOCATION], strict=True))
+    if demand is not None:
+        sets[demand_bump] = -demand
+    sets[stamp] = now
+    return sets
+
+
 @lru_cache(maxsize=8)
 def _charge_keys(prefix: str) -> tuple[tuple[Bump, ...], Bump, Assign]:
     # The same key objects every time: the statement cache then compares them by identity.
@@ -247,6 +261,7 @@ __all__ = [
     "Bump",
     "Keys",
     "charge_sets",
+    "credit_sets",
     "guarded_update",
     "insert",
     "locked_row",

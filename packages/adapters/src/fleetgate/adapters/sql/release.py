@@ -1,10 +1,19 @@
 """Releasing and moving placements: floored credits, decayed demand, rows in canonical order.
 
-Both open by locking the placement row (a no-op UPDATE), so a release and a move of the same
-placement serialise and neither can credit twice; then the namespace side (release only), then
-node rows by name. Credits are computed by the domain from rows read under lock and written
-back: floored at zero (a clamp is reported, never hidden), and ``expected_demand`` is credited
-with what remains of the placement's own decayed charge, so churn leaves no residue.
+A release and a move of the same placement serialise on the placement row, taken first, so
+neither can credit twice; then the namespace side (release only), then node rows by name.
+
+A release holds the rows others wait for (its claim, the cluster row, its node) for as few
+round trips as it can, because every round trip is a wait in which an asyncio process serves
+other requests while the rows stay locked (issue 45: PostgreSQL sessions idle in transaction,
+blocking others). So it does all it can before the first of them: its first statement deletes
+the placement and returns it (the row's lock and its read at once), the demand credit is
+computed from it, and each of the hot rows is then credited by one guarded UPDATE
+(``domain.capacity.credits``: the row holds the whole credit, a claim is within its limit), with
+nothing read back. Only a row that guard refuses (a counter that drifted below the placement's
+size, an advisory claim past its limit) is read under lock and credited the general way, which
+a move always uses: floored at zero (a clamp is reported, never hidden), ``expected_demand``
+credited with what remains of the placement's own decayed charge, so churn leaves no residue.
 """
 
 from __future__ import annotations
@@ -14,7 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from fleetgate.adapters.sql import reservations
+from fleetgate.adapters.sql import prepared, reservations
 from fleetgate.adapters.sql.admission import Refused, charge_node
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.events import Audited
@@ -22,10 +31,17 @@ from fleetgate.adapters.sql.guarded import RowMissing, lock, lock_and_read, read
 from fleetgate.adapters.sql.rows import node_state, placement, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
 from fleetgate.adapters.sql.sqltypes import epoch
+from fleetgate.domain.capacity.credits import (
+    CLAIM_CREDIT,
+    CLUSTER_CREDIT,
+    DEMAND_CREDIT,
+    NODE_CREDIT,
+)
 from fleetgate.domain.capacity.demand import remaining
 from fleetgate.domain.capacity.denials import Denial
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
 from fleetgate.domain.capacity.errors import PlacementNotFound
+from fleetgate.domain.capacity.guards import Guard
 from fleetgate.domain.capacity.model import Admission, MoveRequest, Placement, Release
 from fleetgate.domain.capacity.overage import overage_decrease
 
@@ -54,7 +70,43 @@ async def _lock_placement(
     return None if row is None else placement(row)
 
 
+async def _delete_placement(
+    conn: AsyncConnection, placement_id: str, namespace: str | None
+) -> Placement | None:
+    """Delete the placement and return it: the row's lock (class 1) and its read in one."""
+    key = placements.c.id == placement_id
+    if namespace is not None:
+        key = sa.and_(key, placements.c.namespace == namespace)
+    result = await conn.execute(sa.delete(placements).where(key).returning(*placements.c))
+    row = result.mappings().first()
+    return None if row is None else placement(dict(row))
+
+
+async def _credit_whole(
+    conn: AsyncConnection,
+    table: sa.Table,
+    keys: prepared.Keys,
+    guard: Guard,
+    prefix: str,
+    amount: Resources,
+    now: float,
+    demand: float | None = None,
+) -> bool:
+    """Credit ``amount`` (and ``demand``) in one guarded UPDATE if ``guard`` (credits.py) holds:
+    then nothing is floored or clamped. False: the row was not credited (the guard refused it,
+    or no row has the key), for the caller to credit it from the row read under lock."""
+    params: dict[str, float] = dict(amount.as_dict())
+    if demand is not None:
+        params[DEMAND_CREDIT.name] = demand
+    sets = prepared.credit_sets(prefix, amount, now, demand)
+    statement, binds = prepared.guarded_update(table, keys, guard, params, sets)
+    return int((await conn.execute(statement, binds)).rowcount) == 1
+
+
 async def _credit_cluster(conn: AsyncConnection, amount: Resources, now: float) -> bool:
+    keys = {("id", "eq"): CLUSTER_ID}
+    if await _credit_whole(conn, cluster, keys, CLUSTER_CREDIT, "unclaimed_used_", amount, now):
+        return False
     row = await lock_and_read(conn, cluster, cluster.c.id == CLUSTER_ID)
     before = resources(row, "unclaimed_used_")
     values = {**_absolute("unclaimed_used_", before.minus_floored(amount)), "updated_at": now}
@@ -65,6 +117,9 @@ async def _credit_cluster(conn: AsyncConnection, amount: Resources, now: float) 
 async def _credit_namespace(conn: AsyncConnection, p: Placement, now: float) -> bool:
     """Credit the claim the placement was charged to while it is active, else the cluster."""
     if p.claim_id is not None:
+        keys = {("id", "eq"): p.claim_id, ("state", "eq"): "active"}
+        if await _credit_whole(conn, claims, keys, CLAIM_CREDIT, "used_", p.resources, now):
+            return False
         key = sa.and_(claims.c.id == p.claim_id, claims.c.state == "active")
         try:
             row = await lock_and_read(conn, claims, key)
@@ -86,13 +141,18 @@ async def _credit_node(
     conn: AsyncConnection, node: str, p: Placement, now: float, decay_seconds: float
 ) -> tuple[bool, float]:
     """Floored credit of the placement's size and its decayed demand on ``node``."""
+    credit = remaining(p.demand, now - epoch(p.admitted_at), decay_seconds)
+    whole = await _credit_whole(
+        conn, nodes, {("name", "eq"): node}, NODE_CREDIT, "used_", p.resources, now, credit
+    )
+    if whole:
+        return False, credit
     key = nodes.c.name == node
     try:
         row = await lock_and_read(conn, nodes, key)
     except RowMissing:
         return True, 0.0  # pragma: no cover - the foreign key keeps the node while placed
     before = resources(row, "used_")
-    credit = remaining(p.demand, now - epoch(p.admitted_at), decay_seconds)
     demand_before = float(row["expected_demand"])
     values = {
         **_absolute("used_", before.minus_floored(p.resources)),
@@ -126,12 +186,11 @@ async def release(
 
     async def work(conn: AsyncConnection) -> Release:
         now = store.now_epoch()
-        p = await _lock_placement(conn, placement_id, namespace)
+        p = await _delete_placement(conn, placement_id, namespace)
         if p is None:
             return Release(released=False)
         clamped = await _credit_namespace(conn, p, now)
         node_clamped, credit = await _credit_node(conn, p.node, p, now, decay_seconds)
-        await conn.execute(sa.delete(placements).where(placements.c.id == p.id))
         return Release(
             released=True, placement=p, clamped=clamped or node_clamped, demand_credit=credit
         )
