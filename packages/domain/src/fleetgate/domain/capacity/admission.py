@@ -116,16 +116,24 @@ async def record(
     return admission
 
 
-async def replay_of(seen: PlacementByRequest, request: AdmitRequest) -> Admission | None:
-    """The one answer to "was this request id seen": its earlier placement, as a replay.
+async def seen(
+    lookup: PlacementByRequest, namespace: str, request_id: str | None
+) -> Placement | None:
+    """The one answer to "was this request id seen": the placement under its key, or None.
 
     None for a request without an id, or one whose id has no placement (never admitted, or
-    released since: its id is free again).
+    released since: its id is free again). Every layer that asks (the SQL ledger after its
+    UNIQUE key fired, its group commit, the fake, the placement service) asks here.
     """
-    if request.request_id is None:
+    if request_id is None:
         return None
-    existing = await seen(request.namespace, request.request_id)
-    return None if existing is None else Admission(placement=existing, replayed=True)
+    return await lookup(namespace, request_id)
 
 
-__all__ = ["ClaimAppeared", "admit", "after_claim", "record", "replay_of"]
+async def replay_of(lookup: PlacementByRequest, request: AdmitRequest) -> Admission | None:
+    """The earlier placement of a repeated request id, as a replay; None for a new request."""
+    earlier = await seen(lookup, request.namespace, request.request_id)
+    return None if earlier is None else Admission(placement=earlier, replayed=True)
+
+
+__all__ = ["ClaimAppeared", "admit", "after_claim", "record", "replay_of", "seen"]
