@@ -234,6 +234,7 @@ class Admissions(PlacementReader, InventoryReader, Protocol):
         ...
 
 
+@runtime_checkable
 class AdmissionSteps(Protocol):
     """The guarded primitives one admission is made of, carried out inside one write.
 
