@@ -14,13 +14,16 @@ import json
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, TypeVar
 
+from fleetgate.domain.capacity import admission
+from fleetgate.domain.capacity.charging import Charged, ClaimCounters
 from fleetgate.domain.capacity.claims import (
     Claim,
+    ClaimCharge,
     ClaimDeletion,
     ClaimEnforcement,
     ClaimOutcome,
@@ -29,16 +32,15 @@ from fleetgate.domain.capacity.claims import (
     ClaimState,
     ClaimUpdate,
     RefusalReason,
-    claim_charge,
     plan_create,
     plan_release,
     plan_update,
 )
 from fleetgate.domain.capacity.demand import DemandPolicy, age_seconds, remaining
-from fleetgate.domain.capacity.denials import Denial, deny, over_limit
+from fleetgate.domain.capacity.denials import Denial, deny
 from fleetgate.domain.capacity.dimensions import ALLOCATION, Overcommit, Resources, node_limits
 from fleetgate.domain.capacity.errors import NodeBusy, NodeExists, NodeNotFound, PlacementNotFound
-from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, Guard, node_guard
+from fleetgate.domain.capacity.guards import CLUSTER_GUARD, Guard, node_guard
 from fleetgate.domain.capacity.model import (
     Admission,
     AdmitRequest,
@@ -53,7 +55,7 @@ from fleetgate.domain.capacity.model import (
     check_namespace,
     check_node_name,
 )
-from fleetgate.domain.capacity.overage import overage_decrease, overage_increase
+from fleetgate.domain.capacity.overage import overage_decrease
 from fleetgate.domain.capacity.reconcile import (
     DemandCharge,
     NodeCounters,
@@ -136,6 +138,87 @@ def _clamps(before: Resources, credit: Resources) -> bool:
 
 def _sum(amounts: Sequence[Resources]) -> Resources:
     return Resources(*(sum(a.get(d) for a in amounts) for d in ALLOCATION))
+
+
+class _Taken(Exception):
+    """The placement's ``(namespace, request_id)`` is taken (the SQL ledger's UNIQUE key)."""
+
+
+class _Steps:
+    """One admission's steps (``ports.AdmissionSteps``) on the ledger's dicts.
+
+    A store, not an admission: each step does what it is asked and reports the guard's
+    verdict; the sequence and its decisions are the domain's. No step awaits anything, so the
+    whole admission runs without yielding: under asyncio it is as atomic as a transaction.
+    """
+
+    def __init__(self, ledger: InMemoryLedger) -> None:
+        self.ledger = ledger
+        self.tables = ledger._tables
+        self._now = ledger.clock.now()
+        self.written: tuple[Event, ...] = ()
+
+    @property
+    def now(self) -> datetime:
+        """The write's instant."""
+        return self._now
+
+    async def charge_claim(
+        self, request: AdmitRequest, rule: ClaimCharge
+    ) -> Charged[ClaimCounters] | None:
+        """Charge the namespace's active claim by ``rule``, or None without one."""
+        claim = next(
+            (
+                c
+                for c in self.tables.claims.values()
+                if c.namespace == request.namespace and c.is_active(self._now)
+            ),
+            None,
+        )
+        if claim is None:
+            return None
+        params = request.guard_params()
+        verdict = InMemoryLedger._verdict(rule.guard, claim_row(claim), params, rule.enforce)
+        if verdict.denial is not None:
+            return Charged(denial=verdict.denial)
+        used = claim.used.plus(request.resources)
+        self.tables.claims[claim.id] = replace(claim, used=used, updated_at=self._now)
+        return Charged(bypassed=verdict.bypassed, row=ClaimCounters(claim.id, claim.limit, used))
+
+    async def charge_cluster(self, amount: Resources, enforce: bool) -> Charged[None]:
+        """Charge the unclaimed sums under the cluster guard."""
+        row = self.tables.cluster
+        verdict = InMemoryLedger._verdict(CLUSTER_GUARD, row.guard_row(), amount.as_dict(), enforce)
+        if verdict.denial is None:
+            used = row.unclaimed_used.plus(amount)
+            self.tables.cluster = replace(row, unclaimed_used=used, updated_at=self._now)
+        return verdict
+
+    async def claim_appeared(self, namespace: str) -> bool:
+        """Never: nothing commits while this write runs."""
+        return False
+
+    async def charge_node(self, request: AdmitRequest) -> Charged[NodeState]:
+        """Charge the node under its guard (NodeNotFound if there is none)."""
+        return self.ledger._node_charge(request.node, request.resources, request)
+
+    async def insert_placement(self, placement: Placement) -> None:
+        """Store the placement under its request id's key (``_Taken`` if that is taken)."""
+        taken = placement.request_id is not None and self.ledger._by_request(
+            placement.namespace, placement.request_id
+        )
+        if taken:
+            raise _Taken(placement.request_id)
+        self.tables.placements[placement.id] = placement
+
+    async def charged_node(self, name: str) -> NodeState:
+        """The node as charged."""
+        return self.ledger._node(name)
+
+    async def record_events(self, events: Sequence[Event]) -> None:
+        """Append the audit events (the sink is told of them once the admission stands)."""
+        self.written = tuple(events)
+        self.ledger._append(self.written)
 
 
 class InMemoryEventSink:
@@ -415,101 +498,71 @@ class InMemoryLedger:
         """Append events to the audit trail."""
         self._append(events)
 
-    # admissions ------------------------------------------------------------------------------
+    # admissions: the domain's sequence (capacity.admission) over this store's steps --------
 
     @staticmethod
-    def _guarded(
-        guard: Guard | None, row: dict[str, object], params: dict[str, Any], enforce: bool
-    ) -> list[Denial]:
-        """The guard's verdict: refused (raises), passed (``[]``) or bypassed (``[denial]``)."""
+    def _verdict(
+        guard: Guard | None, row: dict[str, object], params: Mapping[str, Any], enforce: bool
+    ) -> Charged[None]:
+        """The guard's verdict on the row: refused, passed, or bypassed (unenforced)."""
         denial = None if guard is None else deny(guard, row, params)
-        if denial is None:
-            return []
-        if enforce:
-            raise _Refused(denial)
-        return [denial]
+        if denial is not None and enforce:
+            return Charged(denial=denial)
+        return Charged(bypassed=denial)
 
-    def _charge_cluster(self, amount: Resources, enforce: bool) -> list[Denial]:
-        row = self._tables.cluster
-        bypassed = self._guarded(CLUSTER_GUARD, row.guard_row(), dict(amount.as_dict()), enforce)
-        used = row.unclaimed_used.plus(amount)
-        self._tables.cluster = replace(row, unclaimed_used=used, updated_at=self._now())
-        return bypassed
-
-    def _charge_node(
+    def _node_charge(
         self, name: str, amount: Resources, request: AdmitRequest | MoveRequest
-    ) -> tuple[NodeState, list[Denial]]:
+    ) -> Charged[NodeState]:
         node = self._node(name)
         params = {**amount.as_dict(), "demand": request.demand, "target_load": request.target_load}
-        guard = node_guard(request.target_load)
-        bypassed = self._guarded(guard, node.guard_row(), params, request.enforce)
+        verdict = self._verdict(
+            node_guard(request.target_load), node.guard_row(), params, request.enforce
+        )
+        if verdict.denial is not None:
+            return Charged(denial=verdict.denial)
         charged = replace(
             node,
             used=node.used.plus(amount),
             expected_demand=node.expected_demand + request.demand,
             updated_at=self._now(),
         )
-        return self._set_node(charged), bypassed
+        return Charged(bypassed=verdict.bypassed, row=self._set_node(charged))
 
-    def _active_claim(self, namespace: str, now: datetime) -> Claim | None:
-        return next(
-            (
-                c
-                for c in self._tables.claims.values()
-                if c.namespace == namespace and c.is_active(now)
-            ),
-            None,
-        )
-
-    def _admit(self, request: AdmitRequest) -> Admission:
-        now, x = self._now(), request.resources
-        params = request.guard_params()
-        claim = self._active_claim(request.namespace, now)
-        over: tuple[Any, ...] = ()
-        if claim is None:
-            bypassed = self._charge_cluster(x, request.enforce)
-        else:
-            rule = claim_charge(self.enforcement, request.enforce)
-            row = claim_row(claim)
-            bypassed = self._guarded(rule.guard, row, params, rule.enforce)
-            if rule.reports_over_limit:
-                over = over_limit(CLAIM_GUARD, row, params)
-            self._tables.claims[claim.id] = replace(claim, used=claim.used.plus(x), updated_at=now)
-            extra = overage_increase(claim.limit, claim.used, x)
-            if not extra.is_zero():
-                bypassed += self._charge_cluster(extra, request.enforce)
-        node, by_node = self._charge_node(request.node, x, request)
-        claim_id = None if claim is None else claim.id
-        placement = Placement(
-            id=request.placement_id or str(uuid.uuid4()),
-            namespace=request.namespace,
-            node=request.node,
-            resources=x,
-            demand=request.demand,
-            admitted_at=now,
-            request_id=request.request_id,
-            claim_id=claim_id,
-        )
-        self._tables.placements[placement.id] = placement
-        return Admission(
-            placement=placement,
-            node=node,
-            claim_id=claim_id,
-            claim_over_limit=over,
-            bypassed=(*bypassed, *by_node),
-        )
+    def _charge_node(
+        self, name: str, amount: Resources, request: AdmitRequest | MoveRequest
+    ) -> tuple[NodeState, list[Denial]]:
+        """A move's or a reservation's node charge: a refusal raises ``_Refused`` (undoes)."""
+        made = self._node_charge(name, amount, request)
+        if made.denial is not None:
+            raise _Refused(made.denial)
+        assert made.row is not None
+        return made.row, [made.bypassed] if made.bypassed else []
 
     async def admit(self, request: AdmitRequest, *, audit: Audit | None = None) -> Admission:
-        """Charge the namespace side then the node, and record the placement; or refuse."""
-        if request.request_id is not None:
-            earlier = self._by_request(request.namespace, request.request_id)
-            if earlier is not None:
-                return Admission(placement=earlier, replayed=True)
+        """The domain's admission over this store's dicts; a refusal or a repeat undoes it."""
+        steps = _Steps(self)
+        saved = self._tables.copy()
+        placement_id = request.placement_id or str(uuid.uuid4())
         try:
-            return self._write(lambda: self._admit(request), audit)
-        except _Refused as refused:
-            assert isinstance(refused.refusal, Denial)
-            return Admission(denial=refused.refusal)
+            made = await admission.admit(steps, request, placement_id, self.enforcement, audit)
+        except (_Taken, NodeNotFound) as exc:
+            self._tables = saved
+            # As the SQL ledger: a repeat of an earlier request answers with its placement.
+            replay = await admission.replay_of(self.placement_by_request, request)
+            if replay is not None:
+                return replay
+            if isinstance(exc, _Taken):  # pragma: no cover - its key was just seen
+                raise AssertionError("a taken request id without its placement") from exc
+            raise
+        except BaseException:
+            self._tables = saved
+            raise
+        if made.denial is not None:
+            self._tables = saved
+            replay = await admission.replay_of(self.placement_by_request, request)
+            return made if replay is None else replay
+        self._sink.committed(steps.written)
+        return made
 
     def _locate(self, placement_id: str, namespace: str | None) -> Placement | None:
         found = self._tables.placements.get(placement_id)

@@ -37,6 +37,7 @@ from fleetgate.domain.capacity.reservations import Reservation, ReservationReque
 from fleetgate.domain.events import Event, Level
 from fleetgate.domain.ports import (
     Admissions,
+    AdmissionSteps,
     AuditTrail,
     CapacityLedger,
     ClaimBook,
@@ -50,7 +51,7 @@ from fleetgate.domain.ports import (
     TokenStore,
 )
 from fleetgate.domain.tokens import digest
-from tests.fakes.ledger import InMemoryLedger
+from tests.fakes.ledger import InMemoryLedger, _Steps
 from tests.ledgers import START, open_ledger
 from tests.ports import assert_implements
 
@@ -125,6 +126,11 @@ async def test_each_role_is_implemented_by_name_and_signature(
     ledger: CapacityLedger, role: type
 ) -> None:
     assert_implements(ledger, role)
+
+
+def test_the_fake_carries_out_the_admission_steps_of_the_port() -> None:
+    # A store of the domain's steps, not an admission of its own.
+    assert_implements(_Steps(InMemoryLedger(VirtualClock(START))), AdmissionSteps)
 
 
 # --- nodes ----------------------------------------------------------------------------------

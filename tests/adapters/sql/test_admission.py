@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 
 from fleetgate.adapters.clock import VirtualClock
+from fleetgate.adapters.sql.admission import SqlSteps
 from fleetgate.adapters.sql.ledger import SqlLedger
 from fleetgate.adapters.sql.postgres import admit_function
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail, Stage
@@ -20,6 +21,7 @@ from fleetgate.domain.capacity.errors import NodeNotFound
 from fleetgate.domain.capacity.guards import evaluate, node_guard
 from fleetgate.domain.capacity.model import Admission, AdmitRequest, NodeMetrics, NodeSpec
 from fleetgate.domain.events import Event, Level
+from fleetgate.domain.ports import AdmissionSteps
 from tests.adapters.sql.seed import (
     claim_used,
     insert_claim,
@@ -29,6 +31,7 @@ from tests.adapters.sql.seed import (
 )
 from tests.conftest import Backend
 from tests.ledgers import START, open_ledger
+from tests.ports import assert_implements
 from tests.strategies import admit_params, node_guard_rows
 
 INSTANCE = Resources(4, 4096, 40)
@@ -354,3 +357,11 @@ async def test_the_ledger_sink_skips_the_events_an_admission_committed(live: Sql
     assert [r.event.kind for r in await live.events()] == ["placed", "later"]
     await live.event_sink().emit(written)  # skipped once only: a second delivery is recorded
     assert [r.event.kind for r in await live.events()] == ["placed", "later", "placed"]
+
+
+async def test_the_sql_store_carries_out_the_admission_steps_of_the_port(live: SqlLedger) -> None:
+    # The sequence is the domain's; the transaction only carries out its steps.
+    async def steps(conn: Any) -> None:
+        assert_implements(SqlSteps(conn, 0.0), AdmissionSteps)
+
+    await live.store.read(steps, what="check the admission steps")

@@ -10,13 +10,16 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from fleetgate.domain.capacity.charging import Charged, ClaimCounters
 from fleetgate.domain.capacity.claims import (
     Claim,
+    ClaimCharge,
     ClaimDeletion,
     ClaimOutcome,
     ClaimRequest,
     ClaimUpdate,
 )
+from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.model import (
     Admission,
     AdmitRequest,
@@ -229,6 +232,70 @@ class Admissions(PlacementReader, InventoryReader, Protocol):
         placement's, the demand charge added), a move elsewhere credits the reserved node.
         """
         ...
+
+
+@runtime_checkable
+class AdmissionSteps(Protocol):
+    """The guarded primitives one admission is made of, carried out inside one write.
+
+    The admission's sequence (``capacity.admission``) calls them in the canonical order and
+    decides everything from what they report; a store only carries them out (the SQL ledger in
+    its transaction, with its guarded UPDATEs; the in-memory fake on its dicts). A refusal is a
+    ``Charged.denial``: the sequence stops, and the store undoes the write whole. ``now`` is the
+    write's one instant.
+    """
+
+    @property
+    def now(self) -> datetime:
+        """The instant of the write (the placement's ``admitted_at``)."""
+        ...
+
+    async def charge_claim(
+        self, request: AdmitRequest, rule: ClaimCharge
+    ) -> Charged[ClaimCounters] | None:
+        """Charge the namespace's active, unexpired claim by ``rule``; None when it has none.
+
+        Made, ``row`` holds the claim's counters after the charge (always).
+        """
+        ...
+
+    async def charge_cluster(self, amount: Resources, enforce: bool) -> Charged[None]:
+        """Charge ``amount`` to the cluster's unclaimed sums under the cluster guard."""
+        ...
+
+    async def claim_appeared(self, namespace: str) -> bool:
+        """Whether a claim for ``namespace`` committed since its claim was looked for.
+
+        Asked after the cluster row is held; a store whose writes are atomic answers False.
+        """
+        ...
+
+    async def charge_node(self, request: AdmitRequest) -> Charged[NodeState]:
+        """Charge the request's node under the node guard, adding its demand charge.
+
+        Raises NodeNotFound when there is no such node.
+        """
+        ...
+
+    async def insert_placement(self, placement: Placement) -> None:
+        """Record the placement under its ``(namespace, request_id)`` key.
+
+        A request id already taken stops the write the store's own way (SQL: the UNIQUE key's
+        IntegrityError); the caller then answers with the earlier placement.
+        """
+        ...
+
+    async def charged_node(self, name: str) -> NodeState:
+        """The node as charged by ``charge_node`` (its row then, or read under its lock)."""
+        ...
+
+    async def record_events(self, events: Sequence[Event]) -> None:
+        """Write the admission's audit events in the write, after everything else."""
+        ...
+
+
+#: How a repeated request id is found: the placement under ``(namespace, request_id)``.
+PlacementByRequest = Callable[[str, str], Coroutine[Any, Any, Placement | None]]
 
 
 @runtime_checkable

@@ -1,14 +1,12 @@
-"""The admission transaction: namespace side, then the node, then the placement row.
+"""The admission on SQL: the domain's sequence carried out in one transaction, retried here.
 
-1. Namespace side. The namespace's active, unexpired claim is charged (hard enforcement: under
-   the claim guard; advisory: always, reporting the dimensions that went over). The claim's
-   *overage* — usage above its limit — is also charged to the cluster's unclaimed sums, under the
-   cluster guard, so advisory claims cannot over-commit the cluster. A namespace without an
-   active claim is charged to the cluster under ``unclaimed_used + x <= total − claimed``.
-2. The node row, under the node guard (schedulable, three allocations, demand clause), adding
-   the placement's demand charge to ``expected_demand``.
-3. The placement row. ``UNIQUE(namespace, request_id)`` makes two racing identical requests
-   unable to both commit: the loser rolls back and returns the winner's placement.
+The sequence of steps (claim, cluster, node, placement, audit) and every decision in it are the
+domain's (``fleetgate.domain.capacity.admission``); :class:`SqlSteps` carries out each step as
+the guarded UPDATE, locking read or INSERT it has always been, so the recorded lock order
+holds. What stays here is what only a database has: the UNIQUE(namespace, request_id) key that
+turns a racing repeat into an IntegrityError, the NOWAIT claim check that reports a claim
+committed meanwhile (``ClaimAppeared``: run again), and the PostgreSQL function's outcomes
+(``Recheck``, ``Duplicate``, ``NodeGone``) — each a way to say "undo, then answer or run again".
 
 The first statement is always an UPDATE. A refusal rolls everything back.
 """
@@ -17,7 +15,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy.exc import DBAPIError, IntegrityError
@@ -28,22 +26,27 @@ from fleetgate.adapters.sql.dialect import error_code
 from fleetgate.adapters.sql.engine import Store
 from fleetgate.adapters.sql.events import Audited, insert_events
 from fleetgate.adapters.sql.guarded import Charge, RowMissing, charge
-from fleetgate.adapters.sql.rows import guard_row, node_state, resources
+from fleetgate.adapters.sql.rows import node_state, resources
 from fleetgate.adapters.sql.schema import CLUSTER_ID, claims, cluster, nodes, placements
 from fleetgate.adapters.sql.sqltypes import instant
-from fleetgate.domain.capacity.claims import ClaimCharge, ClaimEnforcement, claim_charge
-from fleetgate.domain.capacity.denials import Denial, DimensionDetail, over_limit
-from fleetgate.domain.capacity.dimensions import ALLOCATION, Resources
+from fleetgate.domain.capacity import admission as sequence
+from fleetgate.domain.capacity import charging
+from fleetgate.domain.capacity.admission import ClaimAppeared
+from fleetgate.domain.capacity.charging import Charged, ChargedClaim, ClaimCounters
+from fleetgate.domain.capacity.claims import ClaimCharge, ClaimEnforcement
+from fleetgate.domain.capacity.denials import Denial
+from fleetgate.domain.capacity.dimensions import Resources
 from fleetgate.domain.capacity.errors import LedgerError, LedgerUnavailable, NodeNotFound
-from fleetgate.domain.capacity.guards import CLAIM_GUARD, CLUSTER_GUARD, node_guard
-from fleetgate.domain.capacity.model import Admission, AdmitRequest, MoveRequest, Placement
-from fleetgate.domain.capacity.overage import overage_increase
+from fleetgate.domain.capacity.guards import CLUSTER_GUARD, node_guard
+from fleetgate.domain.capacity.model import (
+    Admission,
+    AdmitRequest,
+    MoveRequest,
+    NodeState,
+    Placement,
+)
 from fleetgate.domain.events import Event
 from fleetgate.domain.ports import Audit
-
-
-class ClaimAppeared(Exception):
-    """A claim for the namespace committed while this admission waited for the cluster row."""
 
 
 async def claim_committed_meanwhile(conn: AsyncConnection, namespace: str, now: float) -> bool:
@@ -104,96 +107,26 @@ class Duplicate(Exception):
     """The function found the request id already placed instead of answering its refusal."""
 
 
-@dataclass(frozen=True)
-class ChargedClaim:
-    """What charging the namespace's claim did."""
-
-    claim_id: str
-    over_limit: tuple[DimensionDetail, ...]
-    overage: Resources
-    bypassed: Denial | None
-
-
 def _active_claim(namespace: str, now: float) -> prepared.Keys:
     return {("active_namespace", "eq"): namespace, ("expires_at", "gt"): now}
 
 
-async def charge_claim(
-    conn: AsyncConnection, request: AdmitRequest, now: float, enforcement: ClaimEnforcement
-) -> ChargedClaim | None:
-    """Charge the namespace's active claim; None when it has none (expired claims don't count).
-
-    How (under which guard, enforced or not, reporting what) is the domain's ``claim_charge``;
-    this only carries it out, and reads the claim row only when there is one.
-    """
-    x, params = request.resources, request.guard_params()
-    rule = claim_charge(enforcement, request.enforce)
-    keys = _active_claim(request.namespace, now)
-    returning = conn.dialect.update_returning
-    try:
-        made = await charge(
-            conn,
-            claims,
-            keys,
-            rule.guard,
-            params,
-            prepared.charge_sets("used_", x, now),
-            enforce=rule.enforce,
-            returning=returning,
-        )
-    except RowMissing:
-        return None  # no active claim
-    if made.denial is not None:
-        raise Refused(made.denial)
-    row: Mapping[Any, Any] | None = made.row
-    if row is None:
-        statement, binds = prepared.locked_row(claims, keys)
-        row = (await conn.execute(statement, binds)).mappings().first()
-        if row is None:  # pragma: no cover - we hold the claim's lock
-            raise LedgerError("the charged claim vanished inside its own transaction")
-    return charged_claim(row, request, rule, made.bypassed)
+def claim_counters(row: Mapping[Any, Any]) -> ClaimCounters:
+    """A claim row's id and counters, as the domain's admission reads them."""
+    return ClaimCounters(str(row["id"]), resources(row, "limit_"), resources(row, "used_"))
 
 
 def charged_claim(
     row: Mapping[Any, Any], request: AdmitRequest, rule: ClaimCharge, bypassed: Denial | None
 ) -> ChargedClaim:
-    """What charging the claim did, from its row after the charge (the overrun, the overage)."""
-    x, params = request.resources, request.guard_params()
-    limit = resources(row, "limit_")
-    used_before = resources(row, "used_").minus_floored(x)
-    over: tuple[DimensionDetail, ...] = ()
-    if rule.reports_over_limit:
-        before = dict(guard_row(row))
-        before.update({f"used_{d}": used_before.get(d) for d in ALLOCATION})
-        over = over_limit(CLAIM_GUARD, before, params)
-    return ChargedClaim(
-        claim_id=str(row["id"]),
-        over_limit=over,
-        overage=overage_increase(limit, used_before, x),
-        bypassed=bypassed,
-    )
+    """What charging the claim did, from its row after the charge (the domain's reading)."""
+    return charging.charged_claim(claim_counters(row), request, rule, bypassed)
 
 
 _CLUSTER_KEY: prepared.Keys = {("id", "eq"): CLUSTER_ID}
 
 
-async def charge_cluster(
-    conn: AsyncConnection, amount: Resources, now: float, enforce: bool
-) -> Denial | None:
-    """Charge ``amount`` to the unclaimed sums under the cluster guard; returns any bypass."""
-    sets = prepared.charge_sets("unclaimed_used_", amount, now)
-    try:
-        made = await charge(
-            conn, cluster, _CLUSTER_KEY, CLUSTER_GUARD, amount.as_dict(), sets, enforce=enforce
-        )
-    except RowMissing as exc:
-        raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`") from exc
-    if made.denial is not None:
-        raise Refused(made.denial)
-    return made.bypassed
-
-
-async def charge_node(
+async def node_charge(
     conn: AsyncConnection,
     node: str,
     request: AdmitRequest | MoveRequest,
@@ -207,7 +140,7 @@ async def charge_node(
     """
     params = {**resources.as_dict(), "demand": request.demand, "target_load": request.target_load}
     try:
-        made = await charge(
+        return await charge(
             conn,
             nodes,
             {("name", "eq"): node},
@@ -219,6 +152,133 @@ async def charge_node(
         )
     except RowMissing as exc:
         raise NodeNotFound(node) from exc
+
+
+async def charge_node(
+    conn: AsyncConnection,
+    node: str,
+    request: AdmitRequest | MoveRequest,
+    resources: Resources,
+    now: float,
+) -> Charge:
+    """``node_charge`` for a move or a reservation: a refusal raises Refused (rolls back)."""
+    made = await node_charge(conn, node, request, resources, now)
+    if made.denial is not None:
+        raise Refused(made.denial)
+    return made
+
+
+class SqlSteps:
+    """The admission's primitives (``ports.AdmissionSteps``) inside one open transaction.
+
+    Each is the guarded UPDATE, locking read or INSERT the admission has always sent, in the
+    order the domain's sequence asks for them (the recorded lock order: claim, cluster, node,
+    placement). ``node_row``: the node as charged, when the caller has it already.
+    """
+
+    def __init__(
+        self, conn: AsyncConnection, now: float, node_row: Mapping[Any, Any] | None = None
+    ) -> None:
+        self.conn = conn
+        self.epoch = now
+        self._now = instant(now)
+        self._node_row = node_row
+
+    @property
+    def now(self) -> datetime:
+        """The transaction's instant."""
+        return self._now
+
+    async def charge_claim(
+        self, request: AdmitRequest, rule: ClaimCharge
+    ) -> Charged[ClaimCounters] | None:
+        """The claim's guarded UPDATE (``RETURNING`` it where the dialect can)."""
+        conn, keys = self.conn, _active_claim(request.namespace, self.epoch)
+        try:
+            made = await charge(
+                conn,
+                claims,
+                keys,
+                rule.guard,
+                request.guard_params(),
+                prepared.charge_sets("used_", request.resources, self.epoch),
+                enforce=rule.enforce,
+                returning=conn.dialect.update_returning,
+            )
+        except RowMissing:
+            return None  # no active claim
+        if made.denial is not None:
+            return Charged(denial=made.denial)
+        row: Mapping[Any, Any] | None = made.row
+        if row is None:
+            statement, binds = prepared.locked_row(claims, keys)
+            row = (await conn.execute(statement, binds)).mappings().first()
+            if row is None:  # pragma: no cover - we hold the claim's lock
+                raise LedgerError("the charged claim vanished inside its own transaction")
+        return Charged(bypassed=made.bypassed, row=claim_counters(row))
+
+    async def charge_cluster(self, amount: Resources, enforce: bool) -> Charged[None]:
+        """The cluster row's guarded UPDATE of the unclaimed sums."""
+        sets = prepared.charge_sets("unclaimed_used_", amount, self.epoch)
+        try:
+            made = await charge(
+                self.conn,
+                cluster,
+                _CLUSTER_KEY,
+                CLUSTER_GUARD,
+                amount.as_dict(),
+                sets,
+                enforce=enforce,
+            )
+        except RowMissing as exc:
+            raise LedgerError("the cluster row is missing: run `fleetgate db upgrade`") from exc
+        return Charged(denial=made.denial, bypassed=made.bypassed)
+
+    async def claim_appeared(self, namespace: str) -> bool:
+        """The NOWAIT claim check (``claim_committed_meanwhile``)."""
+        return await claim_committed_meanwhile(self.conn, namespace, self.epoch)
+
+    async def charge_node(self, request: AdmitRequest) -> Charged[NodeState]:
+        """The node's guarded UPDATE; the charged row is kept for ``charged_node``."""
+        made = await node_charge(self.conn, request.node, request, request.resources, self.epoch)
+        self._node_row = made.row
+        return Charged(denial=made.denial, bypassed=made.bypassed)
+
+    async def insert_placement(self, placement: Placement) -> None:
+        """The placement's INSERT (its UNIQUE request id raises IntegrityError on a repeat)."""
+        x = placement.resources
+        await self.conn.execute(
+            prepared.insert(placements),
+            {
+                "id": placement.id,
+                "namespace": placement.namespace,
+                "node": placement.node,
+                "cpus": x.cpus,
+                "memory_mb": x.memory_mb,
+                "disk_gb": x.disk_gb,
+                "demand": placement.demand,
+                "admitted_at": self.epoch,
+                "request_id": placement.request_id,
+                "claim_id": placement.claim_id,
+            },
+        )
+
+    async def charged_node(self, name: str) -> NodeState:
+        """The row the guarded UPDATE returned, else a locking read of it (we hold its lock)."""
+        node_row = self._node_row
+        if node_row is None:
+            statement, binds = prepared.locked_row(nodes, {("name", "eq"): name})
+            node_row = (await self.conn.execute(statement, binds)).mappings().first()
+            assert node_row is not None  # we hold its lock
+        return node_state(node_row)
+
+    async def record_events(self, events: Sequence[Event]) -> None:
+        """The audit's INSERT, last in the transaction."""
+        await insert_events(self.conn, events)
+
+
+def _refused(made: Admission) -> Admission:
+    """The domain's refusal raised as Refused: it rolls the transaction (or savepoint) back."""
     if made.denial is not None:
         raise Refused(made.denial)
     return made
@@ -232,18 +292,13 @@ async def admit_in(
     enforcement: ClaimEnforcement,
     audit: Audit | None = None,
 ) -> Admission:
-    """The whole admission inside one transaction (raises Refused to roll back).
+    """The domain's admission inside one transaction (raises Refused to roll back).
 
     ``audit`` gives the events that report the admission; they are inserted last, after the
     guarded UPDATEs, so they commit with it or not at all.
     """
-    claimed = await charge_claim(conn, request, now, enforcement)
-    if claimed is None:
-        by = await charge_cluster(conn, request.resources, now, request.enforce)
-        if await claim_committed_meanwhile(conn, request.namespace, now):
-            raise ClaimAppeared(request.namespace)
-        return await after_claim(conn, request, placement_id, now, None, [by] if by else [], audit)
-    return await after_claim(conn, request, placement_id, now, claimed, [], audit)
+    steps = SqlSteps(conn, now)
+    return _refused(await sequence.admit(steps, request, placement_id, enforcement, audit))
 
 
 async def after_claim(
@@ -255,15 +310,10 @@ async def after_claim(
     bypassed: list[Denial],
     audit: Audit | None,
 ) -> Admission:
-    """The admission from the charged claim on: its overage, the node, the row, the audit."""
-    if claimed is not None:
-        bypassed += [claimed.bypassed] if claimed.bypassed else []
-        if not claimed.overage.is_zero():
-            by = await charge_cluster(conn, claimed.overage, now, request.enforce)
-            bypassed += [by] if by else []
-    node = await charge_node(conn, request.node, request, request.resources, now)
-    bypassed += [node.bypassed] if node.bypassed else []
-    return await record(conn, request, placement_id, now, claimed, node.row, bypassed, audit)
+    """The domain's admission from the charged claim on (the function's advisory overrun)."""
+    steps = SqlSteps(conn, now)
+    made = await sequence.after_claim(steps, request, placement_id, claimed, bypassed, audit)
+    return _refused(made)
 
 
 async def record(
@@ -278,49 +328,11 @@ async def record(
     *,
     inserted: bool = False,
 ) -> Admission:
-    """Insert the placement row (unless ``inserted`` already), then the audit; the Admission."""
-    x = request.resources
-    claim_id = None if claimed is None else claimed.claim_id
-    if not inserted:
-        await conn.execute(
-            prepared.insert(placements),
-            {
-                "id": placement_id,
-                "namespace": request.namespace,
-                "node": request.node,
-                "cpus": x.cpus,
-                "memory_mb": x.memory_mb,
-                "disk_gb": x.disk_gb,
-                "demand": request.demand,
-                "admitted_at": now,
-                "request_id": request.request_id,
-                "claim_id": claim_id,
-            },
-        )
-    node_row = charged_node
-    if node_row is None:
-        statement, binds = prepared.locked_row(nodes, {("name", "eq"): request.node})
-        node_row = (await conn.execute(statement, binds)).mappings().first()
-        assert node_row is not None  # we hold its lock
-    admission = Admission(
-        placement=Placement(
-            id=placement_id,
-            namespace=request.namespace,
-            node=request.node,
-            resources=x,
-            demand=request.demand,
-            admitted_at=instant(now),
-            request_id=request.request_id,
-            claim_id=claim_id,
-        ),
-        node=node_state(node_row),
-        claim_id=claim_id,
-        claim_over_limit=() if claimed is None else claimed.over_limit,
-        bypassed=tuple(bypassed),
+    """The domain's last step (the placement unless ``inserted``, the audit); the Admission."""
+    steps = SqlSteps(conn, now, charged_node)
+    return await sequence.record(
+        steps, request, placement_id, claimed, bypassed, audit, inserted=inserted
     )
-    if audit is not None:
-        await insert_events(conn, audit(admission))
-    return admission
 
 
 class Recheck(Exception):
@@ -400,11 +412,22 @@ async def admit(
 
 
 async def replay_of(store: Store, request: AdmitRequest) -> Admission | None:
-    """The earlier placement of a repeated request id, as a replay; None for a new request."""
-    if request.request_id is None:
-        return None
-    existing = await reads.placement_by_request(store, request.namespace, request.request_id)
-    return None if existing is None else Admission(placement=existing, replayed=True)
+    """The domain's one answer to "was this request id seen", over the placements' key."""
+
+    async def seen(namespace: str, request_id: str) -> Placement | None:
+        return await reads.placement_by_request(store, namespace, request_id)
+
+    return await sequence.replay_of(seen, request)
 
 
-__all__ = ["Audit", "Refused", "admit", "admit_in", "charge_node", "replay_of"]
+__all__ = [
+    "Audit",
+    "ChargedClaim",
+    "ClaimAppeared",
+    "Refused",
+    "SqlSteps",
+    "admit",
+    "admit_in",
+    "charge_node",
+    "replay_of",
+]

@@ -21,6 +21,7 @@ from typing import Protocol
 from fleetgate.apps.services.audit import AuditEvents, Trail
 from fleetgate.apps.services.snapshot import NodeSnapshot
 from fleetgate.apps.services.walking import try_candidates
+from fleetgate.domain.capacity.admission import seen
 from fleetgate.domain.capacity.demand import DemandPolicy, charge
 from fleetgate.domain.capacity.denials import Denial, DimensionDetail
 from fleetgate.domain.capacity.dimensions import Resources
@@ -297,9 +298,7 @@ class PlacementService:
 
     async def _replay(self, request: PlacementRequest) -> PlaceOutcome | None:
         """The earlier placement of ``request``'s id as a replay (RequestIdReused if it differs)."""
-        if request.request_id is None:
-            return None
-        found = await self._ledger.placement_by_request(request.namespace, request.request_id)
+        found = await seen(self._ledger.placement_by_request, request.namespace, request.request_id)
         if found is None:
             return None
         return await self._replayed(same_request(found, request))
