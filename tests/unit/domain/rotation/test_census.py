@@ -97,3 +97,26 @@ def test_the_surge_hosts_are_read_from_the_marks_or_walked_for_a_predicted_pool(
         dict(obs.annotations), {}, {"b": replace(obs.nodes[1], annotations=marked)}
     )
     assert [n.name for n in census.surge_hosts("a", predicted)] == ["b", "c"]
+
+
+def test_the_due_hosts_follow_the_claims_that_fall_due_move_and_leave() -> None:
+    """Kept as claims change, they are what a look at every triggered claim's node finds:
+    each host once, sorted, none for a claim bound to no node."""
+    young = timedelta(days=1)
+    first = pool(
+        claim("b", DUE),
+        claim("a", DUE, node_name="h"),
+        claim("c", DUE, node_name="h"),
+        claim("d", DUE, node_name=None),
+        claim("y", young),
+    )
+    census = _advance(PoolCensus(), first)
+    assert census.due_hosts() == ["b", "h"]
+    # "a" leaves ("c" still keeps its host due), "b" moves to another node.
+    second = pool(claim("b", DUE, node_name="m"), claim("c", DUE, node_name="h"), claim("y", young))
+    census = _advance(census, second)
+    assert census.due_hosts() == ["h", "m"]
+    # Time alone: "y" falls due once it is as old as the others were.
+    census = _advance(census, second, NOW + DUE - young)
+    assert census.due_hosts() == ["h", "m", "y"]
+    assert _advance(PoolCensus(), second, NOW + DUE - young).due_hosts() == ["h", "m", "y"]
