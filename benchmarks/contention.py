@@ -8,19 +8,24 @@ tools would. Measured: admissions per second, the client's p50 and p99 per reque
 answers, the server's deadlock retries (its log lines ``retrying …``) and the lock waits seen
 (sessions waiting for a row lock, sampled every 50 ms on the database), both per 1,000 writes;
 then whether any placement was lost (answered 201, not in the table) or doubled (in the table,
-never answered), and the machine's load average.
+never answered), and the machine's load average. A run in which a request got no answer at all
+(a dropped connection, say) stops there: its server log is kept (``KEPT_LOGS``) and printed, and
+the error is a FAILED finding of the section, so the next rows still run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import shutil
 import tempfile
 import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -70,6 +75,11 @@ LOCK_WAITS = {
     "postgres": "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
     " AND datname = current_database()",
 }
+#: Where the server log of a failed run is kept (under the temporary directory, ``$TMPDIR``).
+KEPT_LOGS = "fleetgate-bench-logs"
+#: Lines of a kept log printed with the failure (its end, and every warning or error).
+TAIL_LINES = 30
+_NOTEWORTHY = re.compile(r'"level": ?"(warning|error|critical)"|Traceback', re.IGNORECASE)
 
 
 @dataclass
@@ -85,6 +95,27 @@ class Run:
     elapsed: float = 0.0
     #: The 5xx answers: what was asked and what the server said (printed with the row).
     errors: list[str] = field(default_factory=list)
+    #: Why the run stopped early (a request without an answer), with when it happened.
+    failure: str | None = None
+
+    def fail(self, exc: BaseException) -> None:
+        """Keep the first error that stopped the run: the request, the time (UTC), the error."""
+        if self.failure is not None:
+            return
+        asked = ""
+        # ``request`` raises RuntimeError on an error raised before any request was made.
+        with contextlib.suppress(RuntimeError):
+            if isinstance(exc, httpx.RequestError):
+                asked = f"{exc.request.method} {exc.request.url.path}: "
+        when = datetime.now(UTC).isoformat(timespec="milliseconds")
+        # The chain says what the socket saw (httpx's ReadError wraps httpcore's, which wraps
+        # the OSError: a reset, an end of file).
+        chain: list[str] = []
+        cause: BaseException | None = exc
+        while cause is not None and len(chain) < 5:
+            chain.append(f"{type(cause).__module__}.{type(cause).__name__}: {cause!r}")
+            cause = cause.__cause__ or cause.__context__
+        self.failure = f"{when} {asked}{' <- '.join(chain)}"
 
     def answer(self, response: httpx.Response, seconds: float) -> None:
         """Count one answered placement or release, and its latency."""
@@ -104,6 +135,17 @@ class Run:
     def server_errors(self) -> int:
         """Answers 5xx."""
         return sum(n for status, n in self.statuses.items() if status >= 500)
+
+
+def limits(writers: int) -> httpx.Limits:
+    """The client's pool: a connection for each writer and side task, none kept idle too long.
+
+    The pool hands out its first free connection, so those at its end sit idle whenever fewer
+    requests are in flight (the server closed 3 to 21 per run at its 5 s keep-alive); one reused
+    just as the server closed it was the ``httpx.ReadError`` of issue 45
+    (``http.CLIENT_KEEP_ALIVE``).
+    """
+    return httpx.Limits(max_connections=writers + 4, keepalive_expiry=http.CLIENT_KEEP_ALIVE)
 
 
 def headers() -> dict[str, str]:
@@ -187,8 +229,8 @@ async def _in_table(target: Target, url: str) -> set[str]:
 
 async def one_run(
     target: Target, writers: int, admissions: int, churn: bool, console: Console
-) -> list[str]:
-    """One row of the table: a fresh database, a fresh server, one run."""
+) -> tuple[list[str], str | None]:
+    """One row of the table (a fresh database, a fresh server, one run), and why it failed."""
     async with fresh_database(target) as url:
         async with open_ledger(target, url) as ledger:
             await seed_nodes(ledger, NODES)
@@ -198,9 +240,8 @@ async def one_run(
                 run = Run()
                 done = asyncio.Event()
                 left = [admissions]
-                limits = httpx.Limits(max_connections=writers + 4)
                 async with httpx.AsyncClient(
-                    base_url=server.base, headers=headers(), timeout=60.0, limits=limits
+                    base_url=server.base, headers=headers(), timeout=60.0, limits=limits(writers)
                 ) as client:
                     side = [asyncio.ensure_future(_sample_lock_waits(target, url, run, done))]
                     if churn:
@@ -209,22 +250,33 @@ async def one_run(
                             for ns in NAMESPACES
                         ]
                         side.append(asyncio.ensure_future(_reconciles(client, run, done)))
+                    tasks = [
+                        asyncio.ensure_future(
+                            _writer(client, NAMESPACES[w % len(NAMESPACES)], run, left)
+                        )
+                        for w in range(writers)
+                    ]
                     started = time.perf_counter()
                     try:
-                        await asyncio.gather(
-                            *(
-                                _writer(client, NAMESPACES[w % len(NAMESPACES)], run, left)
-                                for w in range(writers)
-                            )
-                        )
+                        await asyncio.gather(*tasks)
+                    except Exception as exc:  # kept as the run's failure, its log with it
+                        run.fail(exc)
                     finally:
                         run.elapsed = time.perf_counter() - started
                         done.set()
+                        for task in tasks:
+                            task.cancel()
+                        await asyncio.gather(*tasks, return_exceptions=True)
                         for failed in await asyncio.gather(*side, return_exceptions=True):
                             if isinstance(failed, Exception):  # a sampler that saw nothing
-                                raise failed
+                                run.fail(failed)
             retries, deadlocks = retries_in(log)
+            kept = None if run.failure is None else keep_log(log, target, churn, run.failure)
         table = await _in_table(target, url)
+    for error in run.errors:
+        console.print(f"  5xx: {error}")
+    if kept is not None:
+        show_failure(run, kept, console)
     still_held = run.admitted - run.released
     lost = len(still_held - table)
     doubled = len(table - still_held)
@@ -242,31 +294,63 @@ async def one_run(
         f"{deadlocks * per_k:.1f}",
         f"{retries * per_k:.1f}",
         f"{run.lock_waits * per_k:.1f}",
-        str(lost),
-        str(doubled),
+        # Requests cut off without an answer may or may not have been done: not counted.
+        str(lost) if run.failure is None else "n/a",
+        str(doubled) if run.failure is None else "n/a",
         f"{os.getloadavg()[0]:.2f}",
     ]
     console.print(
         f"  {target.label}, churn {churn}: {dict(zip(COLUMNS[4:], row[4:], strict=True))}"
     )
-    return row
+    if run.failure is None:
+        return row, None
+    return row, f"FAILED: {target.label}, churn {churn}: {run.failure}; server log kept: {kept}"
+
+
+def keep_log(log: Path, target: Target, churn: bool, failure: str) -> Path:
+    """Copy a failed run's server log out of its temporary directory, the failure beside it.
+
+    Returns the copy's path.
+    """
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    kept = Path(tempfile.gettempdir(), KEPT_LOGS, f"contention-{target.key}-{churn=}-{stamp}")
+    kept.mkdir(parents=True, exist_ok=True)
+    if log.exists():
+        shutil.copy2(log, kept / "server.log")
+    (kept / "failure.txt").write_text(f"{failure}\n", encoding="utf-8")
+    return kept / "server.log"
+
+
+def show_failure(run: Run, kept: Path, console: Console) -> None:
+    """Print why a run stopped and the kept server log's warnings, errors and last lines."""
+    console.print(f"  [red]FAILED[/red]: {run.failure}", markup=True, highlight=False)
+    console.print(f"  server log kept: {kept}", highlight=False)
+    lines = kept.read_text(errors="replace").splitlines() if kept.exists() else []
+    noteworthy = [line for line in lines[:-TAIL_LINES] if _NOTEWORTHY.search(line)]
+    for line in [*noteworthy, *lines[-TAIL_LINES:]]:
+        console.print(f"  | {line}", markup=False, highlight=False)
 
 
 async def section(targets: Sequence[Target], sizes: Sizes, console: Console) -> Section:
     """The contention table over ``targets``, with and without churn."""
     writers, admissions = SIZES.get(sizes.name, SIZES["quick"])
     table = Table(f"Contention: {writers} writers over HTTP, {admissions} admissions", COLUMNS)
+    failures: list[str] = []
     for target in targets:
         for churn in (False, True):
-            table.add(*await one_run(target, writers, admissions, churn, console))
+            row, failed = await one_run(target, writers, admissions, churn, console)
+            table.add(*row)
+            failures += [failed] if failed else []
     table.notes.append(
         "writes: every answered placement, release, claim create/delete and reconcile request; "
         "lock waits: sessions seen waiting for a lock, sampled every 50 ms"
     )
     s = Section("contention", "Contention (issue 45)", intro=__doc__.split("\n\n", 1)[1].strip())
     s.tables.append(table)
+    s.findings += failures
     if any(
-        row[COLUMNS.index("lost")] != "0" or row[COLUMNS.index("doubled")] != "0"
+        row[COLUMNS.index("lost")] not in ("0", "n/a")
+        or row[COLUMNS.index("doubled")] not in ("0", "n/a")
         for row in table.rows
     ):
         s.findings.append("FAILED: a placement was lost or doubled under contention")

@@ -9,6 +9,7 @@ full path of ranking, the walk, the guarded transaction and the audit events.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import socket
@@ -21,11 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import uvicorn
 
 from benchmarks.targets import Target
 
 TOKEN = "bench-admin-token-0123456789abcdef"
 STARTUP_SECONDS = 60.0
+#: How long ``fleetgate api`` keeps an idle connection open: uvicorn's default, which it keeps.
+SERVER_KEEP_ALIVE = float(
+    inspect.signature(uvicorn.Config).parameters["timeout_keep_alive"].default
+)
+#: How long a benchmark client keeps an idle pooled connection: well under the server's. The
+#: server may close an idle connection at any time (RFC 9112 § 9.5); httpx's default (5 s) equals
+#: uvicorn's, so a connection idle just under 5 s by the client's clock (which starts after the
+#: server's) was reused as the server closed it: the request met a reset, ``httpx.ReadError``.
+#: The margin covers the server's event loop running the close before it reads a request that
+#: arrived while it was busy (uvloop runs due timers before it polls the sockets).
+CLIENT_KEEP_ALIVE = SERVER_KEEP_ALIVE / 5
 
 
 def _free_port() -> int:
