@@ -89,7 +89,13 @@ TEST_NEEDS = (
     Need("ChromeDriver (drives Chromium)", "/usr/bin/chromedriver", "chromium-driver"),
     Need("promtool (the chart's alert tests)", "promtool", "prometheus"),
     Need("wrk (the HTTP benchmark's load)", "wrk", "wrk"),
-    Need("MariaDB's server", "/usr/sbin/mariadbd", "mariadb-server"),
+    # mariadbd itself is mariadb-server-core's: the server package (which Galera's rsync state
+    # transfer script comes with) is known by a file of its own.
+    Need(
+        "MariaDB's server (with Galera's state transfer)",
+        "/usr/bin/wsrep_sst_rsync",
+        "mariadb-server",
+    ),
     Need("Galera (the cluster lanes)", "/usr/lib/galera/libgalera_smm.so", "galera-4"),
     Need("rsync (Galera's state transfers)", "rsync", "rsync"),
     Need("PostgreSQL 15", "/usr/lib/postgresql/15/bin/initdb", "postgresql-15"),

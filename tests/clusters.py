@@ -41,6 +41,8 @@ from types import TracebackType
 
 GALERA_PROVIDER = Path("/usr/lib/galera/libgalera_smm.so")
 MARIADBD = Path("/usr/sbin/mariadbd")
+#: The joiner's state transfer script (package mariadb-server; mariadbd is mariadb-server-core's).
+WSREP_SST_RSYNC = Path("/usr/bin/wsrep_sst_rsync")
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 #: How long a node may take to start, join (SST included) or stop on a loaded 2-core machine.
 START_SECONDS = 600.0
@@ -556,7 +558,7 @@ class Galera(MariaDB):
         super().__init__(size, base)
 
     def _required(self) -> list[Path]:
-        return [MARIADBD, GALERA_PROVIDER]
+        return [MARIADBD, GALERA_PROVIDER, WSREP_SST_RSYNC]
 
     def start(self) -> None:
         """Bootstrap node 0, then join the others one at a time (rsync SST each)."""

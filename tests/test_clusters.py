@@ -18,6 +18,7 @@ from tests.clusters import (
     LOWEST_PORT,
     RESERVED_PORTS,
     ClusterError,
+    Galera,
     PortReservation,
     ephemeral_range,
     server_ports,
@@ -104,3 +105,15 @@ def test_another_process_holds_its_ports_until_it_dies(tmp_path: Path) -> None:
         holder.kill()  # no release: the kernel drops the lock with the process
         holder.wait(HANG_SECONDS)
     assert PortReservation(tmp_path, range(port, port + 1)).take(1) == [port]
+
+
+def test_a_galera_cluster_without_the_state_transfer_script_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without mariadb-server's wsrep_sst_rsync (mariadbd alone is mariadb-server-core's) every
+    joiner would abort three times over; the cluster refuses to start and names the file."""
+    absent = tmp_path / "wsrep_sst_rsync"
+    monkeypatch.setattr("tests.clusters.WSREP_SST_RSYNC", absent)
+    with pytest.raises(ClusterError, match=f"{absent} is missing: install mariadb-server"):
+        Galera(base=tmp_path / "cluster").start()
+    assert not (tmp_path / "cluster").exists()

@@ -15,6 +15,7 @@ import io
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -153,6 +154,26 @@ def test_this_machine_has_everything_the_tests_need() -> None:
     """The real machine's answer: after ``run.py test`` brought them (or by hand), nothing is
     missing, so every path and command in TEST_NEEDS is where its package puts it."""
     assert [n.package for n in TEST_NEEDS if not run.present(n.found_at)] == []
+
+
+def test_each_program_is_looked_for_in_a_file_of_its_own_package() -> None:
+    """dpkg's answer for each looked-for file is the package run.py would install. Were it a
+    file of a dependency (mariadbd is mariadb-server-core's), removing the named package would
+    leave the file, run.py would install nothing, and the Galera lanes would lack what only the
+    named package brings (wsrep_sst_rsync: a clean clone's CI failed so)."""
+    if not run.present("dpkg-query"):
+        pytest.skip("no dpkg here: the packages named are Debian's")
+    owners = {}
+    for need in TEST_NEEDS:
+        path = need.found_at if os.path.isabs(need.found_at) else shutil.which(need.found_at)
+        assert path, f"{need.found_at} is not on this machine"
+        out = subprocess.run(
+            ["dpkg-query", "-S", path], capture_output=True, text=True, check=True
+        ).stdout
+        owners[need.found_at] = sorted(
+            {name.strip() for line in out.splitlines() for name in line.split(":")[0].split(",")}
+        )
+    assert owners == {n.found_at: [n.package] for n in TEST_NEEDS}
 
 
 def test_ci_runs_the_readmes_test_command_and_nothing_else() -> None:
