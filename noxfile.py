@@ -7,6 +7,7 @@ Each session installs the locked workspace into its own uv virtualenv and calls 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -370,16 +371,21 @@ def ci(session: nox.Session) -> None:
         session.error("failed: " + "; ".join(failed))
 
 
+#: A line of pytest's short summary: the outcome, one space, a test file (with ``::test``).
+SUMMARY_LINE = re.compile(r"(FAILED|ERROR) [^\s:]+\.py(::|\s|$)")
+
+
 def lane_failures(text: str) -> list[str]:
     """The failed sessions of a lane's nox output, each with the tests pytest failed in it.
 
     nox ends with one ``* name: outcome`` line per session; pytest's short summary names each
-    failed or erroring test (``FAILED path::test - reason``) inside the session that ran it.
+    failed or erroring test (``FAILED path::test - reason``) inside the session that ran it. A
+    captured log line (``ERROR    sqlalchemy.pool…``) names no test file and is not one.
     """
     failures: list[str] = []
     tests: list[str] = []
     for line in text.splitlines():
-        if line.startswith(("FAILED ", "ERROR ")):
+        if SUMMARY_LINE.match(line):
             tests.append(line.split(" - ", 1)[0])
         elif line.startswith("nox > Session ") and line.rstrip().endswith(" failed."):
             name = line.removeprefix("nox > Session ").rsplit(" failed.", 1)[0]

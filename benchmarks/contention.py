@@ -10,7 +10,7 @@ answers, the server's deadlock retries (its log lines ``retrying …``) and the 
 then whether any placement was lost (answered 201, not in the table) or doubled (in the table,
 never answered), and the machine's load average. A run in which a request got no answer at all
 (a dropped connection, say) stops there: its server log is kept (``KEPT_LOGS``) and printed, and
-the error is a FAILED finding of the section, so the next rows still run.
+the error is a finding that fails the section, so the next rows still run.
 """
 
 from __future__ import annotations

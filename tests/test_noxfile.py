@@ -77,8 +77,10 @@ def test_a_failed_lane_names_its_failed_sessions_and_their_tests() -> None:
             "nox > Running session lint",
             "nox > Session lint was successful in 4 seconds.",
             "nox > Running session tests",
+            "ERROR    sqlalchemy.pool.impl.AsyncAdaptedQueuePool:(unknown file):0 Error closing",
             "FAILED tests/a.py::test_one - AssertionError: 1 != 2",
             "ERROR tests/b.py::test_two - OSError",
+            "ERROR tests/c.py - ImportError: no module named x",
             "nox > Session tests failed.",
             "nox > Running session tests_failover",
             "nox > Session tests_failover raised exception ValueError('x')",
@@ -89,6 +91,6 @@ def test_a_failed_lane_names_its_failed_sessions_and_their_tests() -> None:
         ]
     )
     assert noxfile.lane_failures(lane) == [
-        "tests (FAILED tests/a.py::test_one, ERROR tests/b.py::test_two)",
+        "tests (FAILED tests/a.py::test_one, ERROR tests/b.py::test_two, ERROR tests/c.py)",
         "tests_failover",
     ]
